@@ -1,0 +1,139 @@
+// Package cli implements the rastro command line: one file per subcommand.
+// Every command returns an error instead of exiting, and writes to the
+// writers in Env so tests can capture its output.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Env is what a command may touch: its output writers and environment lookup.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+}
+
+// Command is one subcommand.
+type Command struct {
+	Name  string
+	Short string // one line for the command list
+	// Run executes the command with the arguments after its name.
+	Run func(ctx context.Context, env *Env, args []string) error
+}
+
+var commands = map[string]*Command{}
+
+// register adds a command; each command file calls it from init.
+func register(c *Command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("cli: command registered twice: " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// errUsage marks an error caused by the command line itself (exit code 2).
+var errUsage = errors.New("usage error")
+
+// Main runs the command named by args[0] and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "rastro: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	err := c.Run(ctx, env, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "rastro %s: %v\n", c.Name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "rastro %s: %v\n", c.Name, err)
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "rastro: an OpenTelemetry trace store for LLM and agent applications")
+	fmt.Fprintln(w, "\nUsage: rastro COMMAND [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Short)
+	}
+	fmt.Fprintln(w, "\nRun 'rastro COMMAND --help' for a command's flags.")
+}
+
+// newFlagSet returns a flag set whose errors go to env.Stderr and whose
+// parse errors come back as usage errors.
+func newFlagSet(env *Env, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("rastro "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, "Usage: rastro %s %s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args, mapping flag errors (other than -h) to errUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}
+
+// envDefaults sets each flag that was not given on the command line from its
+// environment twin: flag "data-dir" reads RASTRO_DATA_DIR. Call after Parse.
+func envDefaults(fs *flag.FlagSet, env *Env) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		name := EnvName(f.Name)
+		if v := env.Getenv(name); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
+			}
+		}
+	})
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %v", errUsage, errors.Join(errs...))
+	}
+	return nil
+}
+
+// EnvName returns the environment variable twin of a flag name.
+func EnvName(flagName string) string {
+	return "RASTRO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
