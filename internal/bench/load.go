@@ -1,0 +1,492 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// Protocol is an ingest protocol the load generator speaks.
+type Protocol string
+
+// The protocols, named as the server's metrics label them.
+const (
+	ProtoOTLPProto  Protocol = "otlp-proto"  // OTLP/HTTP protobuf, POST /v1/traces
+	ProtoOTLPJSON   Protocol = "otlp-json"   // OTLP/HTTP JSON, POST /v1/traces
+	ProtoOTLPGRPC   Protocol = "otlp-grpc"   // OTLP/gRPC TraceService/Export
+	ProtoNativeJSON Protocol = "native-json" // Rastro's native JSON, POST /v1/spans
+)
+
+// Protocols lists every protocol in a stable order.
+var Protocols = []Protocol{ProtoOTLPProto, ProtoOTLPJSON, ProtoOTLPGRPC, ProtoNativeJSON}
+
+// ParseProtocol checks a protocol name.
+func ParseProtocol(s string) (Protocol, error) {
+	for _, p := range Protocols {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown protocol %q (want otlp-proto, otlp-json, otlp-grpc or native-json)", s)
+}
+
+// Route returns the HTTP path the protocol posts to ("" for gRPC).
+func (p Protocol) Route() string {
+	switch p {
+	case ProtoOTLPProto, ProtoOTLPJSON:
+		return "/v1/traces"
+	case ProtoNativeJSON:
+		return "/v1/spans"
+	}
+	return ""
+}
+
+func (p Protocol) contentType() string {
+	if p == ProtoOTLPProto {
+		return "application/x-protobuf"
+	}
+	return "application/json"
+}
+
+// Payload is one request, encoded (and compressed) before any clock starts.
+type Payload struct {
+	Body     []byte // the bytes sent on the wire (HTTP body; for gRPC the uncompressed message)
+	RawBytes int    // encoded size before gzip
+	Spans    int
+	grpcReq  *coltracepb.ExportTraceServiceRequest
+}
+
+// LoadOptions configures one load run. Zero values get the defaults noted.
+type LoadOptions struct {
+	// Endpoint is the server: "http://HOST:PORT" (or HOST:PORT) for HTTP
+	// protocols, HOST:PORT for otlp-grpc. It must be a loopback address.
+	Endpoint    string
+	Protocol    Protocol
+	Concurrency int     // workers, each with its own connection; default 1
+	Rate        float64 // open loop target in spans/s; 0 = closed loop
+	Duration    time.Duration
+	// Loop re-sends the payloads from the start when they run out before
+	// Duration (the server de-duplicates by trace id and span id).
+	Loop      bool
+	Gzip      bool          // payloads were gzipped by Prepare: send Content-Encoding gzip / the gRPC gzip compressor
+	KeepAlive bool          // reuse HTTP connections
+	Project   string        // X-Scope-OrgID; empty sends no header
+	Timeout   time.Duration // per request; default 30s
+	// Progress, when set, receives a progress line every ProgressEvery (default 1s).
+	Progress      io.Writer
+	ProgressEvery time.Duration
+}
+
+// LoadResult is what a load run observed. Spans are counted as accepted only
+// when the server acknowledged them (2xx / gRPC OK), minus any partial
+// success rejections.
+type LoadResult struct {
+	Protocol       Protocol      `json:"protocol"`
+	Concurrency    int           `json:"concurrency"`
+	OpenLoop       bool          `json:"open_loop"`
+	Elapsed        time.Duration `json:"elapsed_ns"`
+	Requests       int           `json:"requests"`
+	AckedRequests  int           `json:"acked_requests"`
+	SentSpans      int64         `json:"sent_spans"`
+	AcceptedSpans  int64         `json:"accepted_spans"`
+	RejectedSpans  int64         `json:"rejected_spans"` // partial_success.rejected_spans
+	Status429      int           `json:"status_429"`
+	Errors         int           `json:"errors"` // other non-2xx responses and request errors
+	Shed           int           `json:"shed"`   // connections reset, refused or closed by the server
+	WireBytes      int64         `json:"wire_bytes"`
+	LateSends      int           `json:"late_sends"` // open loop: sends that started after their scheduled time + 1ms
+	Latency        Latency       `json:"latency"`
+	SpansPerSecond float64       `json:"spans_per_second"`
+	FirstError     string        `json:"first_error,omitempty"`
+}
+
+// FailedRequests is the number of requests that were not acknowledged.
+func (r LoadResult) FailedRequests() int { return r.Status429 + r.Errors + r.Shed }
+
+// Prepare encodes batches for protocol p, gzipping HTTP bodies
+// when gz is set. Call it before the clock starts.
+func Prepare(batches [][]model.Span, p Protocol, gz bool) ([]Payload, error) {
+	out := make([]Payload, 0, len(batches))
+	for i, b := range batches {
+		pl, err := preparePayload(b, p, gz)
+		if err != nil {
+			return nil, fmt.Errorf("prepare batch %d: %w", i, err)
+		}
+		out = append(out, pl)
+	}
+	return out, nil
+}
+
+// CheckLoopback returns an error unless host (HOST, HOST:PORT or a URL) names
+// a loopback address: the load generator never aims at another machine.
+func CheckLoopback(endpoint string) error {
+	host := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("endpoint %q is not a loopback address (load is only generated against 127.0.0.1, ::1 or localhost)", endpoint)
+	}
+	return nil
+}
+
+func httpBase(endpoint string) string {
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	return strings.TrimRight(endpoint, "/")
+}
+
+func grpcTarget(endpoint string) string {
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return endpoint
+}
+
+type sender interface {
+	send(ctx context.Context, p *Payload) outcome
+	close()
+}
+
+type outcome struct {
+	ok       bool
+	rejected int64
+	is429    bool
+	shed     bool
+	err      string
+}
+
+// Load sends payloads as o says and reports what the server acknowledged.
+// Closed loop: each worker sends its next payload once the previous one is
+// answered; latency is send to answer. Open loop: payload i is due at
+// start + (spans before i)/Rate; a worker sends it at that time or, when it
+// is behind, at once, and latency runs from the due time, so a slow server
+// is charged for the requests it delayed (no coordinated omission).
+func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, error) {
+	if err := CheckLoopback(o.Endpoint); err != nil {
+		return LoadResult{}, err
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
+	}
+	if len(payloads) == 0 {
+		return LoadResult{}, errors.New("load: no payloads")
+	}
+	if o.Loop && o.Duration <= 0 {
+		return LoadResult{}, errors.New("load: looping needs a duration")
+	}
+	if o.Rate < 0 {
+		return LoadResult{}, fmt.Errorf("load: rate must be >= 0, got %g", o.Rate)
+	}
+	if _, err := ParseProtocol(string(o.Protocol)); err != nil {
+		return LoadResult{}, err
+	}
+	senders := make([]sender, o.Concurrency)
+	for i := range senders {
+		s, err := newSender(o)
+		if err != nil {
+			for _, x := range senders[:i] {
+				x.close()
+			}
+			return LoadResult{}, err
+		}
+		senders[i] = s
+	}
+	defer func() {
+		for _, s := range senders {
+			s.close()
+		}
+	}()
+
+	// Open loop schedule: due offset of each payload in one pass.
+	var due []time.Duration
+	var passLen time.Duration
+	if o.Rate > 0 {
+		due = make([]time.Duration, len(payloads))
+		var cum float64
+		for i, p := range payloads {
+			due[i] = time.Duration(cum / o.Rate * float64(time.Second))
+			cum += float64(p.Spans)
+		}
+		passLen = time.Duration(cum / o.Rate * float64(time.Second))
+	}
+
+	var (
+		next                                    atomic.Int64
+		accepted, rejected, sent, wire          atomic.Int64
+		requests, acked, n429, nerr, shed, late atomic.Int64
+		errOnce                                 sync.Once
+		firstErr                                string
+	)
+	lat := make([][]time.Duration, o.Concurrency)
+	start := time.Now()
+	var deadline time.Time
+	if o.Duration > 0 {
+		deadline = start.Add(o.Duration)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	stopProgress := make(chan struct{})
+	progressDone := make(chan struct{})
+	go func() { // owned by Load; stopped by stopProgress before Load returns
+		defer close(progressDone)
+		if o.Progress == nil {
+			return
+		}
+		t := time.NewTicker(o.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopProgress:
+				return
+			case <-t.C:
+				el := time.Since(start).Seconds()
+				a := accepted.Load()
+				fmt.Fprintf(o.Progress, "%6.1fs  accepted %d spans  %.0f spans/s  requests %d  429s %d  errors %d  shed %d\n",
+					el, a, float64(a)/el, requests.Load(), n429.Load(), nerr.Load(), shed.Load())
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := 0; w < o.Concurrency; w++ {
+		wg.Add(1)
+		go func(w int) { // one worker; returns when payloads or time run out or ctx ends
+			defer wg.Done()
+			s := senders[w]
+			for {
+				i := int(next.Add(1) - 1)
+				pass := i / len(payloads)
+				if pass > 0 && !o.Loop {
+					return
+				}
+				p := &payloads[i%len(payloads)]
+				sendAt := time.Now()
+				if o.Rate > 0 {
+					sendAt = start.Add(time.Duration(pass)*passLen + due[i%len(payloads)])
+				}
+				if !deadline.IsZero() && !sendAt.Before(deadline) || runCtx.Err() != nil {
+					return
+				}
+				if o.Rate > 0 {
+					if wait := time.Until(sendAt); wait > 0 {
+						t := time.NewTimer(wait)
+						select {
+						case <-t.C:
+						case <-runCtx.Done():
+							t.Stop()
+							return
+						}
+					} else if wait < -time.Millisecond {
+						late.Add(1)
+					}
+				}
+				rctx, rcancel := context.WithTimeout(runCtx, o.Timeout)
+				out := s.send(rctx, p)
+				rcancel()
+				if runCtx.Err() != nil && !out.ok {
+					return // interrupted, not a server failure
+				}
+				lat[w] = append(lat[w], time.Since(sendAt))
+				requests.Add(1)
+				sent.Add(int64(p.Spans))
+				wire.Add(int64(len(p.Body)))
+				switch {
+				case out.ok:
+					acked.Add(1)
+					r := min(out.rejected, int64(p.Spans))
+					rejected.Add(r)
+					accepted.Add(int64(p.Spans) - r)
+				case out.is429:
+					n429.Add(1)
+				case out.shed:
+					shed.Add(1)
+				default:
+					nerr.Add(1)
+				}
+				if !out.ok && out.err != "" {
+					errOnce.Do(func() { firstErr = out.err })
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stopProgress)
+	<-progressDone
+
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	r := LoadResult{
+		Protocol: o.Protocol, Concurrency: o.Concurrency, OpenLoop: o.Rate > 0,
+		Elapsed: elapsed, Requests: int(requests.Load()), AckedRequests: int(acked.Load()),
+		SentSpans: sent.Load(), AcceptedSpans: accepted.Load(), RejectedSpans: rejected.Load(),
+		Status429: int(n429.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
+		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all),
+		FirstError: firstErr,
+	}
+	if elapsed > 0 {
+		r.SpansPerSecond = float64(r.AcceptedSpans) / elapsed.Seconds()
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "%6.1fs  done: accepted %d of %d spans\n", elapsed.Seconds(), r.AcceptedSpans, r.SentSpans)
+	}
+	return r, ctx.Err()
+}
+
+func newSender(o LoadOptions) (sender, error) {
+	if o.Protocol == ProtoOTLPGRPC {
+		cc, err := grpc.NewClient("passthrough:///"+grpcTarget(o.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, fmt.Errorf("grpc client for %s: %w", o.Endpoint, err)
+		}
+		return &grpcSender{cc: cc, client: coltracepb.NewTraceServiceClient(cc), gzip: o.Gzip, project: o.Project}, nil
+	}
+	tr := &http.Transport{
+		Proxy:               nil, // loopback only: never through a proxy
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		DisableKeepAlives:   !o.KeepAlive,
+		DisableCompression:  true,
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &httpSender{
+		client: &http.Client{Transport: tr},
+		url:    httpBase(o.Endpoint) + o.Protocol.Route(),
+		proto:  o.Protocol,
+		gzip:   o.Gzip,
+		o:      o,
+	}, nil
+}
+
+type httpSender struct {
+	client *http.Client
+	url    string
+	proto  Protocol
+	gzip   bool
+	o      LoadOptions
+}
+
+func (h *httpSender) close() { h.client.CloseIdleConnections() }
+
+func (h *httpSender) send(ctx context.Context, p *Payload) outcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url, bytes.NewReader(p.Body))
+	if err != nil {
+		return outcome{err: err.Error()}
+	}
+	req.Header.Set("Content-Type", h.proto.contentType())
+	if h.gzip {
+		req.Header.Set("Content-Encoding", "gzip")
+	}
+	if h.o.Project != "" {
+		req.Header.Set("X-Scope-OrgID", h.o.Project)
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return outcome{shed: isShed(err), err: fmt.Sprintf("POST %s: %v", h.url, err)}
+	}
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return outcome{is429: true, err: "429 Too Many Requests"}
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return outcome{err: fmt.Sprintf("POST %s: %s: %s", h.url, resp.Status, strings.TrimSpace(string(body)))}
+	case rerr != nil:
+		return outcome{shed: isShed(rerr), err: fmt.Sprintf("POST %s: read response: %v", h.url, rerr)}
+	}
+	return outcome{ok: true, rejected: rejectedSpans(resp.Header.Get("Content-Type"), body)}
+}
+
+// rejectedSpans reads partial_success.rejected_spans from an OTLP (or
+// native) response body; 0 when absent or unreadable.
+func rejectedSpans(contentType string, body []byte) int64 {
+	if len(body) == 0 {
+		return 0
+	}
+	var m coltracepb.ExportTraceServiceResponse
+	if strings.Contains(contentType, "protobuf") {
+		if proto.Unmarshal(body, &m) != nil {
+			return 0
+		}
+	} else if (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &m) != nil {
+		return 0
+	}
+	return m.GetPartialSuccess().GetRejectedSpans()
+}
+
+// isShed reports whether err means the server dropped or refused the connection.
+func isShed(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+type grpcSender struct {
+	cc      *grpc.ClientConn
+	client  coltracepb.TraceServiceClient
+	gzip    bool
+	project string
+}
+
+func (g *grpcSender) close() { g.cc.Close() }
+
+func (g *grpcSender) send(ctx context.Context, p *Payload) outcome {
+	var opts []grpc.CallOption
+	if g.gzip {
+		opts = append(opts, grpc.UseCompressor(gzip.Name))
+	}
+	if g.project != "" {
+		ctx = metadataContext(ctx, g.project)
+	}
+	resp, err := g.client.Export(ctx, p.grpcReq, opts...)
+	if err != nil {
+		st := status.Convert(err)
+		switch st.Code() {
+		case codes.ResourceExhausted:
+			return outcome{is429: true, err: "RESOURCE_EXHAUSTED: " + st.Message()}
+		case codes.Unavailable:
+			return outcome{shed: true, err: "UNAVAILABLE: " + st.Message()}
+		}
+		return outcome{err: fmt.Sprintf("gRPC Export: %s: %s", st.Code(), st.Message())}
+	}
+	return outcome{ok: true, rejected: resp.GetPartialSuccess().GetRejectedSpans()}
+}

@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// clientFlags are the flags every command that talks to a server shares.
+type clientFlags struct {
+	server  string
+	project string
+	json    bool
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", "http://127.0.0.1:4318", "URL of the rastro server")
+	fs.StringVar(&c.project, "project", "", "project (tenant) to query; empty means the server's default")
+	fs.BoolVar(&c.json, "json", false, "print the server's JSON response instead of a table")
+}
+
+// get fetches path?params from the server and returns the body of a 2xx
+// response; other responses become errors carrying the server's message.
+func (c *clientFlags) get(ctx context.Context, path string, params url.Values) ([]byte, error) {
+	u := strings.TrimRight(c.server, "/") + path
+	if len(params) > 0 {
+		u += "?" + params.Encode()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --server %q: %v", errUsage, c.server, err)
+	}
+	if c.project != "" {
+		req.Header.Set("X-Scope-OrgID", c.project)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the server at %s (is 'rastro serve' running?): %w", c.server, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read response from %s: %w", u, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return nil, fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
+		}
+		return nil, fmt.Errorf("server answered %s", resp.Status)
+	}
+	return body, nil
+}
+
+// apiSpan is the subset of the API's span JSON the CLI prints.
+type apiSpan struct {
+	TraceID      string         `json:"trace_id"`
+	SpanID       string         `json:"span_id"`
+	ParentSpanID string         `json:"parent_span_id"`
+	Name         string         `json:"name"`
+	Kind         string         `json:"kind"`
+	Service      string         `json:"service"`
+	StartTime    string         `json:"start_time"`
+	Start        uint64         `json:"start_time_unix_nano"`
+	DurationNs   uint64         `json:"duration_ns"`
+	Status       string         `json:"status"`
+	StatusMsg    string         `json:"status_message"`
+	Attributes   map[string]any `json:"attributes"`
+}
+
+func fmtDuration(ns uint64) string {
+	d := time.Duration(ns)
+	switch {
+	case d < time.Microsecond:
+		return fmt.Sprintf("%dns", ns)
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func fmtTime(ns uint64) string {
+	return time.Unix(0, int64(ns)).Local().Format("2006-01-02 15:04:05.000")
+}

@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/bench"
+)
+
+func init() {
+	register(&Command{
+		Name:  "load",
+		Short: "send generated spans to an OTLP endpoint on this machine and report the accepted rate",
+		Run:   runLoad,
+	})
+}
+
+func runLoad(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "load", "[flags]")
+	endpoint := fs.String("endpoint", "", "server to load: http://HOST:PORT for HTTP protocols (default http://127.0.0.1:4318), HOST:PORT for otlp-grpc (default 127.0.0.1:4317); loopback addresses only")
+	protocol := fs.String("protocol", "otlp-proto", "wire protocol: otlp-proto | otlp-json | otlp-grpc | native-json")
+	corpus := fs.String("corpus", "canonical", "corpus to send: canonical | llm | api")
+	concurrency := fs.Int("concurrency", 4, "parallel workers, each with its own connection")
+	batch := fs.Int("batch", 1000, "spans per request")
+	rate := fs.Float64("rate", 0, "open loop: target spans/s, latency measured from each batch's scheduled time; 0 = closed loop (each worker sends when its previous batch is answered)")
+	spans := fs.Int("spans", 100_000, "spans to generate (before the clock starts) and send")
+	duration := fs.Duration("duration", 0, "stop after this long; with a duration the generated spans are re-sent from the start when they run out (the server de-duplicates them)")
+	gz := fs.Bool("gzip", false, "gzip request bodies (compressed before the clock starts; gRPC compresses per call)")
+	keepAlive := fs.Bool("keepalive", true, "reuse HTTP connections between requests")
+	project := fs.String("project", "", "project to write to (X-Scope-OrgID header); empty = server default")
+	seed := fs.Uint64("seed", 1, "corpus seed: the same seed sends the same bytes")
+	window := fs.Duration("window", time.Hour, "span start times are spread over the window ending now")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	progress := fs.Duration("progress", time.Second, "interval of the progress line on stderr; 0 = none")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := envDefaults(fs, env); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	p, err := bench.ParseProtocol(*protocol)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *concurrency < 1 || *batch < 1 || *spans < 1 || *rate < 0 || *duration < 0 {
+		return fmt.Errorf("%w: --concurrency, --batch and --spans must be >= 1; --rate and --duration >= 0", errUsage)
+	}
+	ep := *endpoint
+	if ep == "" {
+		ep = "http://127.0.0.1:4318"
+		if p == bench.ProtoOTLPGRPC {
+			ep = "127.0.0.1:4317"
+		}
+	}
+	if err := bench.CheckLoopback(ep); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	s, err := bench.Generate(*corpus, bench.CorpusOptions{Seed: *seed, Spans: *spans, Start: time.Now().Add(-*window), Window: *window})
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	payloads, err := bench.Prepare(bench.Batches(s, *batch), p, *gz)
+	if err != nil {
+		return err
+	}
+	o := bench.LoadOptions{
+		Endpoint: ep, Protocol: p, Concurrency: *concurrency, Rate: *rate, Duration: *duration, Loop: *duration > 0,
+		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, ProgressEvery: *progress,
+	}
+	if *progress > 0 {
+		o.Progress = env.Stderr
+	}
+	res, err := bench.Load(ctx, o, payloads)
+	if err != nil && res.Requests == 0 {
+		return fmt.Errorf("load %s: %w", ep, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	printLoad(env.Stdout, ep, o, *batch, res)
+	return nil
+}
+
+func printLoad(w io.Writer, ep string, o bench.LoadOptions, batch int, r bench.LoadResult) {
+	route := o.Protocol.Route()
+	if route == "" {
+		route = "gRPC TraceService/Export"
+	}
+	mode := "closed loop"
+	if o.Rate > 0 {
+		mode = fmt.Sprintf("open loop at %.0f spans/s (%d sends started late)", o.Rate, r.LateSends)
+	}
+	fmt.Fprintf(w, "endpoint     %s %s (%s), gzip %v, keep-alive %v\n", ep, route, o.Protocol, o.Gzip, o.KeepAlive)
+	fmt.Fprintf(w, "mode         %s, %d workers, batch %d\n", mode, o.Concurrency, batch)
+	fmt.Fprintf(w, "sent         %d spans in %d requests, %d bytes on the wire (%.0f B/span)\n",
+		r.SentSpans, r.Requests, r.WireBytes, float64(r.WireBytes)/float64(max(r.SentSpans, 1)))
+	fmt.Fprintf(w, "accepted     %d spans (%d rejected as partial success)\n", r.AcceptedSpans, r.RejectedSpans)
+	fmt.Fprintf(w, "rate         %.0f accepted spans/s over %.2f s\n", r.SpansPerSecond, r.Elapsed.Seconds())
+	fmt.Fprintf(w, "latency      p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms  (%d requests, client-observed)\n",
+		r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max, r.Latency.Samples)
+	fmt.Fprintf(w, "429s         %d\n", r.Status429)
+	fmt.Fprintf(w, "errors       %d (connections shed: %d)\n", r.Errors, r.Shed)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "first error  %s\n", r.FirstError)
+	}
+}

@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// serveFlagTable renders rastro serve's flags as the README's table.
+func serveFlagTable() string {
+	fs, _ := newServeFlags(&Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: os.Getenv})
+	var b strings.Builder
+	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
+	fs.VisitAll(func(f *flag.Flag) {
+		def := f.DefValue
+		if def == "" {
+			def = "(empty)"
+		}
+		fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s |\n", f.Name, EnvName(f.Name), def, f.Usage)
+	})
+	return b.String()
+}
+
+// TestReadmeConfigTableMatchesFlags keeps the README's configuration table
+// true to `rastro serve --help`. Run with RASTRO_UPDATE_README=1 to rewrite it.
+func TestReadmeConfigTableMatchesFlags(t *testing.T) {
+	const path = "../../README.md"
+	const begin, end = "<!-- serve-flags:begin -->\n", "<!-- serve-flags:end -->"
+	readme, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(readme)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		t.Fatalf("README lacks the %q ... %q markers", begin, end)
+	}
+	want := serveFlagTable()
+	got := s[i+len(begin) : j]
+	if got == want {
+		return
+	}
+	if os.Getenv("RASTRO_UPDATE_README") == "1" {
+		if err := os.WriteFile(path, []byte(s[:i+len(begin)]+want+s[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatalf("README configuration table is out of date; run RASTRO_UPDATE_README=1 go test ./internal/cli -run Readme\nwant:\n%s\ngot:\n%s", want, got)
+}
+
+// TestServeHelpDocumentsEveryFlag: --help prints each flag and its variable twin's flag name.
+func TestServeHelpDocumentsEveryFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := Main(t.Context(), []string{"serve", "--help"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("serve --help exited %d: %s", code, errb.String())
+	}
+	fs, _ := newServeFlags(&Env{Stdout: &out, Stderr: &bytes.Buffer{}, Getenv: os.Getenv})
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(errb.String(), "-"+f.Name) {
+			t.Errorf("--help does not mention -%s", f.Name)
+		}
+	})
+}
+
+func TestEnvironmentTwinsSetFlags(t *testing.T) {
+	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string {
+		return map[string]string{"RASTRO_DATA_DIR": "/tmp/x", "RASTRO_SEAL_BYTES": "2MiB", "RASTRO_HTTP_ADDR": "ignored"}[k]
+	}}
+	fs, c := newServeFlags(env)
+	if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := envDefaults(fs, env); err != nil {
+		t.Fatal(err)
+	}
+	if c.dataDir != "/tmp/x" || c.sealBytes != 2<<20 || c.httpAddr != "127.0.0.1:1" {
+		t.Fatalf("env twins: data-dir %q seal-bytes %d http-addr %q", c.dataDir, c.sealBytes, c.httpAddr)
+	}
+	bad := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string {
+		if k == "RASTRO_SEAL_BYTES" {
+			return "lots"
+		}
+		return ""
+	}}
+	fs, _ = newServeFlags(bad)
+	fs.Parse(nil)
+	if err := envDefaults(fs, bad); err == nil || !strings.Contains(err.Error(), "RASTRO_SEAL_BYTES") {
+		t.Fatalf("bad env value not reported by name: %v", err)
+	}
+}

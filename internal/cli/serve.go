@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/server"
+)
+
+func init() {
+	register(&Command{Name: "serve", Short: "run the server (OTLP ingest, query API) on an embedded store", Run: runServe})
+}
+
+// serveConfig holds the values of rastro serve's flags.
+type serveConfig struct {
+	dataDir, httpAddr, grpcAddr, durability, logLevel string
+	syncInterval, sealAge                             time.Duration
+	maxBody, maxInflight, sealBytes, walMax           byteSize
+}
+
+// newServeFlags declares rastro serve's flags; the README's configuration
+// table is generated from it (see readme_test.go).
+func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
+	fs := newFlagSet(env, "serve", "[flags]")
+	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20}
+	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
+	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
+	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
+	fs.StringVar(&c.durability, "durability", "wal", "when a write is acknowledged: wal (after fsync) or buffered (after write; fsync every --sync-interval)")
+	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
+	fs.Var(&c.maxBody, "max-body-bytes", "largest accepted request body, enforced after decompression too")
+	fs.Var(&c.maxInflight, "max-inflight-bytes", "request bytes admitted at once; beyond it ingest answers 429 (gRPC RESOURCE_EXHAUSTED)")
+	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size")
+	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
+	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
+	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return fs, c
+}
+
+func runServe(ctx context.Context, env *Env, args []string) error {
+	fs, c := newServeFlags(env)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := envDefaults(fs, env); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	var mode engine.Durability
+	switch c.durability {
+	case "wal":
+		mode = engine.DurabilityWAL
+	case "buffered":
+		mode = engine.DurabilityBuffered
+	default:
+		return fmt.Errorf("%w: --durability %q: use wal or buffered", errUsage, c.durability)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, c.logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+
+	srv, err := server.New(server.Options{
+		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
+		MaxBodyBytes: int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "data_dir", c.dataDir, "durability", c.durability)
+
+	start := time.Now()
+	eng, err := engine.Open(engine.Options{
+		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
+		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), Logger: log,
+	})
+	if err != nil {
+		shutdown(srv, log)
+		return fmt.Errorf("open store %s: %w", c.dataDir, err)
+	}
+	srv.SetEngine(eng)
+	log.Info("ready", "took", time.Since(start).String())
+
+	<-ctx.Done()
+	log.Info("shutting down: finishing in-flight requests")
+	shutdown(srv, log)
+	if err := eng.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func shutdown(srv *server.Server, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("shutdown", "err", err)
+	}
+}

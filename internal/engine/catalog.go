@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"sort"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// Caps that bound a catalog's memory whatever the data's cardinality.
+const (
+	catalogMaxKeys   = 1000 // attribute keys per block
+	catalogMaxValues = 200  // distinct values per key per block
+	catalogMaxValLen = 256  // longer values are not cataloged
+)
+
+// catalog summarises one block (or a memtable) for discovery queries:
+// operations per service and attribute keys with their value counts.
+type catalog struct {
+	ops   map[string]map[string]int // service -> span name -> count
+	attrs map[string]map[string]int // "span.key" / "resource.key" -> value -> count
+}
+
+func newCatalog() *catalog {
+	return &catalog{ops: map[string]map[string]int{}, attrs: map[string]map[string]int{}}
+}
+
+func (c *catalog) add(s *model.Span) {
+	ops := c.ops[s.Service]
+	if ops == nil {
+		ops = map[string]int{}
+		c.ops[s.Service] = ops
+	}
+	ops[s.Name]++
+	c.addKVs("span.", s.Attributes)
+	if s.Resource != nil {
+		c.addKVs("resource.", s.Resource.Attributes)
+	}
+}
+
+func (c *catalog) addKVs(prefix string, kvs []model.KeyValue) {
+	for i := range kvs {
+		key := prefix + kvs[i].Key
+		vals := c.attrs[key]
+		if vals == nil {
+			if len(c.attrs) >= catalogMaxKeys {
+				continue
+			}
+			vals = map[string]int{}
+			c.attrs[key] = vals
+		}
+		v := kvs[i].Value
+		if v.Type == model.ValueArray || v.Type == model.ValueKvList || v.Type == model.ValueBytes {
+			continue
+		}
+		s := v.AsString()
+		if len(s) > catalogMaxValLen {
+			continue
+		}
+		if _, ok := vals[s]; !ok && len(vals) >= catalogMaxValues {
+			continue
+		}
+		vals[s]++
+	}
+}
+
+func (c *catalog) merge(o *catalog) {
+	for svc, ops := range o.ops {
+		dst := c.ops[svc]
+		if dst == nil {
+			dst = map[string]int{}
+			c.ops[svc] = dst
+		}
+		for n, k := range ops {
+			dst[n] += k
+		}
+	}
+	for key, vals := range o.attrs {
+		dst := c.attrs[key]
+		if dst == nil {
+			dst = map[string]int{}
+			c.attrs[key] = dst
+		}
+		for v, k := range vals {
+			dst[v] += k
+		}
+	}
+}
+
+// blockCatalog returns the catalog of block i, building and caching it on first use.
+func (s *segHandle) blockCatalog(i int) (*catalog, error) {
+	s.catMu.Lock()
+	c := s.cats[i]
+	s.catMu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	spans, err := s.r.ReadBlock(i)
+	if err != nil {
+		return nil, err
+	}
+	c = newCatalog()
+	for j := range spans {
+		c.add(&spans[j])
+	}
+	s.catMu.Lock()
+	s.cats[i] = c
+	s.catMu.Unlock()
+	return c, nil
+}
+
+// discover merges the catalogs of everything in project overlapping [start, end)
+// (0 = unbounded). Segment blocks are included whole when they overlap the
+// window, so counts are exact for memtables and block-granular for segments.
+func (e *Engine) discover(ctx context.Context, project string, start, end uint64, res *Result) (*catalog, error) {
+	v := e.view()
+	out := newCatalog()
+	for _, m := range v.mems {
+		m.scan(func(r *row) bool {
+			st := r.span.StartTimeUnixNano
+			if r.project == project && (start == 0 || st >= start) && (end == 0 || st < end) {
+				out.add(&r.span)
+			}
+			return true
+		})
+	}
+	for _, s := range v.segs {
+		for i := range s.blocks {
+			b := &s.blocks[i]
+			if b.Project != project || (end != 0 && b.MinStart >= end) || (start != 0 && b.MaxStart < start) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			c, err := s.blockCatalog(i)
+			if err != nil {
+				e.corrupt(res, s.name, err)
+				continue
+			}
+			out.merge(c)
+		}
+	}
+	return out, nil
+}
+
+// NameCount is a name with how often it was seen.
+type NameCount struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+func sortedCounts(m map[string]int, limit int) []NameCount {
+	out := make([]NameCount, 0, len(m))
+	for k, v := range m {
+		out = append(out, NameCount{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Name < out[j].Name
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// Services lists the services seen in the window with their span counts.
+func (e *Engine) Services(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error) {
+	var res Result
+	c, err := e.discover(ctx, project, start, end, &res)
+	if err != nil {
+		return nil, res, err
+	}
+	counts := map[string]int{}
+	for svc, ops := range c.ops {
+		for _, n := range ops {
+			counts[svc] += n
+		}
+	}
+	out := sortedCounts(counts, 0)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, res, nil
+}
+
+// Operations lists the span names of one service in the window with counts.
+func (e *Engine) Operations(ctx context.Context, project, service string, start, end uint64) ([]NameCount, Result, error) {
+	var res Result
+	c, err := e.discover(ctx, project, start, end, &res)
+	if err != nil {
+		return nil, res, err
+	}
+	out := sortedCounts(c.ops[service], 0)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, res, nil
+}
+
+// AttributeKeys lists attribute keys ("span.x", "resource.y") seen in the window.
+func (e *Engine) AttributeKeys(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error) {
+	var res Result
+	c, err := e.discover(ctx, project, start, end, &res)
+	if err != nil {
+		return nil, res, err
+	}
+	counts := map[string]int{}
+	for k, vals := range c.attrs {
+		for _, n := range vals {
+			counts[k] += n
+		}
+	}
+	out := sortedCounts(counts, 0)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, res, nil
+}
+
+// AttributeValues lists the most frequent values of one attribute key. A key
+// without a scope prefix matches both span and resource attributes.
+func (e *Engine) AttributeValues(ctx context.Context, project, key string, start, end uint64, limit int) ([]NameCount, Result, error) {
+	var res Result
+	c, err := e.discover(ctx, project, start, end, &res)
+	if err != nil {
+		return nil, res, err
+	}
+	counts := map[string]int{}
+	for _, k := range []string{key, "span." + key, "resource." + key} {
+		for v, n := range c.attrs[k] {
+			counts[v] += n
+		}
+	}
+	return sortedCounts(counts, limit), res, nil
+}

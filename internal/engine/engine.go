@@ -1,0 +1,436 @@
+// Package engine is Rastro's embedded store: a WAL-backed in-memory write
+// buffer, immutable columnar segments published through a manifest, and the
+// query execution over both.
+//
+// Locking: mu guards the read view (active, frozen, segs). It is held only to
+// swap pointers, never across I/O. pubMu serialises seals and manifest writes;
+// queries never take it. The WAL's commit goroutine is the only writer into
+// the active memtable, so ingest never waits on a query or a seal.
+//
+// Goroutines: Open starts the seal loop; Close stops it and waits for it.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/wal"
+)
+
+// RecordType says how a WAL record's body is encoded.
+type RecordType uint8
+
+const (
+	RecordOTLPProto RecordType = 1
+	RecordOTLPJSON  RecordType = 2
+	RecordNative    RecordType = 3
+)
+
+// Durability selects when an append is acknowledged.
+type Durability = wal.Mode
+
+const (
+	DurabilityWAL      = wal.ModeSync     // acknowledged after fsync
+	DurabilityBuffered = wal.ModeBuffered // acknowledged after write(2), fsynced every SyncInterval
+)
+
+// Options configures an Engine. The zero value of every field but Dir means its default.
+type Options struct {
+	Dir          string
+	Durability   Durability
+	SyncInterval time.Duration // buffered mode fsync interval; default 1s
+
+	SealBytes   int64         // seal the write buffer when its estimated size exceeds this; default 64 MiB
+	SealAge     time.Duration // seal the write buffer when its oldest row is older than this; default 1m
+	WALMaxBytes int64         // force a seal when the WAL exceeds this many bytes; default 512 MiB
+	BlockSpans  int           // spans per segment block; default segment's default
+
+	Logger *slog.Logger
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("engine: data directory is required")
+	}
+	if o.Durability != DurabilityWAL && o.Durability != DurabilityBuffered {
+		return fmt.Errorf("engine: unknown durability %d", o.Durability)
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = time.Second
+	}
+	if o.SealBytes <= 0 {
+		o.SealBytes = 64 << 20
+	}
+	if o.SealAge <= 0 {
+		o.SealAge = time.Minute
+	}
+	if o.WALMaxBytes <= 0 {
+		o.WALMaxBytes = 512 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Engine is the embedded store. It is safe for concurrent use.
+type Engine struct {
+	opts Options
+	log  *slog.Logger
+	wal  *wal.WAL
+	dir  string // segments directory
+
+	mu     sync.RWMutex // guards the read view below
+	active *memtable
+	frozen []*memtable // oldest first; being sealed, still queried
+	segs   []*segHandle
+
+	pubMu    sync.Mutex // serialises seals and manifest writes
+	manifest manifest   // guarded by pubMu
+
+	quarantined []string // guarded by mu: segments that failed to open
+
+	kick    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	closed  atomic.Bool
+	sealErr atomic.Pointer[error]
+
+	m counters
+}
+
+// counters are engine-side metrics, read by the server for /metrics.
+type counters struct {
+	seals, sealNanos, sealedSpans  atomic.Int64
+	corruptions                    atomic.Int64
+	blocksExamined, blocksPruned   atomic.Int64
+	segmentsSkipped                atomic.Int64
+	replayedRecords, replayedSpans atomic.Int64
+	replayRejectedRecords          atomic.Int64
+}
+
+// Open opens or creates the store in opts.Dir and replays its WAL. The
+// returned engine is ready for queries and appends.
+func Open(opts Options) (*Engine, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	segDir := filepath.Join(opts.Dir, "segments")
+	walDir := filepath.Join(opts.Dir, "wal")
+	for _, d := range []string{opts.Dir, segDir, walDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	man, err := readManifest(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		opts:     opts,
+		log:      opts.Logger,
+		dir:      segDir,
+		manifest: man,
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		active:   newMemtable(time.Now()),
+	}
+	e.openSegments()
+	e.removeOrphans()
+
+	w, err := wal.Open(wal.Options{
+		Dir:          walDir,
+		Mode:         opts.Durability,
+		SyncInterval: opts.SyncInterval,
+		Logf:         func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
+	})
+	if err != nil {
+		e.closeSegments()
+		return nil, fmt.Errorf("open wal: %w", err)
+	}
+	e.wal = w
+	if err := e.replay(); err != nil {
+		w.Close()
+		e.closeSegments()
+		return nil, err
+	}
+	e.wg.Add(1)
+	go e.sealLoop()
+	return e, nil
+}
+
+func (e *Engine) openSegments() {
+	for _, name := range e.manifest.Segments {
+		path := filepath.Join(e.dir, name)
+		r, err := segment.Open(path)
+		if err != nil {
+			// Isolate the damage: keep serving everything else.
+			e.log.Error("segment not served", "file", path, "err", err)
+			e.m.corruptions.Add(1)
+			e.quarantined = append(e.quarantined, name)
+			continue
+		}
+		e.segs = append(e.segs, newSegHandle(name, r))
+	}
+}
+
+// removeOrphans deletes temporary files and segment files that the manifest
+// does not name (left by a crash between writing a segment and publishing it).
+func (e *Engine) removeOrphans() {
+	named := map[string]bool{}
+	for _, n := range e.manifest.Segments {
+		named[n] = true
+	}
+	ents, err := os.ReadDir(e.dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		n := de.Name()
+		if named[n] || de.IsDir() {
+			continue
+		}
+		if strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".seg") {
+			e.log.Info("removing unpublished file", "file", filepath.Join(e.dir, n))
+			os.Remove(filepath.Join(e.dir, n))
+		}
+	}
+}
+
+func (e *Engine) replay() error {
+	start := time.Now()
+	st, err := e.wal.Replay(e.manifest.WALStart, func(r wal.Record) error {
+		b, err := Decode(RecordType(r.Type), r.Body)
+		e.m.replayedRecords.Add(1)
+		if err != nil {
+			// A record is only written after it decoded once; failing now means
+			// the decoder changed. Keep going: losing one request beats refusing to start.
+			e.m.replayRejectedRecords.Add(1)
+			e.log.Error("wal record no longer decodes; skipped", "type", r.Type, "project", r.Project, "err", err)
+			return nil
+		}
+		e.active.insert(r.Project, b.Spans)
+		e.m.replayedSpans.Add(int64(len(b.Spans)))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("replay wal: %w", err)
+	}
+	e.log.Info("wal replayed", "records", e.m.replayedRecords.Load(), "spans", e.m.replayedSpans.Load(),
+		"stats", fmt.Sprintf("%+v", st), "took", time.Since(start).String())
+	return nil
+}
+
+// Decode decodes a request body of the given record type.
+func Decode(t RecordType, body []byte) (otlp.Batch, error) {
+	switch t {
+	case RecordOTLPProto:
+		return otlp.DecodeProto(body)
+	case RecordOTLPJSON:
+		return otlp.DecodeJSON(body)
+	case RecordNative:
+		return otlp.DecodeNative(body)
+	}
+	return otlp.Batch{}, fmt.Errorf("unknown record type %d", t)
+}
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("engine: closed")
+
+// Append stores one decoded request: body is written to the WAL, and once it
+// is durable (per Durability) spans become visible to queries, in that order.
+// Append returns only after both; the caller acknowledges the client then.
+// The engine takes ownership of body and spans.
+func (e *Engine) Append(project string, t RecordType, body []byte, spans []model.Span) error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	err := e.wal.Append(wal.Record{Type: uint8(t), Project: project, Body: body}, func() {
+		// Runs in the WAL commit goroutine, serialised with Rotate.
+		e.mu.RLock()
+		m := e.active
+		e.mu.RUnlock()
+		m.insert(project, spans)
+		if m.bytes.Load() >= e.opts.SealBytes {
+			e.requestSeal()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("append to wal: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) requestSeal() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Seal freezes the write buffer and writes it to a segment now, returning once
+// the segment is published. It is a no-op when the buffer is empty.
+func (e *Engine) Seal() error {
+	if err := e.freeze(); err != nil {
+		return err
+	}
+	return e.sealFrozen()
+}
+
+func (e *Engine) sealLoop() {
+	defer e.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case <-e.kick:
+		case <-t.C:
+		}
+		e.mu.RLock()
+		m := e.active
+		e.mu.RUnlock()
+		due := m.bytes.Load() >= e.opts.SealBytes ||
+			(m.n.Load() > 0 && time.Since(m.created) >= e.opts.SealAge) ||
+			(m.n.Load() > 0 && e.wal.Size() >= e.opts.WALMaxBytes)
+		if !due {
+			continue
+		}
+		if err := e.Seal(); err != nil {
+			e.log.Error("seal failed; data stays in the WAL and the write buffer", "err", err)
+			e.sealErr.Store(&err)
+		}
+	}
+}
+
+// freeze moves the active memtable to the frozen list at a WAL boundary.
+func (e *Engine) freeze() error {
+	e.mu.RLock()
+	empty := e.active.n.Load() == 0
+	e.mu.RUnlock()
+	if empty {
+		return nil
+	}
+	_, err := e.wal.Rotate(func(seq uint64) {
+		e.mu.Lock()
+		e.active.walEnd = seq
+		e.frozen = append(e.frozen, e.active)
+		e.active = newMemtable(time.Now())
+		e.mu.Unlock()
+	})
+	if err != nil {
+		return fmt.Errorf("rotate wal: %w", err)
+	}
+	return nil
+}
+
+// sealFrozen writes every frozen memtable to a segment, oldest first, and
+// publishes each through the manifest.
+func (e *Engine) sealFrozen() error {
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
+	for {
+		e.mu.RLock()
+		var m *memtable
+		if len(e.frozen) > 0 {
+			m = e.frozen[0]
+		}
+		e.mu.RUnlock()
+		if m == nil {
+			return nil
+		}
+		if err := e.sealOneLocked(m); err != nil {
+			return err
+		}
+	}
+}
+
+func (e *Engine) sealOneLocked(m *memtable) error {
+	start := time.Now()
+	byProject := m.byProject()
+	var h *segHandle
+	if len(byProject) > 0 {
+		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
+		info, err := segment.Write(e.dir, name, byProject, segment.WriterOptions{BlockSpans: e.opts.BlockSpans})
+		if err != nil {
+			return fmt.Errorf("write segment %s: %w", name, err)
+		}
+		r, err := segment.Open(filepath.Join(e.dir, name))
+		if err != nil {
+			return fmt.Errorf("reopen sealed segment %s: %w", name, err)
+		}
+		h = newSegHandle(name, r)
+		e.m.sealedSpans.Add(int64(info.Spans))
+	}
+	next := e.manifest
+	next.Segments = append([]string(nil), e.manifest.Segments...)
+	if h != nil {
+		next.Segments = append(next.Segments, h.name)
+		next.NextSegment++
+	}
+	next.WALStart = m.walEnd
+	if err := writeManifest(e.opts.Dir, next); err != nil {
+		if h != nil {
+			h.r.Close()
+			os.Remove(filepath.Join(e.dir, h.name))
+		}
+		return err
+	}
+	e.manifest = next
+	// Publish: the segment replaces the frozen memtable in one step, so a
+	// query sees the spans exactly once.
+	e.mu.Lock()
+	if h != nil {
+		e.segs = append(e.segs, h)
+	}
+	e.frozen = e.frozen[1:]
+	e.mu.Unlock()
+	if err := e.wal.RemoveBefore(m.walEnd); err != nil {
+		e.log.Warn("could not reclaim wal files", "err", err)
+	}
+	e.m.seals.Add(1)
+	e.m.sealNanos.Add(time.Since(start).Nanoseconds())
+	e.log.Debug("sealed", "spans", m.live.Load(), "took", time.Since(start).String())
+	return nil
+}
+
+// Close stops the seal loop, seals what is buffered, and closes the WAL and
+// every segment. Callers must have stopped issuing Appends and queries.
+func (e *Engine) Close() error {
+	if !e.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(e.stop)
+	e.wg.Wait()
+	sealErr := e.Seal()
+	if sealErr != nil {
+		e.log.Error("final seal failed; the WAL keeps the data", "err", sealErr)
+	}
+	werr := e.wal.Close()
+	e.closeSegments()
+	return werr
+}
+
+func (e *Engine) closeSegments() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range e.segs {
+		s.r.Close()
+	}
+	e.segs = nil
+}

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// manifestName is the file that names the published segments. It is the
+// single point of truth for what the store holds: a segment file that the
+// manifest does not name is not part of the store.
+const manifestName = "MANIFEST"
+
+const manifestVersion = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// manifest is written as JSON followed by a line holding the CRC-32C of the
+// JSON bytes in hex (see docs/format.md).
+type manifest struct {
+	Version     int      `json:"version"`
+	WALStart    uint64   `json:"wal_start"`    // replay WAL files with sequence >= this
+	NextSegment uint64   `json:"next_segment"` // id of the next segment to write
+	Segments    []string `json:"segments"`     // file names under segments/, oldest first
+}
+
+func readManifest(dir string) (manifest, error) {
+	path := filepath.Join(dir, manifestName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return manifest{Version: manifestVersion, NextSegment: 1}, nil
+	}
+	if err != nil {
+		return manifest{}, fmt.Errorf("read manifest: %w", err)
+	}
+	i := bytes.LastIndexByte(bytes.TrimRight(b, "\n"), '\n')
+	if i < 0 {
+		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: "manifest has no checksum line"}
+	}
+	body, sumLine := b[:i], bytes.TrimSpace(b[i+1:])
+	want, err := strconv.ParseUint(string(sumLine), 16, 32)
+	if err != nil {
+		return manifest{}, &CorruptionError{File: path, Offset: int64(i + 1), Msg: "manifest checksum line is not hex"}
+	}
+	if got := crc32.Checksum(body, castagnoli); got != uint32(want) {
+		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: fmt.Sprintf("manifest checksum mismatch: stored %08x, computed %08x", want, got)}
+	}
+	var m manifest
+	if err := json.Unmarshal(body, &m); err != nil {
+		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: "manifest is not valid JSON: " + err.Error()}
+	}
+	if m.Version != manifestVersion {
+		return manifest{}, fmt.Errorf("manifest %s: unsupported version %d (this build reads %d)", path, m.Version, manifestVersion)
+	}
+	return m, nil
+}
+
+// writeManifest publishes m atomically: temporary file, fsync, rename, fsync dir.
+func writeManifest(dir string, m manifest) error {
+	body, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	buf := append(body, '\n')
+	buf = append(buf, fmt.Sprintf("%08x\n", crc32.Checksum(body, castagnoli))...)
+	return writeFileAtomic(dir, manifestName, buf)
+}
+
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("fsync %s: %w", name, err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("close %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("publish %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CorruptionError reports damaged bytes in a store file, with where they are.
+type CorruptionError struct {
+	File   string
+	Offset int64
+	Msg    string
+}
+
+func (e *CorruptionError) Error() string {
+	return fmt.Sprintf("corruption in %s at offset %d: %s", e.File, e.Offset, e.Msg)
+}

@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/segment"
+)
+
+// segHandle is an open segment in the read view.
+type segHandle struct {
+	name   string
+	r      *segment.Reader
+	info   segment.Info
+	blocks []segment.BlockMeta
+
+	catMu sync.Mutex
+	cats  map[int]*catalog // per block, built lazily by discovery queries
+}
+
+func newSegHandle(name string, r *segment.Reader) *segHandle {
+	return &segHandle{name: name, r: r, info: r.Info(), blocks: r.Blocks(), cats: map[int]*catalog{}}
+}
+
+// view is a consistent snapshot of what queries read: memtables newest
+// first, then segments newest first. Sources earlier in the view hold newer
+// copies of a re-sent span.
+type view struct {
+	mems []*memtable
+	segs []*segHandle
+}
+
+func (e *Engine) view() view {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	v := view{mems: make([]*memtable, 0, 1+len(e.frozen)), segs: make([]*segHandle, 0, len(e.segs))}
+	v.mems = append(v.mems, e.active)
+	for i := len(e.frozen) - 1; i >= 0; i-- {
+		v.mems = append(v.mems, e.frozen[i])
+	}
+	for i := len(e.segs) - 1; i >= 0; i-- {
+		v.segs = append(v.segs, e.segs[i])
+	}
+	return v
+}
+
+// Result carries query warnings: parts of the store that could not be read.
+type Result struct {
+	Warnings []string
+}
+
+func (e *Engine) corrupt(res *Result, seg string, err error) {
+	e.m.corruptions.Add(1)
+	e.log.Error("segment read failed; skipped", "segment", seg, "err", err)
+	res.Warnings = append(res.Warnings, fmt.Sprintf("segment %s skipped: %v", seg, err))
+}
+
+// Trace returns every span of a trace, ordered by start time, each span once
+// (the newest copy of a re-sent span).
+func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, Result, error) {
+	var res Result
+	v := e.view()
+	seen := map[model.SpanID]bool{}
+	var out []model.Span
+	for _, m := range v.mems {
+		for _, r := range m.traceRows(project, id) {
+			if !seen[r.span.SpanID] {
+				seen[r.span.SpanID] = true
+				out = append(out, r.span)
+			}
+		}
+	}
+	for _, s := range v.segs {
+		if err := ctx.Err(); err != nil {
+			return nil, res, err
+		}
+		spans, err := s.r.FindTrace(project, id)
+		if err != nil {
+			e.corrupt(&res, s.name, err)
+			continue
+		}
+		for i := range spans {
+			if !seen[spans[i].SpanID] {
+				seen[spans[i].SpanID] = true
+				out = append(out, spans[i])
+			}
+		}
+	}
+	sortByStart(out)
+	return out, res, nil
+}
+
+func sortByStart(spans []model.Span) {
+	sort.SliceStable(spans, func(i, j int) bool {
+		a, b := &spans[i], &spans[j]
+		if a.StartTimeUnixNano != b.StartTimeUnixNano {
+			return a.StartTimeUnixNano < b.StartTimeUnixNano
+		}
+		return bytes.Compare(a.SpanID[:], b.SpanID[:]) < 0
+	})
+}
+
+// Cursor is a position in the newest-first span order: results continue with
+// the spans that sort strictly after it.
+type Cursor struct {
+	Start uint64
+	Trace model.TraceID
+	Span  model.SpanID
+}
+
+// before reports whether a sorts before b in result order: newest start
+// first, then trace id, then span id.
+func before(aStart uint64, aT model.TraceID, aS model.SpanID, bStart uint64, bT model.TraceID, bS model.SpanID) bool {
+	if aStart != bStart {
+		return aStart > bStart
+	}
+	if c := bytes.Compare(aT[:], bT[:]); c != 0 {
+		return c < 0
+	}
+	return bytes.Compare(aS[:], bS[:]) < 0
+}
+
+func (c *Cursor) admits(s *model.Span) bool {
+	return c == nil || before(c.Start, c.Trace, c.Span, s.StartTimeUnixNano, s.TraceID, s.SpanID)
+}
+
+// topK keeps the k spans that sort first; the worst of them on top of the heap.
+type topK struct {
+	k     int
+	spans []model.Span
+}
+
+func (h *topK) Len() int { return len(h.spans) }
+func (h *topK) Less(i, j int) bool {
+	a, b := &h.spans[i], &h.spans[j]
+	return before(b.StartTimeUnixNano, b.TraceID, b.SpanID, a.StartTimeUnixNano, a.TraceID, a.SpanID)
+}
+func (h *topK) Swap(i, j int) { h.spans[i], h.spans[j] = h.spans[j], h.spans[i] }
+func (h *topK) Push(x any)    { h.spans = append(h.spans, x.(model.Span)) }
+func (h *topK) Pop() any {
+	n := len(h.spans) - 1
+	x := h.spans[n]
+	h.spans = h.spans[:n]
+	return x
+}
+
+func (h *topK) full() bool { return len(h.spans) >= h.k }
+
+// worstStart is the start time of the last span kept; only valid when full.
+func (h *topK) worstStart() uint64 { return h.spans[0].StartTimeUnixNano }
+
+func (h *topK) offer(s *model.Span) {
+	if !h.full() {
+		heap.Push(h, *s)
+		return
+	}
+	w := &h.spans[0]
+	if before(s.StartTimeUnixNano, s.TraceID, s.SpanID, w.StartTimeUnixNano, w.TraceID, w.SpanID) {
+		h.spans[0] = *s
+		heap.Fix(h, 0)
+	}
+}
+
+// sorted returns the kept spans in result order.
+func (h *topK) sorted() []model.Span {
+	out := slices.Clone(h.spans)
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		return before(a.StartTimeUnixNano, a.TraceID, a.SpanID, b.StartTimeUnixNano, b.TraceID, b.SpanID)
+	})
+	return out
+}
+
+// candidate is a unit of data a search may read: a segment block or a
+// memtable chunk, with the bounds used to order and prune it.
+type candidate struct {
+	maxStart uint64
+	seg      *segHandle // a segment block ...
+	block    int
+	chunk    *chunk // ... or a memtable chunk
+	rows     int
+}
+
+// SearchSpans returns up to limit spans matching f, newest first, starting
+// after cursor (nil for the first page), and the cursor of the next page (nil
+// when there is none).
+func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filter, limit int, cursor *Cursor) ([]model.Span, *Cursor, Result, error) {
+	var res Result
+	if limit <= 0 {
+		limit = 20
+	}
+	// Ask for one extra span to know whether another page exists.
+	top := &topK{k: limit + 1}
+	dedup := newDeduper()
+	err := e.scan(ctx, project, f, cursor, &res, func(s *model.Span, newest bool) {
+		if dedup.keep(s, newest) {
+			top.offer(s)
+		}
+	}, func() (uint64, bool) {
+		if top.full() {
+			return top.worstStart(), true
+		}
+		return 0, false
+	})
+	if err != nil {
+		return nil, nil, res, err
+	}
+	out := top.sorted()
+	var next *Cursor
+	if len(out) > limit {
+		out = out[:limit]
+		last := &out[limit-1]
+		next = &Cursor{Start: last.StartTimeUnixNano, Trace: last.TraceID, Span: last.SpanID}
+	}
+	return out, next, res, nil
+}
+
+// deduper drops older copies of a re-sent span among matching spans. Spans
+// from memtables (newest sources) are recorded; a segment span is dropped if
+// a newer source already produced it.
+type deduper struct{ seen map[spanKeyNoProject]struct{} }
+
+type spanKeyNoProject struct {
+	t model.TraceID
+	s model.SpanID
+}
+
+func newDeduper() *deduper { return &deduper{seen: map[spanKeyNoProject]struct{}{}} }
+
+func (d *deduper) keep(s *model.Span, _ bool) bool {
+	k := spanKeyNoProject{s.TraceID, s.SpanID}
+	if _, dup := d.seen[k]; dup {
+		return false
+	}
+	d.seen[k] = struct{}{}
+	return true
+}
+
+// scan feeds every span of project that matches f and the cursor to emit, newest
+// sources first. stopAt, when it reports ok, gives a start time below which no
+// further span can change the result, letting the scan end early.
+func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *Cursor, res *Result,
+	emit func(s *model.Span, fromMemtable bool), stopAt func() (uint64, bool)) error {
+	v := e.view()
+	hints := f.Hints()
+	var cands []candidate
+	for _, m := range v.mems {
+		for _, cv := range m.chunkViews() {
+			c := cv.c
+			if (hints.End != 0 && c.minStart.Load() >= hints.End) || (hints.Start != 0 && c.maxStart.Load() < hints.Start) ||
+				(cursor != nil && c.minStart.Load() > cursor.Start) || (hints.MinDuration != 0 && c.maxDuration.Load() < hints.MinDuration) {
+				continue
+			}
+			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows})
+		}
+	}
+	for _, s := range v.segs {
+		for i := range s.blocks {
+			b := &s.blocks[i]
+			if b.Project != project {
+				continue
+			}
+			if !e.blockMayMatch(s, i, b, &hints, cursor) {
+				e.m.blocksPruned.Add(1)
+				continue
+			}
+			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, block: i})
+		}
+	}
+	// Newest first; memtables before segments among equals, so that the newest
+	// copy of a re-sent span is usually the one seen first.
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].maxStart > cands[j].maxStart })
+	for _, c := range cands {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if limit, ok := stopAt(); ok && c.maxStart < limit {
+			break
+		}
+		if c.chunk != nil {
+			for i := 0; i < c.rows; i++ {
+				r := &c.chunk.rows[i]
+				if !r.dead.Load() && r.project == project && cursor.admits(&r.span) && f.Match(&r.span) {
+					emit(&r.span, true)
+				}
+			}
+			continue
+		}
+		e.m.blocksExamined.Add(1)
+		spans, err := c.seg.r.ReadBlock(c.block)
+		if err != nil {
+			e.corrupt(res, c.seg.name, err)
+			continue
+		}
+		for i := range spans {
+			if cursor.admits(&spans[i]) && f.Match(&spans[i]) {
+				emit(&spans[i], false)
+			}
+		}
+	}
+	return nil
+}
+
+// blockMayMatch prunes a block with its resident metadata and filters.
+func (e *Engine) blockMayMatch(s *segHandle, i int, b *segment.BlockMeta, h *query.Hints, cursor *Cursor) bool {
+	if h.End != 0 && b.MinStart >= h.End {
+		return false
+	}
+	if h.Start != 0 && b.MaxStart < h.Start {
+		return false
+	}
+	if cursor != nil && b.MinStart > cursor.Start {
+		return false
+	}
+	if h.MinDuration != 0 && b.MaxDuration < h.MinDuration {
+		return false
+	}
+	if h.MaxDuration != 0 && b.MinDuration > h.MaxDuration {
+		return false
+	}
+	if h.HasStatus && h.Status == model.StatusError && b.Errors == 0 {
+		return false
+	}
+	if len(h.Kinds) > 0 {
+		any := false
+		for _, k := range h.Kinds {
+			if k >= 0 && k < 8 && b.Kinds&(1<<uint(k)) != 0 {
+				any = true
+			}
+		}
+		if !any {
+			return false
+		}
+	}
+	if h.Services != nil && !intersects(b.Services, h.Services) {
+		return false
+	}
+	if h.Names != nil && !intersects(b.Names, h.Names) {
+		return false
+	}
+	for _, a := range h.AttrEquals {
+		switch a.Scope {
+		case query.ScopeSpan:
+			if !s.r.MayContainAttr(i, false, a.Key, a.Value) {
+				return false
+			}
+		case query.ScopeResource:
+			if !s.r.MayContainAttr(i, true, a.Key, a.Value) {
+				return false
+			}
+		default:
+			if !s.r.MayContainAttr(i, false, a.Key, a.Value) && !s.r.MayContainAttr(i, true, a.Key, a.Value) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// intersects reports whether sorted set has any of want.
+func intersects(set []string, want []string) bool {
+	for _, w := range want {
+		if _, ok := slices.BinarySearch(set, w); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TraceSummary describes one trace in trace search results.
+type TraceSummary struct {
+	TraceID     model.TraceID
+	RootService string // empty when the root span has not arrived
+	RootName    string
+	Start       uint64 // earliest span start
+	End         uint64 // latest span end
+	Spans       int
+	Errors      int
+	Services    []string
+	Matched     int // spans that matched the filter (within the scanned part)
+}
+
+// SearchTraces returns up to limit traces having at least one span matching f,
+// the traces with the newest matching spans first.
+func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filter, limit int) ([]TraceSummary, Result, error) {
+	var res Result
+	if limit <= 0 {
+		limit = 20
+	}
+	newest := map[model.TraceID]uint64{}
+	matched := map[model.TraceID]int{}
+	var order []model.TraceID
+	// bound holds the first-seen matching time of up to limit traces, smallest
+	// on top. Its minimum never exceeds the true limit-th newest trace time, so
+	// stopping below it is safe.
+	bound := &uintHeap{}
+	dedup := newDeduper()
+	err := e.scan(ctx, project, f, nil, &res, func(s *model.Span, newestSrc bool) {
+		if !dedup.keep(s, newestSrc) {
+			return
+		}
+		t, ok := newest[s.TraceID]
+		if !ok {
+			order = append(order, s.TraceID)
+			heap.Push(bound, s.StartTimeUnixNano)
+			if bound.Len() > limit {
+				heap.Pop(bound)
+			}
+		}
+		if !ok || s.StartTimeUnixNano > t {
+			newest[s.TraceID] = s.StartTimeUnixNano
+		}
+		matched[s.TraceID]++
+	}, func() (uint64, bool) {
+		if bound.Len() < limit {
+			return 0, false
+		}
+		return (*bound)[0], true
+	})
+	if err != nil {
+		return nil, res, err
+	}
+	sort.Slice(order, func(i, j int) bool {
+		a, b := newest[order[i]], newest[order[j]]
+		if a != b {
+			return a > b
+		}
+		return bytes.Compare(order[i][:], order[j][:]) < 0
+	})
+	if len(order) > limit {
+		order = order[:limit]
+	}
+	out := make([]TraceSummary, 0, len(order))
+	for _, id := range order {
+		spans, r, err := e.Trace(ctx, project, id)
+		res.Warnings = append(res.Warnings, r.Warnings...)
+		if err != nil {
+			return nil, res, err
+		}
+		sum := Summarize(id, spans)
+		sum.Matched = matched[id]
+		out = append(out, sum)
+	}
+	return out, res, nil
+}
+
+// Summarize builds a trace summary from its spans.
+func Summarize(id model.TraceID, spans []model.Span) TraceSummary {
+	sum := TraceSummary{TraceID: id, Spans: len(spans)}
+	svc := map[string]bool{}
+	for i := range spans {
+		s := &spans[i]
+		if i == 0 || s.StartTimeUnixNano < sum.Start {
+			sum.Start = s.StartTimeUnixNano
+		}
+		if s.EndTimeUnixNano > sum.End {
+			sum.End = s.EndTimeUnixNano
+		}
+		if s.StatusCode == model.StatusError {
+			sum.Errors++
+		}
+		svc[s.Service] = true
+		if s.IsRoot() && sum.RootName == "" {
+			sum.RootService, sum.RootName = s.Service, s.Name
+		}
+	}
+	for k := range svc {
+		sum.Services = append(sum.Services, k)
+	}
+	slices.Sort(sum.Services)
+	return sum
+}
+
+type uintHeap []uint64
+
+func (h uintHeap) Len() int           { return len(h) }
+func (h uintHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h uintHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *uintHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
+func (h *uintHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

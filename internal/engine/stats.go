@@ -1,0 +1,71 @@
+package engine
+
+import "github.com/rastro-dev/rastro/internal/wal"
+
+// Stats describes the store, for /api/v1/stats.
+type Stats struct {
+	Spans        int64    `json:"spans"`    // stored spans (a re-sent span stored in two segments counts twice until compaction)
+	Traces       int64    `json:"traces"`   // per segment, summed; a trace split across segments counts in each
+	Segments     int      `json:"segments"` // published segments, all projects
+	DiskBytes    int64    `json:"disk_bytes"`
+	SegmentBytes int64    `json:"segment_bytes"`
+	BufferSpans  int64    `json:"buffer_spans"`
+	BufferBytes  int64    `json:"buffer_bytes"`
+	WALBytes     int64    `json:"wal_bytes"`
+	Quarantined  []string `json:"quarantined,omitempty"` // segments not served because they failed verification
+}
+
+// Stats returns the counts for one project (store-wide sizes are not per project).
+func (e *Engine) Stats(project string) Stats {
+	v := e.view()
+	var st Stats
+	for _, m := range v.mems {
+		traces := map[traceKey]struct{}{}
+		m.scan(func(r *row) bool {
+			if r.project == project {
+				st.Spans++
+				traces[traceKey{trace: r.span.TraceID}] = struct{}{}
+			}
+			return true
+		})
+		st.Traces += int64(len(traces))
+		st.BufferSpans += m.live.Load()
+		st.BufferBytes += m.bytes.Load()
+	}
+	for _, s := range v.segs {
+		st.SegmentBytes += s.info.Bytes
+		for _, p := range s.info.Projects {
+			if p.Name == project {
+				st.Spans += int64(p.Spans)
+				st.Traces += int64(p.Traces)
+			}
+		}
+	}
+	st.Segments = len(v.segs)
+	st.WALBytes = e.wal.Size()
+	st.DiskBytes = st.SegmentBytes + st.WALBytes
+	e.mu.RLock()
+	st.Quarantined = append([]string(nil), e.quarantined...)
+	e.mu.RUnlock()
+	return st
+}
+
+// Counters are cumulative engine metrics for /metrics.
+type Counters struct {
+	Seals, SealNanos, SealedSpans  int64
+	Corruptions                    int64
+	BlocksExamined, BlocksPruned   int64
+	ReplayedRecords, ReplayedSpans int64
+	WAL                            wal.Stats
+}
+
+// Counters returns a snapshot of the engine's cumulative metrics.
+func (e *Engine) Counters() Counters {
+	return Counters{
+		Seals: e.m.seals.Load(), SealNanos: e.m.sealNanos.Load(), SealedSpans: e.m.sealedSpans.Load(),
+		Corruptions:    e.m.corruptions.Load(),
+		BlocksExamined: e.m.blocksExamined.Load(), BlocksPruned: e.m.blocksPruned.Load(),
+		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
+		WAL: e.wal.Stats(),
+	}
+}

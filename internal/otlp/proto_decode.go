@@ -1,0 +1,910 @@
+package otlp
+
+import (
+	"math"
+	"strconv"
+	"unsafe"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// maxValueDepth bounds how deeply AnyValues may nest (arrays in kvlists in
+// arrays...). protobuf-go stops at 10000 nested messages, and every level of
+// AnyValue nesting costs it at least two, so this limit never refuses a
+// request the official decoder accepts.
+const maxValueDepth = 10000
+
+// DecodeProto decodes an ExportTraceServiceRequest in protobuf wire format
+// straight into model spans, with a decoder written over protowire.
+//
+// DecodeProto copies b once and the decoded strings and byte values alias that
+// private copy, so the caller may reuse b as soon as DecodeProto returns; the
+// decoded spans must be treated as immutable (their strings share memory).
+//
+// It follows protobuf-go's merge semantics so that it agrees with
+// proto.Unmarshal on every input that decoder accepts: unknown fields and known
+// fields with an unexpected wire type are skipped, the last value of a scalar
+// field wins, and repeated occurrences of a message field are merged. Unlike
+// proto.Unmarshal it accepts strings with invalid UTF-8; model.Normalize
+// replaces the bad bytes and counts the span in Problems.InvalidUTF8.
+// AnyValue.string_value_strindex (meant only for profiles) decodes as an
+// empty value.
+//
+// Spans with invalid ids are counted in Batch.Rejected and left out; other
+// malformed input returns an *Error naming the field path and byte offset.
+func DecodeProto(b []byte) (Batch, error) {
+	d := protoDecoder{buf: append([]byte(nil), b...)}
+	c := countRequest(d.buf)
+	d.out.Spans = make([]model.Span, 0, c.spans)
+	d.attrs = make([]model.KeyValue, 0, c.attrs)
+	d.events = make([]model.Event, 0, c.events)
+	d.eventAttrs = make([]model.KeyValue, 0, c.eventAttrs)
+	d.links = make([]model.Link, 0, c.links)
+	d.linkAttrs = make([]model.KeyValue, 0, c.linkAttrs)
+	if err := d.request(); err != nil {
+		return Batch{}, finish(err, "protobuf")
+	}
+	if len(d.out.Spans) == 0 {
+		d.out.Spans = nil
+	}
+	return d.out, nil
+}
+
+type protoDecoder struct {
+	buf []byte
+	out Batch
+
+	// Slabs: spans take sub-slices (with capacity capped) of these, so that a
+	// request costs a few large allocations instead of one per span.
+	attrs       []model.KeyValue // span attributes
+	events      []model.Event
+	eventAttrs  []model.KeyValue
+	links       []model.Link
+	linkAttrs   []model.KeyValue
+	scopesOfRes []*model.Scope
+}
+
+// reader walks one message; base is the offset of b[0] in the request.
+type reader struct {
+	b      []byte
+	base   int
+	n0     int
+	tagOff int // offset of the last tag read
+}
+
+func newReader(b []byte, base int) reader { return reader{b: b, base: base, n0: len(b)} }
+
+func (r *reader) off() int { return r.base + r.n0 - len(r.b) }
+
+func (r *reader) next() (protowire.Number, protowire.Type, error) {
+	r.tagOff = r.off()
+	num, typ, n := protowire.ConsumeTag(r.b)
+	if n < 0 {
+		return 0, 0, newError(r.off(), wireReason(n, "tag"))
+	}
+	r.b = r.b[n:]
+	return num, typ, nil
+}
+
+// bytes consumes a length-delimited value and returns it with the offset of its first byte.
+func (r *reader) bytes(field string) ([]byte, int, error) {
+	start := r.off()
+	v, n := protowire.ConsumeBytes(r.b)
+	if n < 0 {
+		return nil, 0, wrap(newError(start, wireReason(n, "length-delimited field")), field)
+	}
+	r.b = r.b[n:]
+	return v, start + n - len(v), nil
+}
+
+// bytesAt is bytes for element i of a repeated field; the path is built only on error.
+func (r *reader) bytesAt(field string, i int) ([]byte, int, error) {
+	start := r.off()
+	v, n := protowire.ConsumeBytes(r.b)
+	if n < 0 {
+		return nil, 0, wrapIdx(newError(start, wireReason(n, "length-delimited field")), field, i)
+	}
+	r.b = r.b[n:]
+	return v, start + n - len(v), nil
+}
+
+func (r *reader) str(field string) (string, error) {
+	v, _, err := r.bytes(field)
+	if err != nil || len(v) == 0 {
+		return "", err
+	}
+	return unsafe.String(&v[0], len(v)), nil
+}
+
+func (r *reader) varint(field string) (uint64, error) {
+	v, n := protowire.ConsumeVarint(r.b)
+	if n < 0 {
+		return 0, wrap(newError(r.off(), wireReason(n, "varint")), field)
+	}
+	r.b = r.b[n:]
+	return v, nil
+}
+
+func (r *reader) fixed64(field string) (uint64, error) {
+	v, n := protowire.ConsumeFixed64(r.b)
+	if n < 0 {
+		return 0, wrap(newError(r.off(), wireReason(n, "fixed64 field")), field)
+	}
+	r.b = r.b[n:]
+	return v, nil
+}
+
+func (r *reader) fixed32(field string) (uint32, error) {
+	v, n := protowire.ConsumeFixed32(r.b)
+	if n < 0 {
+		return 0, wrap(newError(r.off(), wireReason(n, "fixed32 field")), field)
+	}
+	r.b = r.b[n:]
+	return v, nil
+}
+
+// skip consumes the value of a field this decoder does not use (unknown, or
+// known with an unexpected wire type, which protobuf-go also treats as unknown).
+func (r *reader) skip(num protowire.Number, typ protowire.Type) error {
+	start := r.off()
+	n := protowire.ConsumeFieldValue(num, typ, r.b)
+	if n < 0 {
+		reason := wireReason(n, "field")
+		if n == errCodeReserved {
+			reason = "invalid wire type " + strconv.Itoa(int(typ))
+			start = r.tagOff
+		}
+		return wrap(newError(start, reason), "field "+strconv.Itoa(int(num)))
+	}
+	r.b = r.b[n:]
+	return nil
+}
+
+// protowire's (unexported) error codes, as returned in n < 0.
+const (
+	errCodeTruncated      = -1
+	errCodeFieldNumber    = -2
+	errCodeOverflow       = -3
+	errCodeReserved       = -4
+	errCodeEndGroup       = -5
+	errCodeRecursionDepth = -6
+)
+
+func wireReason(n int, what string) string {
+	switch n {
+	case errCodeTruncated:
+		return "truncated " + what
+	case errCodeFieldNumber:
+		return "invalid field number in " + what
+	case errCodeOverflow:
+		return "varint overflow in " + what
+	case errCodeReserved:
+		return "invalid wire type"
+	case errCodeEndGroup:
+		return "mismatched end-group marker"
+	case errCodeRecursionDepth:
+		return "groups nested too deeply"
+	}
+	return "malformed " + what + ": " + protowire.ParseError(n).Error()
+}
+
+func aliasBytes(v []byte) []byte {
+	if len(v) == 0 {
+		return []byte{}
+	}
+	return v[:len(v):len(v)]
+}
+
+func (d *protoDecoder) request() error {
+	r := newReader(d.buf, 0)
+	rsIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		if num == 1 && typ == protowire.BytesType {
+			v, base, err := r.bytesAt("resource_spans", rsIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.resourceSpans(v, base, rsIdx); err != nil {
+				return wrapIdx(err, "resource_spans", rsIdx)
+			}
+			rsIdx++
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) resourceSpans(b []byte, base, rsIdx int) error {
+	res := &model.Resource{}
+	first := len(d.out.Spans)
+	d.scopesOfRes = d.scopesOfRes[:0]
+	r := newReader(b, base)
+	ssIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("resource")
+			if err != nil {
+				return err
+			}
+			if err := d.resource(v, vb, res); err != nil {
+				return wrap(err, "resource")
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := r.bytesAt("scope_spans", ssIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.scopeSpans(v, vb, res, rsIdx, ssIdx); err != nil {
+				return wrapIdx(err, "scope_spans", ssIdx)
+			}
+			ssIdx++
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if res.SchemaURL, err = r.str("schema_url"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	// The resource may follow its spans on the wire, so normalise only now.
+	p := &d.out.Problems
+	model.NormalizeResource(res, p)
+	for _, sc := range d.scopesOfRes {
+		model.NormalizeScope(sc, p)
+	}
+	spans := d.out.Spans[first:]
+	for i := range spans {
+		model.Normalize(&spans[i], p)
+	}
+	return nil
+}
+
+func (d *protoDecoder) resource(b []byte, base int, res *model.Resource) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			i := len(res.Attributes)
+			v, vb, err := r.bytesAt("attributes", i)
+			if err != nil {
+				return err
+			}
+			res.Attributes = append(res.Attributes, model.KeyValue{})
+			if err := d.keyValue(v, vb, &res.Attributes[i], 0); err != nil {
+				return wrapIdx(err, "attributes", i)
+			}
+			continue
+		case num == 2 && typ == protowire.VarintType:
+			x, err := r.varint("dropped_attributes_count")
+			if err != nil {
+				return err
+			}
+			res.DroppedAttributesCount = uint32(x)
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) scopeSpans(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
+	sc := &model.Scope{}
+	d.scopesOfRes = append(d.scopesOfRes, sc)
+	r := newReader(b, base)
+	spIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("scope")
+			if err != nil {
+				return err
+			}
+			if err := d.scope(v, vb, sc); err != nil {
+				return wrap(err, "scope")
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := r.bytesAt("spans", spIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.span(v, vb, res, sc, rsIdx, ssIdx, spIdx); err != nil {
+				return wrapIdx(err, "spans", spIdx)
+			}
+			spIdx++
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if sc.SchemaURL, err = r.str("schema_url"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) scope(b []byte, base int, sc *model.Scope) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			if sc.Name, err = r.str("name"); err != nil {
+				return err
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			if sc.Version, err = r.str("version"); err != nil {
+				return err
+			}
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			i := len(sc.Attributes)
+			v, vb, err := r.bytesAt("attributes", i)
+			if err != nil {
+				return err
+			}
+			sc.Attributes = append(sc.Attributes, model.KeyValue{})
+			if err := d.keyValue(v, vb, &sc.Attributes[i], 0); err != nil {
+				return wrapIdx(err, "attributes", i)
+			}
+			continue
+		case num == 4 && typ == protowire.VarintType:
+			x, err := r.varint("dropped_attributes_count")
+			if err != nil {
+				return err
+			}
+			sc.DroppedAttributesCount = uint32(x)
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// span decodes one Span and appends it to d.out.Spans unless its ids are invalid.
+func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.Scope, rsIdx, ssIdx, spIdx int) error {
+	d.out.Spans = append(d.out.Spans, model.Span{Resource: res, Scope: sc})
+	s := &d.out.Spans[len(d.out.Spans)-1]
+	attr0, ev0, link0 := len(d.attrs), len(d.events), len(d.links)
+	evAttr0, linkAttr0 := len(d.eventAttrs), len(d.linkAttrs)
+	traceLen, spanLen, parentLen := 0, 0, 0
+	linkProblem := ""
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		if typ == protowire.BytesType {
+			switch num {
+			case 1:
+				v, _, err := r.bytes("trace_id")
+				if err != nil {
+					return err
+				}
+				traceLen = len(v)
+				s.TraceID = model.TraceID{}
+				if len(v) == 16 {
+					copy(s.TraceID[:], v)
+				}
+				continue
+			case 2:
+				v, _, err := r.bytes("span_id")
+				if err != nil {
+					return err
+				}
+				spanLen = len(v)
+				s.SpanID = model.SpanID{}
+				if len(v) == 8 {
+					copy(s.SpanID[:], v)
+				}
+				continue
+			case 3:
+				if s.TraceState, err = r.str("trace_state"); err != nil {
+					return err
+				}
+				continue
+			case 4:
+				v, _, err := r.bytes("parent_span_id")
+				if err != nil {
+					return err
+				}
+				parentLen = len(v)
+				s.ParentSpanID = model.SpanID{}
+				if len(v) == 8 {
+					copy(s.ParentSpanID[:], v)
+				}
+				continue
+			case 5:
+				if s.Name, err = r.str("name"); err != nil {
+					return err
+				}
+				continue
+			case 9:
+				i := len(d.attrs) - attr0
+				v, vb, err := r.bytesAt("attributes", i)
+				if err != nil {
+					return err
+				}
+				d.attrs = append(d.attrs, model.KeyValue{})
+				if err := d.keyValue(v, vb, &d.attrs[len(d.attrs)-1], 0); err != nil {
+					return wrapIdx(err, "attributes", i)
+				}
+				continue
+			case 11:
+				i := len(d.events) - ev0
+				v, vb, err := r.bytesAt("events", i)
+				if err != nil {
+					return err
+				}
+				if err := d.event(v, vb); err != nil {
+					return wrapIdx(err, "events", i)
+				}
+				continue
+			case 13:
+				i := len(d.links) - link0
+				v, vb, err := r.bytesAt("links", i)
+				if err != nil {
+					return err
+				}
+				p, err := d.link(v, vb, i)
+				if err != nil {
+					return wrapIdx(err, "links", i)
+				}
+				if linkProblem == "" {
+					linkProblem = p
+				}
+				continue
+			case 15:
+				v, vb, err := r.bytes("status")
+				if err != nil {
+					return err
+				}
+				if err := status(v, vb, s); err != nil {
+					return wrap(err, "status")
+				}
+				continue
+			}
+		} else if typ == protowire.VarintType {
+			var dst *uint32
+			switch num {
+			case 6:
+				x, err := r.varint("kind")
+				if err != nil {
+					return err
+				}
+				s.Kind = model.SpanKind(int32(x))
+				continue
+			case 10:
+				dst = &s.DroppedAttributesCount
+			case 12:
+				dst = &s.DroppedEventsCount
+			case 14:
+				dst = &s.DroppedLinksCount
+			}
+			if dst != nil {
+				x, err := r.varint(spanVarintName(num))
+				if err != nil {
+					return err
+				}
+				*dst = uint32(x)
+				continue
+			}
+		} else if typ == protowire.Fixed64Type && (num == 7 || num == 8) {
+			if num == 7 {
+				if s.StartTimeUnixNano, err = r.fixed64("start_time_unix_nano"); err != nil {
+					return err
+				}
+			} else if s.EndTimeUnixNano, err = r.fixed64("end_time_unix_nano"); err != nil {
+				return err
+			}
+			continue
+		} else if typ == protowire.Fixed32Type && num == 16 {
+			if s.Flags, err = r.fixed32("flags"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	reason := checkIDs(traceLen, spanLen, parentLen, s)
+	if reason == "" {
+		reason = linkProblem
+	}
+	if reason != "" {
+		d.out.reject(func() string { return spanPos(rsIdx, ssIdx, spIdx) }, reason)
+		d.out.Spans = d.out.Spans[:len(d.out.Spans)-1]
+		d.attrs, d.events, d.links = d.attrs[:attr0], d.events[:ev0], d.links[:link0]
+		d.eventAttrs, d.linkAttrs = d.eventAttrs[:evAttr0], d.linkAttrs[:linkAttr0]
+		return nil
+	}
+	if n := len(d.attrs); n > attr0 {
+		s.Attributes = d.attrs[attr0:n:n]
+	}
+	if n := len(d.events); n > ev0 {
+		s.Events = d.events[ev0:n:n]
+	}
+	if n := len(d.links); n > link0 {
+		s.Links = d.links[link0:n:n]
+	}
+	return nil
+}
+
+func spanVarintName(num protowire.Number) string {
+	switch num {
+	case 10:
+		return "dropped_attributes_count"
+	case 12:
+		return "dropped_events_count"
+	}
+	return "dropped_links_count"
+}
+
+func status(b []byte, base int, s *model.Span) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 2 && typ == protowire.BytesType:
+			if s.StatusMessage, err = r.str("message"); err != nil {
+				return err
+			}
+			continue
+		case num == 3 && typ == protowire.VarintType:
+			x, err := r.varint("code")
+			if err != nil {
+				return err
+			}
+			s.StatusCode = model.StatusCode(int32(x))
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) event(b []byte, base int) error {
+	d.events = append(d.events, model.Event{})
+	e := &d.events[len(d.events)-1]
+	a0 := len(d.eventAttrs)
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.Fixed64Type:
+			if e.TimeUnixNano, err = r.fixed64("time_unix_nano"); err != nil {
+				return err
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			if e.Name, err = r.str("name"); err != nil {
+				return err
+			}
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			i := len(d.eventAttrs) - a0
+			v, vb, err := r.bytesAt("attributes", i)
+			if err != nil {
+				return err
+			}
+			d.eventAttrs = append(d.eventAttrs, model.KeyValue{})
+			if err := d.keyValue(v, vb, &d.eventAttrs[len(d.eventAttrs)-1], 0); err != nil {
+				return wrapIdx(err, "attributes", i)
+			}
+			continue
+		case num == 4 && typ == protowire.VarintType:
+			x, err := r.varint("dropped_attributes_count")
+			if err != nil {
+				return err
+			}
+			e.DroppedAttributesCount = uint32(x)
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	if n := len(d.eventAttrs); n > a0 {
+		e.Attributes = d.eventAttrs[a0:n:n]
+	}
+	return nil
+}
+
+// link decodes one link and returns why its ids are invalid ("" when valid).
+func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
+	d.links = append(d.links, model.Link{})
+	l := &d.links[len(d.links)-1]
+	a0 := len(d.linkAttrs)
+	traceLen, spanLen := 0, 0
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, _, err := r.bytes("trace_id")
+			if err != nil {
+				return "", err
+			}
+			traceLen = len(v)
+			l.TraceID = model.TraceID{}
+			if len(v) == 16 {
+				copy(l.TraceID[:], v)
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, _, err := r.bytes("span_id")
+			if err != nil {
+				return "", err
+			}
+			spanLen = len(v)
+			l.SpanID = model.SpanID{}
+			if len(v) == 8 {
+				copy(l.SpanID[:], v)
+			}
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if l.TraceState, err = r.str("trace_state"); err != nil {
+				return "", err
+			}
+			continue
+		case num == 4 && typ == protowire.BytesType:
+			i := len(d.linkAttrs) - a0
+			v, vb, err := r.bytesAt("attributes", i)
+			if err != nil {
+				return "", err
+			}
+			d.linkAttrs = append(d.linkAttrs, model.KeyValue{})
+			if err := d.keyValue(v, vb, &d.linkAttrs[len(d.linkAttrs)-1], 0); err != nil {
+				return "", wrapIdx(err, "attributes", i)
+			}
+			continue
+		case num == 5 && typ == protowire.VarintType:
+			x, err := r.varint("dropped_attributes_count")
+			if err != nil {
+				return "", err
+			}
+			l.DroppedAttributesCount = uint32(x)
+			continue
+		case num == 6 && typ == protowire.Fixed32Type:
+			if l.Flags, err = r.fixed32("flags"); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return "", err
+		}
+	}
+	if n := len(d.linkAttrs); n > a0 {
+		l.Attributes = d.linkAttrs[a0:n:n]
+	}
+	return checkLinkIDs(idx, traceLen, spanLen, l), nil
+}
+
+// keyValue decodes a KeyValue into kv, merging with what kv already holds
+// (protobuf merge semantics for a repeated "value" field).
+func (d *protoDecoder) keyValue(b []byte, base int, kv *model.KeyValue, depth int) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			if kv.Key, err = r.str("key"); err != nil {
+				return err
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("value")
+			if err != nil {
+				return err
+			}
+			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
+				return wrap(err, "value")
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// anyValue decodes an AnyValue into v. A oneof member replaces what v held,
+// except that a repeated array_value or kvlist_value merges into the previous one.
+func (d *protoDecoder) anyValue(b []byte, base int, v *model.Value, depth int) error {
+	if depth >= maxValueDepth {
+		return newError(base, "values nested more than "+strconv.Itoa(maxValueDepth)+" deep")
+	}
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case protowire.BytesType:
+			switch num {
+			case 1:
+				s, err := r.str("string_value")
+				if err != nil {
+					return err
+				}
+				*v = model.Value{Type: model.ValueString, Str: s}
+				continue
+			case 5:
+				x, xb, err := r.bytes("array_value")
+				if err != nil {
+					return err
+				}
+				if v.Type != model.ValueArray {
+					*v = model.Value{Type: model.ValueArray}
+				}
+				if err := d.arrayValue(x, xb, v, depth+1); err != nil {
+					return wrap(err, "array_value")
+				}
+				continue
+			case 6:
+				x, xb, err := r.bytes("kvlist_value")
+				if err != nil {
+					return err
+				}
+				if v.Type != model.ValueKvList {
+					*v = model.Value{Type: model.ValueKvList}
+				}
+				if err := d.kvlistValue(x, xb, v, depth+1); err != nil {
+					return wrap(err, "kvlist_value")
+				}
+				continue
+			case 7:
+				x, _, err := r.bytes("bytes_value")
+				if err != nil {
+					return err
+				}
+				*v = model.Value{Type: model.ValueBytes, Bytes: aliasBytes(x)}
+				continue
+			}
+		case protowire.VarintType:
+			switch num {
+			case 2:
+				x, err := r.varint("bool_value")
+				if err != nil {
+					return err
+				}
+				*v = model.BoolValue(x != 0)
+				continue
+			case 3:
+				x, err := r.varint("int_value")
+				if err != nil {
+					return err
+				}
+				*v = model.IntValue(int64(x))
+				continue
+			case 8:
+				if _, err := r.varint("string_value_strindex"); err != nil {
+					return err
+				}
+				*v = model.Value{} // profiles-only dictionary reference: meaningless here
+				continue
+			}
+		case protowire.Fixed64Type:
+			if num == 4 {
+				x, err := r.fixed64("double_value")
+				if err != nil {
+					return err
+				}
+				*v = model.DoubleValue(math.Float64frombits(x))
+				continue
+			}
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) arrayValue(b []byte, base int, v *model.Value, depth int) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		if num == 1 && typ == protowire.BytesType {
+			i := len(v.Array)
+			x, xb, err := r.bytesAt("values", i)
+			if err != nil {
+				return err
+			}
+			v.Array = append(v.Array, model.Value{})
+			if err := d.anyValue(x, xb, &v.Array[i], depth); err != nil {
+				return wrapIdx(err, "values", i)
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) kvlistValue(b []byte, base int, v *model.Value, depth int) error {
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		if num == 1 && typ == protowire.BytesType {
+			i := len(v.KvList)
+			x, xb, err := r.bytesAt("values", i)
+			if err != nil {
+				return err
+			}
+			v.KvList = append(v.KvList, model.KeyValue{})
+			if err := d.keyValue(x, xb, &v.KvList[i], depth); err != nil {
+				return wrapIdx(err, "values", i)
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package query holds Rastro's query model: a span Filter, the index Hints
+// derived from it, a parser for a subset of Grafana Tempo's TraceQL (one
+// spanset filter, `{ ... }`), and the parsing of HTTP API parameters and
+// times.
+//
+// # TraceQL subset
+//
+// A query is one spanset filter: `{ }` matches every span; `{ cond }`
+// combines conditions with `&&`, `||`, `!` (negation) and parentheses;
+// `&&` binds tighter than `||`. Spanset operators between filters
+// (`{a} && {b}`, `>>`), pipelines (`| count()`) and trace-level intrinsics
+// (traceDuration, rootName, trace:...) are not supported and are reported
+// as syntax errors.
+//
+// A condition is `field op value`, field first:
+//
+//	span.KEY      span attribute
+//	resource.KEY  resource attribute
+//	.KEY          span attribute if the span has it, else resource attribute
+//	name, status, duration, kind, statusMessage   intrinsics
+//	span:name, span:status, span:duration, span:kind, span:statusMessage
+//
+// Unquoted keys are letters, digits and `_ - . / @`; any other key is
+// written quoted: span."my key". resource.service.name reads the resource's
+// service.name attribute; when the resource has none it reads the span's
+// Service (model.UnknownService after normalisation), so it agrees with
+// the Service shortcut of Filter.
+//
+// Operators are = != > >= < <= =~ !~. Values are double-quoted strings
+// (escapes \" \\ \n \t \r \b \f \a \v \/ \xHH \uXXXX \UXXXXXXXX), integers
+// and floats (optionally negative, floats with exponent), true, false,
+// durations (100ms, 1.5s, 2m, 1h, 10us, 10µs, 5ns, 1h30m), the status words
+// ok, error, unset, the kind words unspecified, internal, server, client,
+// producer, consumer, and nil.
+//
+// Semantics, following Tempo:
+//   - Regular expressions are Go RE2 and fully anchored, as in Tempo since
+//     2.7 (grafana/tempo#4329): `=~ "ab"` is `^(?s:ab)$`; use `=~ ".*ab.*"`
+//     for a substring.
+//   - A comparison against a missing attribute is false, for every operator
+//     including != and !~ (grafana/tempo#5007). `= nil` is true when the
+//     attribute is missing, `!= nil` when it is present (any type).
+//   - A comparison between an attribute and a value of another type is
+//     false, except that ints, doubles, integer literals, float literals and
+//     durations (as nanoseconds) compare numerically. NaN compares false.
+//   - Ordering operators on strings compare bytewise (lexically).
+//   - Booleans, nil, status and kind allow only = and !=.
+//   - Intrinsics are typed: name and statusMessage take strings, duration a
+//     duration or integer nanoseconds, status and kind their words; other
+//     combinations (`kind = banana`, `name = 5`) are syntax errors, as are
+//     status or kind words compared with an attribute.
+//   - `!(x)` is true exactly when x is false, so `!(span.a = 1)` matches spans
+//     without span.a.
+//
+// Syntax errors are *SyntaxError values whose Pos is the 0-based byte offset
+// of the offending token in the query.
+package query

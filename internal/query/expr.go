@@ -1,0 +1,424 @@
+package query
+
+import (
+	"math"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// Expr is a parsed TraceQL spanset filter. Match must not allocate.
+// String renders a canonical `{ ... }` form that ParseTraceQL turns back into
+// an expression that matches the same spans.
+type Expr interface {
+	Match(s *model.Span) bool
+	String() string
+}
+
+// Scope says where an attribute is looked up.
+type Scope uint8
+
+const (
+	// ScopeAny is TraceQL's unscoped `.key`: the span attribute if present,
+	// else the resource attribute.
+	ScopeAny Scope = iota
+	// ScopeSpan is `span.key`.
+	ScopeSpan
+	// ScopeResource is `resource.key`.
+	ScopeResource
+)
+
+// String returns "any", "span" or "resource".
+func (s Scope) String() string {
+	switch s {
+	case ScopeSpan:
+		return "span"
+	case ScopeResource:
+		return "resource"
+	}
+	return "any"
+}
+
+// node is implemented by every expression the parser builds.
+type node interface {
+	Expr
+	prec() int
+	appendBody(b []byte) []byte
+}
+
+const (
+	precOr    = 1
+	precAnd   = 2
+	precUnary = 3
+)
+
+func render(n node) string {
+	return string(append(n.appendBody(append(make([]byte, 0, 64), "{ "...)), " }"...))
+}
+
+func appendChild(b []byte, n node, min int) []byte {
+	if n.prec() < min {
+		b = append(b, '(')
+		b = n.appendBody(b)
+		return append(b, ')')
+	}
+	return n.appendBody(b)
+}
+
+// allExpr is `{ }`. The parser only produces it at the top level.
+type allExpr struct{}
+
+func (allExpr) Match(*model.Span) bool     { return true }
+func (allExpr) String() string             { return "{ }" }
+func (allExpr) prec() int                  { return precUnary }
+func (allExpr) appendBody(b []byte) []byte { return b }
+
+// andExpr is `l && r`.
+type andExpr struct{ l, r node }
+
+func (e andExpr) Match(s *model.Span) bool   { return e.l.Match(s) && e.r.Match(s) }
+func (e andExpr) String() string             { return render(e) }
+func (andExpr) prec() int                    { return precAnd }
+func (e andExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " && ", precAnd) }
+
+// orExpr is `l || r`.
+type orExpr struct{ l, r node }
+
+func (e orExpr) Match(s *model.Span) bool   { return e.l.Match(s) || e.r.Match(s) }
+func (e orExpr) String() string             { return render(e) }
+func (orExpr) prec() int                    { return precOr }
+func (e orExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " || ", precOr) }
+
+// notExpr is `!(x)`; it always renders its operand in parentheses.
+type notExpr struct{ x node }
+
+func (e notExpr) Match(s *model.Span) bool { return !e.x.Match(s) }
+func (e notExpr) String() string           { return render(e) }
+func (notExpr) prec() int                  { return precUnary }
+func (e notExpr) appendBody(b []byte) []byte {
+	return appendChild(append(b, '!'), e.x, precUnary+1)
+}
+
+func appendBin(b []byte, l, r node, op string, p int) []byte {
+	b = appendChild(b, l, p)
+	b = append(b, op...)
+	return appendChild(b, r, p)
+}
+
+// intrinsic identifies a span field; intrNone marks an attribute.
+type intrinsic uint8
+
+const (
+	intrNone intrinsic = iota
+	intrName
+	intrStatus
+	intrDuration
+	intrKind
+	intrStatusMessage
+)
+
+var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage"}
+
+type field struct {
+	intr  intrinsic
+	scope Scope
+	key   string
+}
+
+func (f field) String() string { return string(f.appendTo(nil)) }
+
+func (f field) appendTo(b []byte) []byte {
+	if f.intr != intrNone {
+		return append(b, intrinsicNames[f.intr]...)
+	}
+	switch f.scope {
+	case ScopeSpan:
+		b = append(b, "span."...)
+	case ScopeResource:
+		b = append(b, "resource."...)
+	default:
+		b = append(b, '.')
+	}
+	if bareKey(f.key) {
+		return append(b, f.key...)
+	}
+	return appendQuoted(b, f.key)
+}
+
+func bareKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, r := range k {
+		if !isKeyRune(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// lookup resolves an attribute field on s.
+func (f field) lookup(s *model.Span) (model.Value, bool) {
+	switch f.scope {
+	case ScopeSpan:
+		return model.Lookup(s.Attributes, f.key)
+	case ScopeResource:
+		return resourceAttr(s, f.key)
+	}
+	if v, ok := model.Lookup(s.Attributes, f.key); ok {
+		return v, true
+	}
+	return resourceAttr(s, f.key)
+}
+
+func resourceAttr(s *model.Span, key string) (model.Value, bool) {
+	if s.Resource != nil {
+		if v, ok := model.Lookup(s.Resource.Attributes, key); ok {
+			return v, true
+		}
+	}
+	if key == "service.name" && s.Service != "" {
+		return model.StringValue(s.Service), true
+	}
+	return model.Value{}, false
+}
+
+type op uint8
+
+const (
+	opEq op = iota
+	opNe
+	opGt
+	opGe
+	opLt
+	opLe
+	opRe
+	opNre
+)
+
+var opNames = [...]string{"=", "!=", ">", ">=", "<", "<=", "=~", "!~"}
+
+func (o op) String() string { return opNames[o] }
+
+type litKind uint8
+
+const (
+	litString litKind = iota
+	litInt
+	litFloat
+	litBool
+	litDuration
+	litStatus
+	litSpanKind
+	litNil
+)
+
+// literal is a value in a condition. i holds ints, duration nanoseconds,
+// bools (0/1), status and kind codes.
+type literal struct {
+	kind litKind
+	s    string
+	i    int64
+	f    float64
+}
+
+func (l literal) appendTo(b []byte) []byte {
+	switch l.kind {
+	case litString:
+		return appendQuoted(b, l.s)
+	case litInt:
+		return strconv.AppendInt(b, l.i, 10)
+	case litFloat:
+		n := len(b)
+		b = strconv.AppendFloat(b, l.f, 'g', -1, 64)
+		for _, c := range b[n:] {
+			if c == '.' || c == 'e' {
+				return b
+			}
+		}
+		return append(b, ".0"...)
+	case litBool:
+		return strconv.AppendBool(b, l.i != 0)
+	case litDuration:
+		return append(b, time.Duration(l.i).String()...)
+	case litStatus:
+		return append(b, model.StatusCode(l.i).String()...)
+	case litSpanKind:
+		return append(b, model.SpanKind(l.i).String()...)
+	}
+	return append(b, "nil"...)
+}
+
+func (l literal) numeric() bool {
+	return l.kind == litInt || l.kind == litFloat || l.kind == litDuration
+}
+
+// cond is one `field op value` comparison.
+type cond struct {
+	f   field
+	op  op
+	lit literal
+	re  *regexp.Regexp // for opRe and opNre
+}
+
+func (c *cond) String() string { return render(c) }
+func (*cond) prec() int        { return precUnary }
+
+func (c *cond) appendBody(b []byte) []byte {
+	b = c.f.appendTo(b)
+	b = append(b, ' ')
+	b = append(b, opNames[c.op]...)
+	b = append(b, ' ')
+	return c.lit.appendTo(b)
+}
+
+// Match reports whether s satisfies the condition.
+func (c *cond) Match(s *model.Span) bool {
+	switch c.f.intr {
+	case intrName:
+		return c.cmpString(s.Name)
+	case intrStatusMessage:
+		return c.cmpString(s.StatusMessage)
+	case intrStatus:
+		return cmpEq(c.op, int64(s.StatusCode) == c.lit.i)
+	case intrKind:
+		return cmpEq(c.op, int64(s.Kind) == c.lit.i)
+	case intrDuration:
+		d := s.Duration()
+		if d > math.MaxInt64 {
+			d = math.MaxInt64
+		}
+		return cmpInt(c.op, int64(d), c.lit.i)
+	}
+	v, ok := c.f.lookup(s)
+	if c.lit.kind == litNil {
+		return cmpEq(c.op, !ok)
+	}
+	if !ok {
+		return false
+	}
+	switch c.lit.kind {
+	case litString:
+		return v.Type == model.ValueString && c.cmpString(v.Str)
+	case litBool:
+		return v.Type == model.ValueBool && cmpEq(c.op, v.Bool() == (c.lit.i != 0))
+	case litInt, litDuration:
+		switch v.Type {
+		case model.ValueInt:
+			return cmpInt(c.op, v.Int, c.lit.i)
+		case model.ValueDouble:
+			return cmpFloat(c.op, v.Double, float64(c.lit.i))
+		}
+	case litFloat:
+		switch v.Type {
+		case model.ValueInt:
+			return cmpFloat(c.op, float64(v.Int), c.lit.f)
+		case model.ValueDouble:
+			return cmpFloat(c.op, v.Double, c.lit.f)
+		}
+	}
+	return false
+}
+
+func (c *cond) cmpString(s string) bool {
+	switch c.op {
+	case opEq:
+		return s == c.lit.s
+	case opNe:
+		return s != c.lit.s
+	case opGt:
+		return s > c.lit.s
+	case opGe:
+		return s >= c.lit.s
+	case opLt:
+		return s < c.lit.s
+	case opLe:
+		return s <= c.lit.s
+	case opRe:
+		return c.re.MatchString(s)
+	case opNre:
+		return !c.re.MatchString(s)
+	}
+	return false
+}
+
+// cmpEq applies = or != given whether the operands are equal.
+func cmpEq(o op, eq bool) bool {
+	if o == opEq {
+		return eq
+	}
+	return o == opNe && !eq
+}
+
+func cmpInt(o op, a, b int64) bool {
+	switch o {
+	case opEq:
+		return a == b
+	case opNe:
+		return a != b
+	case opGt:
+		return a > b
+	case opGe:
+		return a >= b
+	case opLt:
+		return a < b
+	case opLe:
+		return a <= b
+	}
+	return false
+}
+
+func cmpFloat(o op, a, b float64) bool {
+	if math.IsNaN(a) {
+		return false
+	}
+	switch o {
+	case opEq:
+		return a == b
+	case opNe:
+		return a != b
+	case opGt:
+		return a > b
+	case opGe:
+		return a >= b
+	case opLt:
+		return a < b
+	case opLe:
+		return a <= b
+	}
+	return false
+}
+
+// appendQuoted writes s as a TraceQL string literal that unquote reads back
+// byte for byte (invalid UTF-8 becomes \xHH).
+func appendQuoted(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			b = append(b, '\\', 'x', hex[s[i]>>4], hex[s[i]&15])
+			i++
+			continue
+		}
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r < 0x20 || r == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[r>>4], hex[r&15])
+		default:
+			b = append(b, s[i:i+n]...)
+		}
+		i += n
+	}
+	return append(b, '"')
+}

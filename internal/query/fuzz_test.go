@@ -1,0 +1,56 @@
+package query
+
+import (
+	"errors"
+	"math/rand/v2"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"testing"
+)
+
+func FuzzParseTraceQL(f *testing.F) {
+	for _, q := range []string{
+		`{ }`,
+		`{ span.http.status_code >= 500 && resource.service.name = "checkout" }`,
+		`{ (kind = server || kind = client) && !(status = ok) }`,
+		`{ span."my key" =~ "a.*\n" || .x != nil }`,
+		`{ duration > 1.5s && duration < 1h30m0s && duration != 10µs }`,
+		`{ span.ratio < -2.5e-3 && span.n = -7 && span.b = true }`,
+		`{ name = "\x41\u00e9\U0001F600" }`,
+		`{ span:name = "x" && span:statusMessage !~ "y" }`,
+		`{ span.a = 1 } | count() > 2`,
+		`{ kind = banana }`,
+		`{ "unterminated }`,
+		"{ name = \"\xff\" }",
+	} {
+		f.Add(q)
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	spans := []*model.Span{fixture()}
+	for range 20 {
+		spans = append(spans, randSpan(r))
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		e, err := ParseTraceQL(q)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) || se.Pos < 0 || se.Pos > len(q) {
+				t.Fatalf("ParseTraceQL(%q): bad error %#v", q, err)
+			}
+			return
+		}
+		text := e.String()
+		e2, err := ParseTraceQL(text)
+		if err != nil {
+			t.Fatalf("ParseTraceQL(%q) renders %s, which does not parse: %v", q, text, err)
+		}
+		if e2.String() != text {
+			t.Fatalf("String not a fixed point: %s then %s", text, e2)
+		}
+		for _, s := range spans {
+			if e.Match(s) != e2.Match(s) {
+				t.Fatalf("%q and its canonical form %s disagree", q, text)
+			}
+		}
+	})
+}

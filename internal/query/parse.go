@@ -1,0 +1,655 @@
+package query
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// SyntaxError is a TraceQL parse error. Pos is the 0-based byte offset of
+// the offending token in the query.
+type SyntaxError struct {
+	Pos int
+	Msg string
+}
+
+// Error renders the error as `position 17: expected ...`.
+func (e *SyntaxError) Error() string { return "position " + strconv.Itoa(e.Pos) + ": " + e.Msg }
+
+// maxDepth bounds nesting of parentheses and negations.
+const maxDepth = 200
+
+// ParseTraceQL parses one TraceQL spanset filter `{ ... }` (see the package
+// documentation for the supported subset). Every error is a *SyntaxError.
+func ParseTraceQL(q string) (Expr, error) {
+	p := &parser{src: q}
+	e, err := p.parseQuery()
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+type tokKind uint8
+
+const (
+	tEOF tokKind = iota
+	tLBrace
+	tRBrace
+	tLParen
+	tRParen
+	tAnd
+	tOr
+	tNot
+	tOp
+	tString
+	tNumber
+	tIdent
+	tAttr
+	tPipe
+)
+
+type token struct {
+	kind     tokKind
+	pos, end int
+	op       op
+	lit      literal // tString, tNumber
+	fld      field   // tAttr
+}
+
+type parser struct {
+	src   string
+	pos   int // lexer position: start of the next token
+	tok   token
+	depth int
+}
+
+func (p *parser) errf(pos int, format string, args ...any) *SyntaxError {
+	return &SyntaxError{Pos: pos, Msg: fmt.Sprintf(format, args...)}
+}
+
+// desc describes the current token for messages.
+func (p *parser) desc() string {
+	if p.tok.kind == tEOF {
+		return "end of query"
+	}
+	t := p.src[p.tok.pos:p.tok.end]
+	if len(t) > 40 {
+		t = t[:40] + "..."
+	}
+	return strconv.Quote(t)
+}
+
+func (p *parser) parseQuery() (node, error) {
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind != tLBrace {
+		return nil, p.errf(p.tok.pos, "expected { at start of query, got %s", p.desc())
+	}
+	open := p.tok.pos
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	var e node = allExpr{}
+	if p.tok.kind != tRBrace {
+		var err error
+		if e, err = p.parseOr(); err != nil {
+			return nil, err
+		}
+		switch p.tok.kind {
+		case tRBrace:
+		case tEOF:
+			return nil, p.errf(p.tok.pos, "missing closing } for { at position %d", open)
+		case tRParen:
+			return nil, p.errf(p.tok.pos, "unbalanced ): no matching (")
+		default:
+			return nil, p.errf(p.tok.pos, "expected &&, || or }, got %s", p.desc())
+		}
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	switch p.tok.kind {
+	case tEOF:
+		return e, nil
+	case tPipe:
+		return nil, p.errf(p.tok.pos, "pipelines (|) are not supported: only one spanset filter { ... }")
+	case tAnd, tOr, tOp:
+		return nil, p.errf(p.tok.pos, "spanset operators between filters are not supported, got %s after }", p.desc())
+	}
+	return nil, p.errf(p.tok.pos, "unexpected %s after closing }", p.desc())
+}
+
+func (p *parser) parseOr() (node, error) {
+	l, err := p.parseAnd()
+	if err != nil {
+		return nil, err
+	}
+	for p.tok.kind == tOr {
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		r, err := p.parseAnd()
+		if err != nil {
+			return nil, err
+		}
+		l = orExpr{l, r}
+	}
+	return l, nil
+}
+
+func (p *parser) parseAnd() (node, error) {
+	l, err := p.parseUnary()
+	if err != nil {
+		return nil, err
+	}
+	for p.tok.kind == tAnd {
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		r, err := p.parseUnary()
+		if err != nil {
+			return nil, err
+		}
+		l = andExpr{l, r}
+	}
+	return l, nil
+}
+
+func (p *parser) parseUnary() (node, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxDepth {
+		return nil, p.errf(p.tok.pos, "expression nested deeper than %d levels", maxDepth)
+	}
+	switch p.tok.kind {
+	case tNot:
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		x, err := p.parseUnary()
+		if err != nil {
+			return nil, err
+		}
+		return notExpr{x}, nil
+	case tLParen:
+		open := p.tok.pos
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		e, err := p.parseOr()
+		if err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tRParen {
+			return nil, p.errf(p.tok.pos, "expected ) to close ( at position %d, got %s", open, p.desc())
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
+	return p.parseCond()
+}
+
+var intrinsicByName = map[string]intrinsic{
+	"name": intrName, "status": intrStatus, "duration": intrDuration, "kind": intrKind,
+	"statusMessage": intrStatusMessage,
+	"span:name":     intrName, "span:status": intrStatus, "span:duration": intrDuration,
+	"span:kind": intrKind, "span:statusMessage": intrStatusMessage,
+}
+
+var unsupportedIntrinsics = map[string]bool{
+	"traceDuration": true, "rootName": true, "rootServiceName": true,
+	"nestedSetLeft": true, "nestedSetRight": true, "nestedSetParent": true, "childCount": true,
+	"span:id": true, "span:parentID": true, "span:childCount": true,
+}
+
+func (p *parser) parseField() (field, error) {
+	switch p.tok.kind {
+	case tAttr:
+		return p.tok.fld, nil
+	case tIdent:
+		w := p.src[p.tok.pos:p.tok.end]
+		if in, ok := intrinsicByName[w]; ok {
+			return field{intr: in}, nil
+		}
+		if unsupportedIntrinsics[w] || strings.HasPrefix(w, "trace:") || strings.HasPrefix(w, "event:") ||
+			strings.HasPrefix(w, "link:") || strings.HasPrefix(w, "instrumentation:") {
+			return field{}, p.errf(p.tok.pos, "intrinsic %s is not supported", w)
+		}
+		switch w {
+		case "true", "false", "nil", "ok", "error", "unset", "unspecified", "internal", "server", "client",
+			"producer", "consumer":
+			return field{}, p.errf(p.tok.pos, "expected attribute or intrinsic before the operator, got value %s", w)
+		}
+		if strings.HasPrefix(w, "span:") {
+			return field{}, p.errf(p.tok.pos, "unknown intrinsic %s", w)
+		}
+		return field{}, p.errf(p.tok.pos, "unknown intrinsic %q; attributes need a scope: span.%s, resource.%s or .%s", w, w, w, w)
+	}
+	return field{}, p.errf(p.tok.pos, "expected condition (attribute or intrinsic), got %s", p.desc())
+}
+
+func (p *parser) parseCond() (node, error) {
+	f, err := p.parseField()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind != tOp {
+		return nil, p.errf(p.tok.pos, "expected operator after %s, got %s", f, p.desc())
+	}
+	o, opPos := p.tok.op, p.tok.pos
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	litPos := p.tok.pos
+	var l literal
+	switch p.tok.kind {
+	case tString, tNumber:
+		l = p.tok.lit
+	case tIdent:
+		w := p.src[p.tok.pos:p.tok.end]
+		if st, ok := model.ParseStatusCode(w); ok {
+			l = literal{kind: litStatus, i: int64(st)}
+		} else if k, ok := model.ParseSpanKind(w); ok {
+			l = literal{kind: litSpanKind, i: int64(k)}
+		} else {
+			switch w {
+			case "true":
+				l = literal{kind: litBool, i: 1}
+			case "false":
+				l = literal{kind: litBool}
+			case "nil":
+				l = literal{kind: litNil}
+			default:
+				switch f.intr {
+				case intrStatus:
+					return nil, p.errf(litPos, "unknown status %q: want ok, error or unset", w)
+				case intrKind:
+					return nil, p.errf(litPos, "unknown span kind %q: want unspecified, internal, server, client, producer or consumer", w)
+				}
+				return nil, p.errf(litPos, "expected value after %s %s, got %s (strings need double quotes)", f, o, p.desc())
+			}
+		}
+	default:
+		return nil, p.errf(litPos, "expected value after %s %s, got %s", f, o, p.desc())
+	}
+	c := &cond{f: f, op: o, lit: l}
+	if err := p.check(c, opPos, litPos); err != nil {
+		return nil, err
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var litNames = [...]string{"string", "integer", "float", "boolean", "duration", "status", "kind", "nil"}
+
+// check applies the type rules and compiles regular expressions.
+func (p *parser) check(c *cond, opPos, litPos int) error {
+	if c.op == opRe || c.op == opNre {
+		if c.lit.kind != litString {
+			return p.errf(litPos, "%s needs a string regular expression, got %s", c.op, litNames[c.lit.kind])
+		}
+		if c.f.intr != intrNone && c.f.intr != intrName && c.f.intr != intrStatusMessage {
+			return p.errf(opPos, "%s does not support %s", c.f, c.op)
+		}
+		if _, err := regexp.Compile(c.lit.s); err != nil {
+			return p.errf(litPos, "invalid regular expression %s: %v", strconv.Quote(c.lit.s), err)
+		}
+		re, err := regexp.Compile("^(?s:" + c.lit.s + ")$")
+		if err != nil {
+			return p.errf(litPos, "invalid regular expression %s: %v", strconv.Quote(c.lit.s), err)
+		}
+		c.re = re
+		return nil
+	}
+	ordering := c.op != opEq && c.op != opNe
+	switch c.f.intr {
+	case intrName, intrStatusMessage:
+		if c.lit.kind != litString {
+			return p.errf(litPos, "%s compares with a string, got %s", c.f, litNames[c.lit.kind])
+		}
+	case intrStatus, intrKind:
+		want := litStatus
+		if c.f.intr == intrKind {
+			want = litSpanKind
+		}
+		if c.lit.kind != want {
+			return p.errf(litPos, "%s compares with a %s word, got %s", c.f, litNames[want], litNames[c.lit.kind])
+		}
+		if ordering {
+			return p.errf(opPos, "%s supports only = and !=, got %s", c.f, c.op)
+		}
+	case intrDuration:
+		if c.lit.kind != litDuration && c.lit.kind != litInt {
+			return p.errf(litPos, "duration compares with a duration (100ms) or integer nanoseconds, got %s", litNames[c.lit.kind])
+		}
+	default:
+		switch c.lit.kind {
+		case litStatus, litSpanKind:
+			return p.errf(litPos, "%s is a %s value; compare it with the %s intrinsic", p.src[litPos:p.tok.end], litNames[c.lit.kind], litNames[c.lit.kind])
+		case litBool, litNil:
+			if ordering {
+				return p.errf(opPos, "%s supports only = and != with %s", c.op, litNames[c.lit.kind])
+			}
+		}
+	}
+	return nil
+}
+
+// advance lexes the next token into p.tok.
+func (p *parser) advance() error {
+	s := p.src
+	i := p.pos
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	t := token{pos: i, end: i + 1}
+	if i >= len(s) {
+		t.kind, t.end = tEOF, i
+		p.tok, p.pos = t, i
+		return nil
+	}
+	next := byte(0)
+	if i+1 < len(s) {
+		next = s[i+1]
+	}
+	c := s[i]
+	switch {
+	case c == '{':
+		t.kind = tLBrace
+	case c == '}':
+		t.kind = tRBrace
+	case c == '(':
+		t.kind = tLParen
+	case c == ')':
+		t.kind = tRParen
+	case c == '&':
+		if next != '&' {
+			return p.errf(i, "expected && but found a single &")
+		}
+		t.kind, t.end = tAnd, i+2
+	case c == '|':
+		t.kind = tPipe
+		if next == '|' {
+			t.kind, t.end = tOr, i+2
+		}
+	case c == '!':
+		t.kind = tNot
+		switch next {
+		case '=':
+			t.kind, t.op, t.end = tOp, opNe, i+2
+		case '~':
+			t.kind, t.op, t.end = tOp, opNre, i+2
+		}
+	case c == '=':
+		t.kind, t.op = tOp, opEq
+		switch next {
+		case '~':
+			t.op, t.end = opRe, i+2
+		case '=':
+			return p.errf(i, "unknown operator ==; use = for equality")
+		}
+	case c == '>' || c == '<':
+		t.kind, t.op = tOp, opGt
+		if c == '<' {
+			t.op = opLt
+		}
+		if next == '=' {
+			t.op++
+			t.end = i + 2
+		}
+	case c == '"':
+		str, end, err := p.scanString(i)
+		if err != nil {
+			return err
+		}
+		t.kind, t.end, t.lit = tString, end, literal{kind: litString, s: str}
+	case c >= '0' && c <= '9' || c == '-' && next >= '0' && next <= '9':
+		end, l, err := p.scanNumber(i)
+		if err != nil {
+			return err
+		}
+		t.kind, t.end, t.lit = tNumber, end, l
+	case c == '.':
+		key, end, err := p.scanKey(i+1, ".")
+		if err != nil {
+			return err
+		}
+		t.kind, t.end, t.fld = tAttr, end, field{scope: ScopeAny, key: key}
+	case isIdentStart(c):
+		j := i
+		for j < len(s) && isIdentByte(s[j]) {
+			j++
+		}
+		w := s[i:j]
+		if j < len(s) && s[j] == '.' {
+			switch w {
+			case "span", "resource":
+				sc := ScopeSpan
+				if w == "resource" {
+					sc = ScopeResource
+				}
+				key, end, err := p.scanKey(j+1, w+".")
+				if err != nil {
+					return err
+				}
+				t.kind, t.end, t.fld = tAttr, end, field{scope: sc, key: key}
+				p.tok, p.pos = t, t.end
+				return nil
+			case "event", "link", "instrumentation", "scope", "trace":
+				return p.errf(i, "attribute scope %s. is not supported: use span., resource. or .", w)
+			}
+		}
+		if j < len(s) && s[j] == ':' {
+			k := j + 1
+			for k < len(s) && isIdentByte(s[k]) {
+				k++
+			}
+			j = k
+		}
+		t.kind, t.end = tIdent, j
+	default:
+		r, _ := utf8.DecodeRuneInString(s[i:])
+		return p.errf(i, "unexpected character %q", r)
+	}
+	p.tok, p.pos = t, t.end
+	return nil
+}
+
+func isIdentStart(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' }
+func isIdentByte(c byte) bool  { return isIdentStart(c) || c >= '0' && c <= '9' }
+
+// isKeyRune reports whether r may appear in an unquoted attribute key.
+func isKeyRune(r rune) bool {
+	switch r {
+	case '_', '-', '.', '/', '@':
+		return true
+	}
+	return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsDigit(r))
+}
+
+// scanKey reads an attribute key starting at i (after the scope prefix).
+func (p *parser) scanKey(i int, prefix string) (string, int, error) {
+	s := p.src
+	if i < len(s) && s[i] == '"' {
+		key, end, err := p.scanString(i)
+		if err != nil {
+			return "", 0, err
+		}
+		if key == "" {
+			return "", 0, p.errf(i, "empty attribute name after %s", prefix)
+		}
+		return key, end, nil
+	}
+	j := i
+	for j < len(s) {
+		r, n := utf8.DecodeRuneInString(s[j:])
+		if !isKeyRune(r) {
+			break
+		}
+		j += n
+	}
+	if j == i {
+		got := "end of query"
+		if i < len(s) {
+			r, _ := utf8.DecodeRuneInString(s[i:])
+			got = strconv.QuoteRune(r)
+		}
+		return "", 0, p.errf(i, "expected attribute name after %s, got %s", prefix, got)
+	}
+	return s[i:j], j, nil
+}
+
+// scanString reads a double-quoted string starting at the quote at i and
+// returns its value and the offset after the closing quote.
+func (p *parser) scanString(i int) (string, int, error) {
+	s := p.src
+	var b []byte
+	start := i + 1
+	for j := start; j < len(s); {
+		c := s[j]
+		if c == '"' {
+			if b == nil {
+				return s[start:j], j + 1, nil
+			}
+			return string(b), j + 1, nil
+		}
+		if c != '\\' {
+			if b != nil {
+				b = append(b, c)
+			}
+			j++
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(s)-start), s[start:j]...)
+		}
+		if j+1 >= len(s) {
+			break
+		}
+		e := s[j+1]
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'n':
+			b = append(b, '\n')
+		case 't':
+			b = append(b, '\t')
+		case 'r':
+			b = append(b, '\r')
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'a':
+			b = append(b, '\a')
+		case 'v':
+			b = append(b, '\v')
+		case 'x', 'u', 'U':
+			n := 2
+			if e == 'u' {
+				n = 4
+			} else if e == 'U' {
+				n = 8
+			}
+			if j+2+n > len(s) {
+				return "", 0, p.errf(j, "invalid escape \\%c in string: want %d hex digits", e, n)
+			}
+			v, err := strconv.ParseUint(s[j+2:j+2+n], 16, 32)
+			if err != nil || strings.ContainsAny(s[j+2:j+2+n], "+-_") {
+				return "", 0, p.errf(j, "invalid escape \\%c in string: want %d hex digits", e, n)
+			}
+			if e == 'x' {
+				b = append(b, byte(v))
+			} else {
+				if v > unicode.MaxRune || v >= 0xD800 && v < 0xE000 {
+					return "", 0, p.errf(j, "invalid escape %s in string: not a Unicode code point", s[j:j+2+n])
+				}
+				b = utf8.AppendRune(b, rune(v))
+			}
+			j += 2 + n
+			continue
+		default:
+			r, _ := utf8.DecodeRuneInString(s[j+1:])
+			return "", 0, p.errf(j, "invalid escape \\%c in string", r)
+		}
+		j += 2
+	}
+	return "", 0, p.errf(i, "unterminated string: missing closing \"")
+}
+
+// scanNumber reads an integer, float or duration starting at i.
+func (p *parser) scanNumber(i int) (int, literal, error) {
+	s := p.src
+	j := i
+	if s[j] == '-' {
+		j++
+	}
+	digits := func() {
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+	}
+	digits()
+	isFloat := false
+	if j+1 < len(s) && s[j] == '.' && s[j+1] >= '0' && s[j+1] <= '9' {
+		isFloat = true
+		j++
+		digits()
+	}
+	if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
+		k := j + 1
+		if k < len(s) && (s[k] == '+' || s[k] == '-') {
+			k++
+		}
+		if k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			isFloat = true
+			j = k
+			digits()
+		}
+	}
+	// A unit makes it a duration: 100ms, 1.5s, 1h30m, 10µs.
+	if j < len(s) && (isIdentStart(s[j]) || strings.HasPrefix(s[j:], "µ")) {
+		for j < len(s) && (isIdentByte(s[j]) || s[j] == '.' || strings.HasPrefix(s[j:], "µ")) {
+			if s[j] == 0xC2 {
+				j += len("µ")
+			} else {
+				j++
+			}
+		}
+		text := s[i:j]
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, literal{}, p.errf(i, "invalid duration %q", text)
+		}
+		return j, literal{kind: litDuration, i: int64(d)}, nil
+	}
+	text := s[i:j]
+	if isFloat {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, literal{}, p.errf(i, "float %s out of range", text)
+		}
+		return j, literal{kind: litFloat, f: f}, nil
+	}
+	v, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return 0, literal{}, p.errf(i, "integer %s out of range", text)
+	}
+	return j, literal{kind: litInt, i: v}, nil
+}

@@ -1,0 +1,109 @@
+package segment
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+const benchSpans = 50_000
+
+// BenchmarkWrite measures sealing a buffer of the realistic corpus (sort,
+// encode, compress, write, fsync, rename) per zstd level, and reports
+// bytes per span on disk.
+func BenchmarkWrite(b *testing.B) {
+	corpus := realisticCorpus(1, benchSpans)
+	rand.New(rand.NewPCG(3, 4)).Shuffle(len(corpus), func(i, j int) { corpus[i], corpus[j] = corpus[j], corpus[i] })
+	for _, level := range []int{1, 2, 3} {
+		b.Run(fmt.Sprintf("zstd=%d", level), func(b *testing.B) {
+			dir := b.TempDir()
+			buf := make([]model.Span, len(corpus))
+			var info Info
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				copy(buf, corpus)
+				name := fmt.Sprintf("s%d", i)
+				b.StartTimer()
+				var err error
+				info, err = Write(dir, name, map[string][]model.Span{"default": buf}, WriterOptions{ZstdLevel: level})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				os.Remove(filepath.Join(dir, name))
+				b.StartTimer()
+			}
+			b.SetBytes(info.Bytes)
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(corpus)), "ns/span")
+			b.ReportMetric(float64(info.Bytes)/float64(len(corpus)), "B/span-disk")
+		})
+	}
+}
+
+func benchReader(b *testing.B) (*Reader, []model.Span) {
+	corpus := realisticCorpus(1, benchSpans)
+	path, _ := writeCorpus(b, map[string][]model.Span{"default": corpus}, WriterOptions{})
+	r := openT(b, path)
+	return r, corpus
+}
+
+// BenchmarkReadBlock decodes whole blocks of the realistic corpus.
+func BenchmarkReadBlock(b *testing.B) {
+	r, _ := benchReader(b)
+	var bytes int64
+	for _, m := range r.blocks {
+		bytes += int64(m.Length)
+	}
+	b.SetBytes(bytes / int64(len(r.blocks)))
+	b.ReportAllocs()
+	spans := 0
+	for i := 0; b.Loop(); i++ {
+		s, err := r.ReadBlock(i % len(r.blocks))
+		if err != nil {
+			b.Fatal(err)
+		}
+		spans += len(s)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(spans), "ns/span")
+}
+
+// BenchmarkFindTrace looks up random existing traces (file pages come from
+// the OS page cache: this is the warm cost).
+func BenchmarkFindTrace(b *testing.B) {
+	r, corpus := benchReader(b)
+	var ids []model.TraceID
+	for i := 0; i < len(corpus); i += 97 {
+		ids = append(ids, corpus[i].TraceID)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(r.blocks[0].Length))
+	found := 0
+	for i := 0; b.Loop(); i++ {
+		s, err := r.FindTrace("default", ids[i%len(ids)])
+		if err != nil || len(s) == 0 {
+			b.Fatal("trace not found", err)
+		}
+		found += len(s)
+	}
+	b.ReportMetric(float64(found)/float64(b.N), "spans/trace")
+	b.ReportMetric(float64(r.ResidentBytes())/float64(len(corpus)), "resident-B/span")
+}
+
+// BenchmarkFindTraceAbsent looks up ids the segment does not hold.
+func BenchmarkFindTraceAbsent(b *testing.B) {
+	r, _ := benchReader(b)
+	rng := rand.New(rand.NewPCG(5, 6))
+	b.ReportAllocs()
+	for b.Loop() {
+		var id model.TraceID
+		fillRand(rng, id[:])
+		if s, err := r.FindTrace("default", id); err != nil || s != nil {
+			b.Fatal("absent trace found", err)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package segment
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// blockData holds the decompressed columns of one block, indexed by column id.
+type blockData struct {
+	entry *blockEntry
+	cols  [numColumns + 1]string
+}
+
+// loadBlock reads block i with one ReadAt, verifies every column checksum
+// and decompresses the columns this reader knows.
+func (r *Reader) loadBlock(i int) (*blockData, error) {
+	if i < 0 || i >= len(r.blocks) {
+		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
+	}
+	b := &r.blocks[i]
+	raw, err := r.readAt(int64(b.Offset), int64(b.Length))
+	if err != nil {
+		return nil, err
+	}
+	bd := &blockData{entry: b}
+	var seen [numColumns + 1]bool
+	for _, c := range b.Cols {
+		if c.ID == 0 || c.ID > numColumns {
+			continue // a column added by a later version
+		}
+		off := int64(b.Offset + c.Offset)
+		stored := raw[c.Offset : c.Offset+c.Length]
+		if crc(stored) != c.CRC {
+			return nil, r.corrupt(off, "block %d column %s: checksum mismatch", i, columnNames[c.ID])
+		}
+		if seen[c.ID] {
+			return nil, r.corrupt(off, "block %d column %s: duplicate column", i, columnNames[c.ID])
+		}
+		seen[c.ID] = true
+		s, err := decompress(c.Codec, stored, c.RawLen)
+		if err != nil {
+			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
+		}
+		bd.cols[c.ID] = s
+	}
+	for id := uint32(1); id <= numColumns; id++ {
+		if !seen[id] {
+			return nil, r.corrupt(int64(b.Offset), "block %d: column %s missing", i, columnNames[id])
+		}
+	}
+	return bd, nil
+}
+
+// colErr turns a column decoding failure into a CorruptionError (or an
+// unsupported-feature error) located at the column.
+func (r *Reader) colErr(bd *blockData, id uint32, err error) error {
+	c, _ := bd.entry.col(id)
+	off := int64(bd.entry.Offset + c.Offset)
+	if err == errValueRef {
+		return fmt.Errorf("read segment %s at offset %d, column %s: %w", r.path, off, columnNames[id], err)
+	}
+	return r.corrupt(off, "column %s: %v", columnNames[id], err)
+}
+
+// decodeRows materialises rows [lo, hi) of a loaded block. When the whole
+// block is decoded it also checks that every column is consumed exactly.
+func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
+	n := bd.entry.Meta.Spans
+	full := lo == 0 && hi == n
+	out := make([]model.Span, hi-lo)
+	base := bd.entry.Meta.MinStart
+
+	// Fixed-width ids.
+	for _, c := range []struct {
+		id    uint32
+		width int
+	}{{colTraceID, 16}, {colSpanID, 8}, {colParentID, 8}} {
+		s := bd.cols[c.id]
+		if len(s) != n*c.width {
+			return nil, r.colErr(bd, c.id, fmt.Errorf("%d bytes for %d spans", len(s), n))
+		}
+		for i := lo; i < hi; i++ {
+			v := s[i*c.width : (i+1)*c.width]
+			switch c.id {
+			case colTraceID:
+				copy(out[i-lo].TraceID[:], v)
+			case colSpanID:
+				copy(out[i-lo].SpanID[:], v)
+			default:
+				copy(out[i-lo].ParentSpanID[:], v)
+			}
+		}
+	}
+
+	check := func(id uint32, d *dec) error {
+		if d.err == nil && full && d.remaining() != 0 {
+			d.failf(fmt.Sprintf("%d trailing bytes", d.remaining()))
+		}
+		if d.err != nil {
+			return r.colErr(bd, id, d.err)
+		}
+		return nil
+	}
+
+	d := dec{s: bd.cols[colStart]}
+	for i := 0; i < hi; i++ {
+		v := d.uvarint()
+		if i >= lo {
+			out[i-lo].StartTimeUnixNano = base + v
+		}
+	}
+	if err := check(colStart, &d); err != nil {
+		return nil, err
+	}
+	d = dec{s: bd.cols[colDuration]}
+	for i := 0; i < hi; i++ {
+		v := d.varint()
+		if i >= lo {
+			out[i-lo].EndTimeUnixNano = out[i-lo].StartTimeUnixNano + uint64(v)
+		}
+	}
+	if err := check(colDuration, &d); err != nil {
+		return nil, err
+	}
+	for _, id := range []uint32{colName, colService} {
+		d = dec{s: bd.cols[id]}
+		dict := d.strs()
+		for i := 0; i < hi; i++ {
+			j := d.index(len(dict))
+			if i >= lo && d.err == nil {
+				if id == colName {
+					out[i-lo].Name = dict[j]
+				} else {
+					out[i-lo].Service = dict[j]
+				}
+			}
+		}
+		if err := check(id, &d); err != nil {
+			return nil, err
+		}
+	}
+	d = dec{s: bd.cols[colKindStatus]}
+	for i := 0; i < hi; i++ {
+		k, st, fl := d.varint(), d.varint(), d.u32()
+		if (k < math.MinInt32 || k > math.MaxInt32 || st < math.MinInt32 || st > math.MaxInt32) && d.err == nil {
+			d.failf("kind or status out of range")
+		}
+		if i >= lo {
+			out[i-lo].Kind, out[i-lo].StatusCode, out[i-lo].Flags = model.SpanKind(k), model.StatusCode(st), fl
+		}
+	}
+	if err := check(colKindStatus, &d); err != nil {
+		return nil, err
+	}
+	for _, id := range []uint32{colStatusMessage, colTraceState} {
+		d = dec{s: bd.cols[id]}
+		for i := 0; i < hi; i++ {
+			if i < lo {
+				d.skipStr()
+				continue
+			}
+			if id == colStatusMessage {
+				out[i-lo].StatusMessage = d.str()
+			} else {
+				out[i-lo].TraceState = d.str()
+			}
+		}
+		if err := check(id, &d); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.decodeResources(bd, out, lo, hi, full); err != nil {
+		return nil, err
+	}
+	if err := r.decodeScopes(bd, out, lo, hi, full); err != nil {
+		return nil, err
+	}
+
+	var kd kvDec
+	kd.init(bd.cols[colAttrs])
+	for i := 0; i < hi; i++ {
+		if i < lo {
+			kd.skipKVs()
+		} else {
+			out[i-lo].Attributes = kd.kvs()
+		}
+	}
+	if err := check(colAttrs, &kd.dec); err != nil {
+		return nil, err
+	}
+
+	d = dec{s: bd.cols[colDropped]}
+	for i := 0; i < hi; i++ {
+		a, e, l := d.u32(), d.u32(), d.u32()
+		if i >= lo {
+			s := &out[i-lo]
+			s.DroppedAttributesCount, s.DroppedEventsCount, s.DroppedLinksCount = a, e, l
+		}
+	}
+	if err := check(colDropped, &d); err != nil {
+		return nil, err
+	}
+
+	kd.init(bd.cols[colEvents])
+	for i := 0; i < hi && kd.err == nil; i++ {
+		ne := kd.count(4)
+		if i < lo {
+			for j := 0; j < ne && kd.err == nil; j++ {
+				kd.uvarint()
+				kd.skipStr()
+				kd.skipKVs()
+				kd.uvarint()
+			}
+			continue
+		}
+		s := &out[i-lo]
+		if ne > 0 {
+			s.Events = make([]model.Event, ne)
+		}
+		for j := 0; j < ne && kd.err == nil; j++ {
+			ev := &s.Events[j]
+			ev.TimeUnixNano = s.StartTimeUnixNano + uint64(kd.varint())
+			ev.Name = kd.str()
+			ev.Attributes = kd.kvs()
+			ev.DroppedAttributesCount = kd.u32()
+		}
+	}
+	if err := check(colEvents, &kd.dec); err != nil {
+		return nil, err
+	}
+
+	kd.init(bd.cols[colLinks])
+	for i := 0; i < hi && kd.err == nil; i++ {
+		nl := kd.count(28)
+		if i < lo {
+			for j := 0; j < nl && kd.err == nil; j++ {
+				kd.fixed(24)
+				kd.skipStr()
+				kd.skipKVs()
+				kd.uvarint()
+				kd.uvarint()
+			}
+			continue
+		}
+		s := &out[i-lo]
+		if nl > 0 {
+			s.Links = make([]model.Link, nl)
+		}
+		for j := 0; j < nl && kd.err == nil; j++ {
+			l := &s.Links[j]
+			copy(l.TraceID[:], kd.fixed(16))
+			copy(l.SpanID[:], kd.fixed(8))
+			l.TraceState = kd.str()
+			l.Attributes = kd.kvs()
+			l.DroppedAttributesCount = kd.u32()
+			l.Flags = kd.u32()
+		}
+	}
+	if err := check(colLinks, &kd.dec); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// tableIndexes reads the per-span table indexes (0 = nil, j = table[j-1])
+// that follow a resource or scope table.
+func tableIndexes[T any](d *dec, table []*T, lo, hi int, set func(i int, p *T)) {
+	for i := 0; i < hi; i++ {
+		j := d.index(len(table) + 1)
+		if i >= lo && j > 0 && d.err == nil {
+			set(i-lo, table[j-1])
+		}
+	}
+}
+
+func (r *Reader) decodeResources(bd *blockData, out []model.Span, lo, hi int, full bool) error {
+	var kd kvDec
+	kd.init(bd.cols[colResource])
+	n := kd.count(3)
+	table := make([]*model.Resource, n)
+	for i := range table {
+		res := &model.Resource{}
+		res.Attributes = kd.kvs()
+		res.DroppedAttributesCount = kd.u32()
+		res.SchemaURL = kd.str()
+		table[i] = res
+	}
+	tableIndexes(&kd.dec, table, lo, hi, func(i int, p *model.Resource) { out[i].Resource = p })
+	if kd.err == nil && full && kd.remaining() != 0 {
+		kd.failf("trailing bytes")
+	}
+	if kd.err != nil {
+		return r.colErr(bd, colResource, kd.err)
+	}
+	return nil
+}
+
+func (r *Reader) decodeScopes(bd *blockData, out []model.Span, lo, hi int, full bool) error {
+	var kd kvDec
+	kd.init(bd.cols[colScope])
+	n := kd.count(5)
+	table := make([]*model.Scope, n)
+	for i := range table {
+		sc := &model.Scope{}
+		sc.Name = kd.str()
+		sc.Version = kd.str()
+		sc.Attributes = kd.kvs()
+		sc.DroppedAttributesCount = kd.u32()
+		sc.SchemaURL = kd.str()
+		table[i] = sc
+	}
+	tableIndexes(&kd.dec, table, lo, hi, func(i int, p *model.Scope) { out[i].Scope = p })
+	if kd.err == nil && full && kd.remaining() != 0 {
+		kd.failf("trailing bytes")
+	}
+	if kd.err != nil {
+		return r.colErr(bd, colScope, kd.err)
+	}
+	return nil
+}

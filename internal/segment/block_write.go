@@ -1,0 +1,373 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/bits-and-blooms/bloom/v3"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// bloomFalsePositive is the target false-positive rate of the per-block
+// attribute filters.
+const bloomFalsePositive = 0.01
+
+// blockEncoder turns the spans of one block into stored columns. It keeps its
+// scratch buffers between blocks; one Writer owns one encoder.
+type blockEncoder struct {
+	enc   *zstd.Encoder
+	raw   []byte
+	out   []byte
+	idx   []uint64
+	cols  []columnRef
+	kv    kvEnc
+	dict  map[string]uint64
+	dlist []string
+	ptrs  map[any]uint64
+	cont  map[string]uint64
+	bloom map[string]struct{}
+	entry []byte
+}
+
+func newBlockEncoder(enc *zstd.Encoder) *blockEncoder {
+	return &blockEncoder{
+		enc:   enc,
+		dict:  make(map[string]uint64),
+		ptrs:  make(map[any]uint64),
+		cont:  make(map[string]uint64),
+		bloom: make(map[string]struct{}),
+	}
+}
+
+// encodedBlock is the output of encode; out and cols alias encoder scratch
+// and are valid until the next call.
+type encodedBlock struct {
+	out   []byte
+	cols  []columnRef
+	meta  BlockMeta
+	bloom []byte // encoded filter, fresh memory
+}
+
+func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
+	e.out = e.out[:0]
+	e.cols = e.cols[:0]
+	meta := BlockMeta{Spans: len(spans), MinStart: math.MaxUint64, MinDuration: math.MaxUint64}
+	for i := range spans {
+		s := &spans[i]
+		meta.MinStart = min(meta.MinStart, s.StartTimeUnixNano)
+		meta.MaxStart = max(meta.MaxStart, s.StartTimeUnixNano)
+		d := s.Duration()
+		meta.MinDuration = min(meta.MinDuration, d)
+		meta.MaxDuration = max(meta.MaxDuration, d)
+		if s.StatusCode == model.StatusError {
+			meta.Errors++
+		}
+		meta.Kinds |= kindBit(s.Kind)
+	}
+
+	raw := e.raw[:0]
+	for i := range spans {
+		raw = append(raw, spans[i].TraceID[:]...)
+	}
+	e.put(colTraceID, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = append(raw, spans[i].SpanID[:]...)
+	}
+	e.put(colSpanID, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = append(raw, spans[i].ParentSpanID[:]...)
+	}
+	e.put(colParentID, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = binary.AppendUvarint(raw, spans[i].StartTimeUnixNano-meta.MinStart)
+	}
+	e.put(colStart, raw)
+	raw = raw[:0]
+	for i := range spans {
+		// Wrapping difference: exact even for an end before the start.
+		raw = binary.AppendVarint(raw, int64(spans[i].EndTimeUnixNano-spans[i].StartTimeUnixNano))
+	}
+	e.put(colDuration, raw)
+	raw, meta.Names = e.dictColumn(raw[:0], spans, func(s *model.Span) string { return s.Name })
+	e.put(colName, raw)
+	raw, meta.Services = e.dictColumn(raw[:0], spans, func(s *model.Span) string { return s.Service })
+	e.put(colService, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = binary.AppendVarint(raw, int64(spans[i].Kind))
+		raw = binary.AppendVarint(raw, int64(spans[i].StatusCode))
+		raw = binary.AppendUvarint(raw, uint64(spans[i].Flags))
+	}
+	e.put(colKindStatus, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = appendStr(raw, spans[i].StatusMessage)
+	}
+	e.put(colStatusMessage, raw)
+	raw = raw[:0]
+	for i := range spans {
+		raw = appendStr(raw, spans[i].TraceState)
+	}
+	e.put(colTraceState, raw)
+	e.raw = raw
+
+	clear(e.bloom)
+	if err := e.resourceColumn(spans); err != nil {
+		return encodedBlock{}, err
+	}
+	if err := e.scopeColumn(spans); err != nil {
+		return encodedBlock{}, err
+	}
+
+	e.kv.reset()
+	for i := range spans {
+		e.kv.kvs(spans[i].Attributes, 0)
+		for _, kv := range spans[i].Attributes {
+			e.addBloom(false, kv)
+		}
+	}
+	if err := e.putKV(colAttrs); err != nil {
+		return encodedBlock{}, err
+	}
+
+	raw = e.raw[:0]
+	for i := range spans {
+		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedAttributesCount))
+		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedEventsCount))
+		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedLinksCount))
+	}
+	e.put(colDropped, raw)
+	e.raw = raw
+
+	e.kv.reset()
+	for i := range spans {
+		s := &spans[i]
+		e.kv.uvarint(uint64(len(s.Events)))
+		for j := range s.Events {
+			ev := &s.Events[j]
+			e.kv.varint(int64(ev.TimeUnixNano - s.StartTimeUnixNano))
+			e.kv.str(ev.Name)
+			e.kv.kvs(ev.Attributes, 0)
+			e.kv.uvarint(uint64(ev.DroppedAttributesCount))
+		}
+	}
+	if err := e.putKV(colEvents); err != nil {
+		return encodedBlock{}, err
+	}
+
+	e.kv.reset()
+	for i := range spans {
+		s := &spans[i]
+		e.kv.uvarint(uint64(len(s.Links)))
+		for j := range s.Links {
+			l := &s.Links[j]
+			e.kv.body = append(e.kv.body, l.TraceID[:]...)
+			e.kv.body = append(e.kv.body, l.SpanID[:]...)
+			e.kv.str(l.TraceState)
+			e.kv.kvs(l.Attributes, 0)
+			e.kv.uvarint(uint64(l.DroppedAttributesCount))
+			e.kv.uvarint(uint64(l.Flags))
+		}
+	}
+	if err := e.putKV(colLinks); err != nil {
+		return encodedBlock{}, err
+	}
+
+	return encodedBlock{out: e.out, cols: e.cols, meta: meta, bloom: e.encodeBloom()}, nil
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// put compresses one column's raw bytes onto the block.
+func (e *blockEncoder) put(id uint32, raw []byte) {
+	start := len(e.out)
+	var codec uint32
+	e.out, codec = compressInto(e.enc, e.out, raw)
+	e.cols = append(e.cols, columnRef{
+		ID: id, Codec: codec, Offset: uint64(start), Length: uint64(len(e.out) - start),
+		RawLen: uint64(len(raw)), CRC: crc(e.out[start:]),
+	})
+}
+
+func (e *blockEncoder) putKV(id uint32) error {
+	if e.kv.err != nil {
+		return fmt.Errorf("encode %s column: %w", columnNames[id], e.kv.err)
+	}
+	e.raw = e.kv.finish(e.raw[:0])
+	e.put(id, e.raw)
+	return nil
+}
+
+// dictColumn writes a block-local dictionary of a string field followed by
+// one index per span, and returns the sorted distinct values.
+func (e *blockEncoder) dictColumn(raw []byte, spans []model.Span, field func(*model.Span) string) ([]byte, []string) {
+	clear(e.dict)
+	e.dlist = e.dlist[:0]
+	e.idx = e.idx[:0]
+	for i := range spans {
+		v := field(&spans[i])
+		j, ok := e.dict[v]
+		if !ok {
+			j = uint64(len(e.dlist))
+			e.dict[v] = j
+			e.dlist = append(e.dlist, v)
+		}
+		e.idx = append(e.idx, j)
+	}
+	raw = binary.AppendUvarint(raw, uint64(len(e.dlist)))
+	for _, v := range e.dlist {
+		raw = appendStr(raw, v)
+	}
+	for _, j := range e.idx {
+		raw = binary.AppendUvarint(raw, j)
+	}
+	sorted := slices.Clone(e.dlist)
+	slices.Sort(sorted)
+	return raw, sorted
+}
+
+// tableColumn writes a table of distinct entries (deduplicated by pointer,
+// then by encoded content) followed by one index per span: 0 for nil, else
+// 1 + the table position.
+func (e *blockEncoder) tableColumn(id uint32, spans []model.Span, ptr func(*model.Span) any,
+	enc func(e *kvEnc, p any)) error {
+	e.kv.reset()
+	clear(e.ptrs)
+	clear(e.cont)
+	e.idx = e.idx[:0]
+	n := uint64(0)
+	for i := range spans {
+		p := ptr(&spans[i])
+		if p == nil {
+			e.idx = append(e.idx, 0)
+			continue
+		}
+		j, ok := e.ptrs[p]
+		if !ok {
+			start := len(e.kv.body)
+			enc(&e.kv, p)
+			if k, dup := e.cont[string(e.kv.body[start:])]; dup {
+				e.kv.body = e.kv.body[:start]
+				j = k
+			} else {
+				n++
+				j = n
+				e.cont[string(e.kv.body[start:])] = j
+			}
+			e.ptrs[p] = j
+		}
+		e.idx = append(e.idx, j)
+	}
+	if e.kv.err != nil {
+		return fmt.Errorf("encode %s column: %w", columnNames[id], e.kv.err)
+	}
+	raw := binary.AppendUvarint(e.raw[:0], uint64(len(e.kv.keys)))
+	for _, k := range e.kv.keys {
+		raw = appendStr(raw, k)
+	}
+	raw = binary.AppendUvarint(raw, n)
+	raw = append(raw, e.kv.body...)
+	for _, j := range e.idx {
+		raw = binary.AppendUvarint(raw, j)
+	}
+	e.raw = raw
+	e.put(id, raw)
+	return nil
+}
+
+func (e *blockEncoder) resourceColumn(spans []model.Span) error {
+	return e.tableColumn(colResource, spans, func(s *model.Span) any {
+		if s.Resource == nil {
+			return nil
+		}
+		return s.Resource
+	}, func(kv *kvEnc, p any) {
+		r := p.(*model.Resource)
+		kv.kvs(r.Attributes, 0)
+		kv.uvarint(uint64(r.DroppedAttributesCount))
+		kv.str(r.SchemaURL)
+		for _, a := range r.Attributes {
+			e.addBloom(true, a)
+		}
+	})
+}
+
+func (e *blockEncoder) scopeColumn(spans []model.Span) error {
+	return e.tableColumn(colScope, spans, func(s *model.Span) any {
+		if s.Scope == nil {
+			return nil
+		}
+		return s.Scope
+	}, func(kv *kvEnc, p any) {
+		sc := p.(*model.Scope)
+		kv.str(sc.Name)
+		kv.str(sc.Version)
+		kv.kvs(sc.Attributes, 0)
+		kv.uvarint(uint64(sc.DroppedAttributesCount))
+		kv.str(sc.SchemaURL)
+	})
+}
+
+// addBloom records a top-level string or int attribute for the block filter.
+func (e *blockEncoder) addBloom(resource bool, kv model.KeyValue) {
+	switch kv.Value.Type {
+	case model.ValueString:
+		e.entry = appendBloomStr(e.entry[:0], resource, kv.Key, kv.Value.Str)
+	case model.ValueInt:
+		e.entry = appendBloomInt(e.entry[:0], resource, kv.Key, kv.Value.Int)
+	default:
+		return
+	}
+	if _, ok := e.bloom[string(e.entry)]; !ok {
+		e.bloom[string(e.entry)] = struct{}{}
+	}
+}
+
+func bloomPrefix(b []byte, resource bool, key string, tag byte) []byte {
+	if resource {
+		b = append(b, 'r')
+	} else {
+		b = append(b, 's')
+	}
+	b = append(b, key...)
+	return append(b, 0, tag)
+}
+
+func appendBloomStr(b []byte, resource bool, key, value string) []byte {
+	return append(bloomPrefix(b, resource, key, tagString), value...)
+}
+
+func appendBloomInt(b []byte, resource bool, key string, value int64) []byte {
+	return le.AppendUint64(bloomPrefix(b, resource, key, tagInt), uint64(value))
+}
+
+// encodeBloom builds the block's filter: m uvarint | k uvarint | words uvarint | words x u64 LE.
+func (e *blockEncoder) encodeBloom() []byte {
+	n := uint(len(e.bloom))
+	if n == 0 {
+		n = 1
+	}
+	f := bloom.NewWithEstimates(n, bloomFalsePositive)
+	for k := range e.bloom {
+		f.AddString(k)
+	}
+	words := f.BitSet().Words()
+	out := make([]byte, 0, 3*binary.MaxVarintLen64+8*len(words))
+	out = binary.AppendUvarint(out, uint64(f.Cap()))
+	out = binary.AppendUvarint(out, uint64(f.K()))
+	out = binary.AppendUvarint(out, uint64(len(words)))
+	for _, w := range words {
+		out = le.AppendUint64(out, w)
+	}
+	return out
+}

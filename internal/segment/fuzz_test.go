@@ -1,0 +1,101 @@
+package segment
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+func segmentBytes(t testing.TB, corpus map[string][]model.Span, opts WriterOptions) []byte {
+	path, _ := writeCorpus(t, corpus, opts)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// FuzzOpen feeds mutated segment files to Open, then reads every block and
+// looks up every trace it can name. Nothing may panic, and every failure of a
+// complete read must be a CorruptionError or an unsupported feature.
+func FuzzOpen(f *testing.F) {
+	small := segmentBytes(f, genCorpus(21, 2, 4, 12), WriterOptions{BlockSpans: 8})
+	f.Add(small)
+	f.Add(segmentBytes(f, nil, WriterOptions{}))
+	f.Add(small[:len(small)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.rseg")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		check := func(err error) {
+			if err != nil && !IsCorruption(err) && !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("error is neither corruption nor unsupported: %v", err)
+			}
+		}
+		r, err := Open(path)
+		check(err)
+		if err != nil {
+			return
+		}
+		defer r.Close()
+		ids := []model.TraceID{{}, {1}}
+		for i := range r.Blocks() {
+			spans, err := r.ReadBlock(i)
+			check(err)
+			for _, s := range spans {
+				ids = append(ids, s.TraceID)
+			}
+		}
+		for _, p := range append(r.Info().Projects, ProjectInfo{Name: "?"}) {
+			for _, id := range ids {
+				_, err := r.FindTrace(p.Name, id)
+				check(err)
+			}
+		}
+		for i := -1; i <= len(r.Blocks()); i++ {
+			r.MayContainAttr(i, false, "k", "v")
+			r.MayContainIntAttr(i, true, "k", 1)
+		}
+	})
+}
+
+// FuzzDecodeColumns bypasses the checksums: it decodes arbitrary column
+// contents (as a hostile file with valid checksums would hold) as a block of
+// n spans, whole and in part. Nothing may panic.
+func FuzzDecodeColumns(f *testing.F) {
+	path, _ := writeCorpus(f, genCorpus(22, 1, 3, 10), WriterOptions{BlockSpans: 16})
+	r := openT(f, path)
+	bd, err := r.loadBlock(0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var seed []byte
+	for id := 1; id <= numColumns; id++ {
+		seed = binary.AppendUvarint(seed, uint64(len(bd.cols[id])))
+		seed = append(seed, bd.cols[id]...)
+	}
+	f.Add(uint16(r.Blocks()[0].Spans), uint16(1), uint16(3), seed)
+	f.Add(uint16(1), uint16(0), uint16(1), []byte{})
+	f.Fuzz(func(t *testing.T, n, lo, hi uint16, data []byte) {
+		spans := int(n%4096) + 1
+		entry := &blockEntry{Meta: BlockMeta{Spans: spans}}
+		b := &blockData{entry: entry}
+		d := dec{s: string(data)}
+		for id := 1; id <= numColumns; id++ {
+			b.cols[id] = d.str()
+		}
+		rd := &Reader{path: "fuzz"}
+		if _, err := rd.decodeRows(b, 0, spans); err != nil && !IsCorruption(err) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("unexpected error kind: %v", err)
+		}
+		l, h := int(lo)%spans, int(hi)%(spans+1)
+		if l < h {
+			_, _ = rd.decodeRows(b, l, h)
+		}
+	})
+}

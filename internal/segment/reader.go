@@ -1,0 +1,341 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"unsafe"
+
+	"github.com/bits-and-blooms/bloom/v3"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// Reader serves one segment file. Open reads only the footer, the table of
+// contents and the resident sections (summary, block index, attribute
+// filters, trace-index fences); blocks and trace-index pages are read with
+// ReadAt when asked for. A Reader is safe for concurrent use; Close must not
+// race with other calls.
+type Reader struct {
+	path     string
+	f        *os.File
+	info     Info
+	blocks   []blockEntry
+	metas    []BlockMeta
+	blooms   []*bloom.BloomFilter
+	tix      traceIndex
+	resident int
+}
+
+func (r *Reader) corrupt(off int64, format string, args ...any) *CorruptionError {
+	return &CorruptionError{File: r.path, Offset: off, Msg: fmt.Sprintf(format, args...)}
+}
+
+// readAt reads n bytes at off. A short read means the file is shorter than
+// its own index says, which is corruption; any other failure is an I/O error.
+func (r *Reader) readAt(off, n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	got, err := r.f.ReadAt(buf, off)
+	if got == len(buf) {
+		return buf, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, r.corrupt(off+int64(got), "file ends inside a part of %d bytes at offset %d", n, off)
+	}
+	return nil, fmt.Errorf("read segment %s at offset %d: %w", r.path, off, err)
+}
+
+// Open opens and verifies a segment file.
+func Open(path string) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open segment %s: %w", path, err)
+	}
+	r := &Reader{path: path, f: f}
+	if err := r.open(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) open() error {
+	st, err := r.f.Stat()
+	if err != nil {
+		return fmt.Errorf("open segment %s: %w", r.path, err)
+	}
+	size := st.Size()
+	if size < headerLen+footerLen {
+		return r.corrupt(0, "file of %d bytes is shorter than a header and a footer", size)
+	}
+	foot, err := r.readAt(size-footerLen, footerLen)
+	if err != nil {
+		return err
+	}
+	footOff := size - footerLen
+	if string(foot[32:]) != footerMagic {
+		return r.corrupt(footOff, "footer magic missing (truncated file or trailing garbage)")
+	}
+	if crc(foot[:28]) != le.Uint32(foot[28:]) {
+		return r.corrupt(footOff, "footer checksum mismatch")
+	}
+	if v := le.Uint32(foot[20:]); v != FormatVersion {
+		return fmt.Errorf("open segment %s: format version %d: %w (this reader knows %d)", r.path, v, ErrUnsupported, FormatVersion)
+	}
+	head, err := r.readAt(0, headerLen)
+	if err != nil {
+		return err
+	}
+	if string(head[:8]) != headerMagic || crc(head[:12]) != le.Uint32(head[12:]) {
+		return r.corrupt(0, "bad header magic or checksum")
+	}
+	if v := le.Uint32(head[8:]); v != FormatVersion {
+		return r.corrupt(0, "header version %d differs from footer version %d", v, FormatVersion)
+	}
+	tocOff, tocLen := le.Uint64(foot[0:]), le.Uint64(foot[8:])
+	if tocOff < headerLen || tocLen < 4 || tocLen > uint64(footOff) || tocOff > uint64(footOff)-tocLen ||
+		(tocLen-4)%tocEntryLen != 0 || (tocLen-4)/tocEntryLen > maxTOCEntries {
+		return r.corrupt(footOff, "table of contents range [%d, +%d) invalid", tocOff, tocLen)
+	}
+	toc, err := r.readAt(int64(tocOff), int64(tocLen))
+	if err != nil {
+		return err
+	}
+	if crc(toc) != le.Uint32(foot[16:]) {
+		return r.corrupt(int64(tocOff), "table of contents checksum mismatch")
+	}
+	if n := le.Uint32(toc); uint64(n) != (tocLen-4)/tocEntryLen {
+		return r.corrupt(int64(tocOff), "table of contents count %d does not match its length", n)
+	}
+	sections := map[uint32]tocEntry{}
+	dataEnd := tocOff
+	for i := uint64(0); i < (tocLen-4)/tocEntryLen; i++ {
+		p := toc[4+i*tocEntryLen:]
+		e := tocEntry{Type: le.Uint32(p[0:]), Flags: le.Uint32(p[4:]), Codec: le.Uint32(p[8:]), CRC: le.Uint32(p[12:]),
+			Offset: le.Uint64(p[16:]), Length: le.Uint64(p[24:]), RawLen: le.Uint64(p[32:])}
+		entOff := int64(tocOff + 4 + i*tocEntryLen)
+		if e.Offset < headerLen || e.Length > tocOff || e.Offset > tocOff-e.Length {
+			return r.corrupt(entOff, "section type %d range [%d, +%d) outside the file body", e.Type, e.Offset, e.Length)
+		}
+		if _, dup := sections[e.Type]; dup {
+			return r.corrupt(entOff, "section type %d listed twice", e.Type)
+		}
+		if e.Type > sectionTraceFences {
+			if e.Flags&sectionRequired != 0 {
+				return fmt.Errorf("open segment %s: required section type %d: %w", r.path, e.Type, ErrUnsupported)
+			}
+			continue
+		}
+		sections[e.Type] = e
+		dataEnd = min(dataEnd, e.Offset)
+	}
+	for t := uint32(sectionInfo); t <= sectionTraceFences; t++ {
+		if _, ok := sections[t]; !ok {
+			return r.corrupt(int64(tocOff), "required section type %d missing", t)
+		}
+	}
+	load := func(t uint32) (string, int64, error) {
+		e := sections[t]
+		if e.Length > maxSectionBytes {
+			return "", 0, r.corrupt(int64(e.Offset), "section type %d of %d bytes exceeds the limit", t, e.Length)
+		}
+		b, err := r.readAt(int64(e.Offset), int64(e.Length))
+		if err != nil {
+			return "", 0, err
+		}
+		if crc(b) != e.CRC {
+			return "", 0, r.corrupt(int64(e.Offset), "section type %d checksum mismatch", t)
+		}
+		s, err := decompress(e.Codec, b, e.RawLen)
+		if err != nil {
+			return "", 0, r.corrupt(int64(e.Offset), "section type %d: %v", t, err)
+		}
+		r.resident += len(s)
+		return s, int64(e.Offset), nil
+	}
+
+	s, off, err := load(sectionInfo)
+	if err != nil {
+		return err
+	}
+	if r.info, err = decodeInfo(s); err != nil {
+		return r.corrupt(off, "summary section: %v", err)
+	}
+	r.info.Name = baseName(r.path)
+	r.info.Bytes = size
+	r.resident -= len(s) // decoded into Info; the raw bytes are not kept
+
+	if s, off, err = load(sectionBlockIndex); err != nil {
+		return err
+	}
+	if r.blocks, err = decodeBlockIndex(s, r.info.Projects, headerLen, dataEnd); err != nil {
+		return r.corrupt(off, "block index: %v", err)
+	}
+	r.resident -= len(s) // decoded; strings were cloned out of it
+	total := 0
+	r.metas = make([]BlockMeta, len(r.blocks))
+	for i := range r.blocks {
+		r.metas[i] = r.blocks[i].Meta
+		total += r.blocks[i].Meta.Spans
+		r.resident += int(unsafe.Sizeof(blockEntry{})+unsafe.Sizeof(BlockMeta{})) +
+			len(r.blocks[i].Cols)*int(unsafe.Sizeof(columnRef{})) +
+			16*(len(r.blocks[i].Meta.Services)+len(r.blocks[i].Meta.Names))
+	}
+	if len(r.blocks) != r.info.Blocks || total != r.info.Spans {
+		return r.corrupt(off, "block index lists %d blocks and %d spans, summary says %d and %d",
+			len(r.blocks), total, r.info.Blocks, r.info.Spans)
+	}
+
+	if s, off, err = load(sectionAttrBlooms); err != nil {
+		return err
+	}
+	if r.blooms, err = decodeBlooms(s, len(r.blocks)); err != nil {
+		return r.corrupt(off, "attribute filters: %v", err)
+	}
+	r.resident -= len(s)
+	for _, b := range r.blooms {
+		r.resident += int(b.Cap()/8) + 64
+	}
+
+	ti := sections[sectionTraceIndex]
+	r.tix.offset, r.tix.length = int64(ti.Offset), int64(ti.Length)
+	if ti.Codec != codecNone || ti.RawLen != ti.Length {
+		return r.corrupt(int64(ti.Offset), "trace index must be stored uncompressed")
+	}
+	if s, off, err = load(sectionTraceFences); err != nil {
+		return err
+	}
+	if err := decodeFences(s, &r.tix); err != nil {
+		return r.corrupt(off, "trace index fences: %v", err)
+	}
+	r.resident -= len(s)
+	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
+	return nil
+}
+
+func baseName(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if os.IsPathSeparator(path[i]) {
+			return path[i+1:]
+		}
+	}
+	return path
+}
+
+// Info returns the segment summary. Name is the file's base name.
+func (r *Reader) Info() Info { return r.info }
+
+// Blocks returns the resident block metadata; index i is block number i.
+// The slice is shared: callers must not modify it.
+func (r *Reader) Blocks() []BlockMeta { return r.metas }
+
+// MayContainAttr reports whether block i may hold a span whose span attribute
+// (resource=false) or resource attribute (resource=true) key has the string
+// value. False positives happen (about 1%); false negatives never.
+func (r *Reader) MayContainAttr(i int, resource bool, key, value string) bool {
+	if i < 0 || i >= len(r.blooms) {
+		return false
+	}
+	var buf [256]byte
+	return r.blooms[i].Test(appendBloomStr(buf[:0], resource, key, value))
+}
+
+// MayContainIntAttr is MayContainAttr for an int attribute value.
+func (r *Reader) MayContainIntAttr(i int, resource bool, key string, value int64) bool {
+	if i < 0 || i >= len(r.blooms) {
+		return false
+	}
+	var buf [256]byte
+	return r.blooms[i].Test(appendBloomInt(buf[:0], resource, key, value))
+}
+
+// ReadBlock decodes every span of block i, in segment order. Spans of one
+// block share *model.Resource and *model.Scope pointers where the values are
+// equal. Decoded strings share memory with the block's column buffers.
+func (r *Reader) ReadBlock(i int) ([]model.Span, error) {
+	bd, err := r.loadBlock(i)
+	if err != nil {
+		return nil, err
+	}
+	return r.decodeRows(bd, 0, bd.entry.Meta.Spans)
+}
+
+// FindTrace returns the spans of one trace of a project in this segment, in
+// segment order, or nil when the segment does not hold it. It reads one
+// trace-index page (rarely two) and the blocks holding the trace, and
+// materialises only the trace's rows.
+func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, error) {
+	pi := sort.Search(len(r.info.Projects), func(i int) bool { return r.info.Projects[i].Name >= project })
+	if pi == len(r.info.Projects) || r.info.Projects[pi].Name != project || len(r.tix.fences) == 0 {
+		return nil, nil
+	}
+	proj := uint32(pi)
+	fs := r.tix.fences
+	if compareKey(proj, &id, fs[0].Project, &fs[0].First) < 0 || compareKey(proj, &id, r.tix.lastProj, &r.tix.last) > 0 {
+		return nil, nil
+	}
+	p := sort.Search(len(fs), func(i int) bool { return compareKey(fs[i].Project, &fs[i].First, proj, &id) >= 0 }) - 1
+	p = max(p, 0)
+	var found []traceEntry
+scan:
+	for ; p < len(fs); p++ {
+		if compareKey(fs[p].Project, &fs[p].First, proj, &id) > 0 {
+			break
+		}
+		off, n := r.tix.pageBounds(p)
+		page, err := r.readAt(off, int64(n)*traceEntryLen)
+		if err != nil {
+			return nil, err
+		}
+		if crc(page) != fs[p].CRC {
+			return nil, r.corrupt(off, "trace index page %d checksum mismatch", p)
+		}
+		for k := 0; k < n; k++ {
+			e := parseTraceEntry(page[k*traceEntryLen:])
+			c := compareKey(e.Project, &e.TraceID, proj, &id)
+			if c < 0 {
+				continue
+			}
+			if c > 0 {
+				break scan
+			}
+			entOff := off + int64(k)*traceEntryLen
+			if int(e.Block) >= len(r.blocks) || r.blocks[e.Block].ProjectIdx != pi || e.Count == 0 ||
+				uint64(e.Row)+uint64(e.Count) > uint64(r.blocks[e.Block].Meta.Spans) {
+				return nil, r.corrupt(entOff, "trace index entry points outside its block")
+			}
+			found = append(found, e)
+		}
+	}
+	var out []model.Span
+	for _, e := range found {
+		bd, err := r.loadBlock(int(e.Block))
+		if err != nil {
+			return nil, err
+		}
+		spans, err := r.decodeRows(bd, int(e.Row), int(e.Row+e.Count))
+		if err != nil {
+			return nil, err
+		}
+		for i := range spans {
+			if spans[i].TraceID != id {
+				return nil, r.colErr(bd, colTraceID, fmt.Errorf("row %d holds trace %s, index says %s", int(e.Row)+i, spans[i].TraceID, id))
+			}
+		}
+		out = append(out, spans...)
+	}
+	return out, nil
+}
+
+// ResidentBytes approximates the memory this Reader keeps between calls.
+func (r *Reader) ResidentBytes() int { return r.resident }
+
+// Close closes the file. Later reads fail.
+func (r *Reader) Close() error {
+	if err := r.f.Close(); err != nil {
+		return fmt.Errorf("close segment %s: %w", r.path, err)
+	}
+	return nil
+}

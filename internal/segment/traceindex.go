@@ -1,0 +1,98 @@
+package segment
+
+import (
+	"bytes"
+	"cmp"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// traceEntry maps one run of a trace's spans to its place in a block. A trace
+// split across blocks has one entry per block, in block order.
+type traceEntry struct {
+	Project uint32
+	TraceID model.TraceID
+	Block   uint32
+	Row     uint32
+	Count   uint32
+}
+
+func compareKey(ap uint32, a *model.TraceID, bp uint32, b *model.TraceID) int {
+	if c := cmp.Compare(ap, bp); c != 0 {
+		return c
+	}
+	return bytes.Compare(a[:], b[:])
+}
+
+func compareEntries(a, b traceEntry) int {
+	if c := compareKey(a.Project, &a.TraceID, b.Project, &b.TraceID); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Block, b.Block)
+}
+
+func appendTraceEntry(b []byte, e traceEntry) []byte {
+	b = le.AppendUint32(b, e.Project)
+	b = append(b, e.TraceID[:]...)
+	b = le.AppendUint32(b, e.Block)
+	b = le.AppendUint32(b, e.Row)
+	return le.AppendUint32(b, e.Count)
+}
+
+func parseTraceEntry(b []byte) traceEntry {
+	var e traceEntry
+	e.Project = le.Uint32(b[0:])
+	copy(e.TraceID[:], b[4:20])
+	e.Block = le.Uint32(b[20:])
+	e.Row = le.Uint32(b[24:])
+	e.Count = le.Uint32(b[28:])
+	return e
+}
+
+// fence is the resident first key of one trace-index page and the page's checksum.
+type fence struct {
+	Project uint32
+	First   model.TraceID
+	CRC     uint32
+}
+
+// traceIndex is the resident part of the trace index.
+type traceIndex struct {
+	offset   int64 // of the trace-index section
+	length   int64
+	perPage  int
+	entries  int
+	fences   []fence
+	lastProj uint32
+	last     model.TraceID
+}
+
+func (t *traceIndex) pageBounds(p int) (off int64, n int) {
+	start := p * t.perPage
+	n = min(t.perPage, t.entries-start)
+	return t.offset + int64(start)*traceEntryLen, n
+}
+
+// buildTraceIndex writes the sorted entries as pages and the fences section.
+func buildTraceIndex(entries []traceEntry) (pages, fences []byte) {
+	pages = make([]byte, 0, len(entries)*traceEntryLen)
+	nPages := (len(entries) + tracePageEntries - 1) / tracePageEntries
+	fences = appendUvarints(nil, tracePageEntries, uint64(len(entries)), uint64(nPages))
+	for p := 0; p < nPages; p++ {
+		start := len(pages)
+		first := entries[p*tracePageEntries]
+		for _, e := range entries[p*tracePageEntries : min(len(entries), (p+1)*tracePageEntries)] {
+			pages = appendTraceEntry(pages, e)
+		}
+		fences = le.AppendUint32(fences, first.Project)
+		fences = append(fences, first.TraceID[:]...)
+		fences = le.AppendUint32(fences, crc(pages[start:]))
+	}
+	var last traceEntry
+	if len(entries) > 0 {
+		last = entries[len(entries)-1]
+	}
+	fences = le.AppendUint32(fences, last.Project)
+	fences = append(fences, last.TraceID[:]...)
+	return pages, fences
+}

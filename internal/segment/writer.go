@@ -1,0 +1,414 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// Info summarises a segment.
+type Info struct {
+	Name     string
+	Bytes    int64 // file size
+	Spans    int
+	Traces   int // distinct (project, trace id) pairs
+	Blocks   int
+	MinStart uint64 // span start times, unix ns (0 when empty)
+	MaxStart uint64
+	Projects []ProjectInfo // sorted by name
+}
+
+// ProjectInfo summarises one project's spans in a segment.
+type ProjectInfo struct {
+	Name     string
+	Spans    int
+	Traces   int
+	MinStart uint64
+	MaxStart uint64
+}
+
+// Writer streams spans, already in segment order, into a new segment file.
+// Nothing is visible under the final name until Close succeeds: the file is
+// written as "<name>.tmp", fsynced, renamed to name, and the directory is
+// fsynced. A Writer is not safe for concurrent use.
+//
+// Append keeps references to the spans' attribute, event and link slices
+// (not to the Span structs) until their block is written; callers must not
+// modify them until Close returns.
+type Writer struct {
+	dir, name, tmp string
+	f              *os.File
+	off            int64
+	opts           WriterOptions
+	enc            *blockEncoder
+	err            error // sticky: once set, Close aborts
+	done           bool
+
+	project     string
+	haveProject bool
+	projects    []ProjectInfo
+
+	// current trace, and the order key of the previous span
+	haveTrace  bool
+	traceID    model.TraceID
+	traceMin   uint64
+	prevStart  uint64
+	prevSpanID model.SpanID
+
+	block   []model.Span // spans of the block being filled
+	trace   []model.Span // spans of the current trace, not yet placed in a block
+	blocks  []blockEntry
+	blooms  [][]byte
+	entries []traceEntry
+}
+
+// NewWriter creates dir/name.tmp and returns a Writer for it.
+func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if name == "" || filepath.Base(name) != name {
+		return nil, fmt.Errorf("create segment %q: name must be a plain file name", name)
+	}
+	enc, err := encoderFor(zstd.EncoderLevel(opts.ZstdLevel))
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", name, err)
+	}
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create segment %s: %w", name, err)
+	}
+	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc)}
+	if err := w.write(appendHeader(nil)); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *Writer) write(b []byte) error {
+	n, err := w.f.Write(b)
+	w.off += int64(n)
+	if err != nil {
+		return fmt.Errorf("write segment %s: %w", w.tmp, err)
+	}
+	return nil
+}
+
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Append adds spans of one project, in segment order, continuing where the
+// previous call stopped. Projects must come in increasing name order; a call
+// for an earlier project, or spans out of segment order, returns an error and
+// the Writer can then only be aborted. Spans of one trace may be spread over
+// several calls.
+func (w *Writer) Append(project string, spans []model.Span) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return fmt.Errorf("append to segment %s: writer is closed", w.name)
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	if !w.haveProject || project != w.project {
+		if w.haveProject && project < w.project {
+			return w.fail(fmt.Errorf("append to segment %s: project %q after %q: projects must be in increasing order",
+				w.name, project, w.project))
+		}
+		if err := w.endTrace(); err != nil {
+			return err
+		}
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+		w.project, w.haveProject, w.haveTrace = project, true, false
+		w.projects = append(w.projects, ProjectInfo{Name: project, MinStart: math.MaxUint64})
+	}
+	p := &w.projects[len(w.projects)-1]
+	for i := range spans {
+		s := &spans[i]
+		if w.haveTrace && s.TraceID == w.traceID {
+			if s.StartTimeUnixNano < w.prevStart ||
+				(s.StartTimeUnixNano == w.prevStart && string(s.SpanID[:]) < string(w.prevSpanID[:])) {
+				return w.fail(fmt.Errorf("append to segment %s: span %s of trace %s out of order (start, span id)",
+					w.name, s.SpanID, s.TraceID))
+			}
+		} else {
+			if w.haveTrace && (s.StartTimeUnixNano < w.traceMin ||
+				(s.StartTimeUnixNano == w.traceMin && string(s.TraceID[:]) <= string(w.traceID[:]))) {
+				return w.fail(fmt.Errorf("append to segment %s: trace %s out of order (trace start %d, trace id) after trace %s",
+					w.name, s.TraceID, s.StartTimeUnixNano, w.traceID))
+			}
+			if err := w.endTrace(); err != nil {
+				return err
+			}
+			w.haveTrace, w.traceID, w.traceMin = true, s.TraceID, s.StartTimeUnixNano
+			p.Traces++
+		}
+		w.prevStart, w.prevSpanID = s.StartTimeUnixNano, s.SpanID
+		p.Spans++
+		p.MinStart = min(p.MinStart, s.StartTimeUnixNano)
+		p.MaxStart = max(p.MaxStart, s.StartTimeUnixNano)
+		w.trace = append(w.trace, *s)
+		if len(w.trace) > w.opts.BlockSpans {
+			// The trace alone is larger than a block: it is split, so
+			// close the current block and emit full blocks of it.
+			if err := w.flushBlock(); err != nil {
+				return err
+			}
+			n := w.opts.BlockSpans
+			w.block = append(w.block, w.trace[:n]...)
+			if err := w.flushBlock(); err != nil {
+				return err
+			}
+			rest := copy(w.trace, w.trace[n:])
+			clear(w.trace[rest:])
+			w.trace = w.trace[:rest]
+		}
+	}
+	return nil
+}
+
+// endTrace places the pending trace in the current block, closing the block
+// first if the trace does not fit.
+func (w *Writer) endTrace() error {
+	if len(w.trace) == 0 {
+		return nil
+	}
+	if len(w.block) > 0 && len(w.block)+len(w.trace) > w.opts.BlockSpans {
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+	}
+	w.block = append(w.block, w.trace...)
+	clear(w.trace)
+	w.trace = w.trace[:0]
+	if len(w.block) >= w.opts.BlockSpans {
+		return w.flushBlock()
+	}
+	return nil
+}
+
+// flushBlock encodes and writes the current block.
+func (w *Writer) flushBlock() error {
+	if len(w.block) == 0 {
+		return nil
+	}
+	eb, err := w.enc.encode(w.block)
+	if err != nil {
+		return w.fail(fmt.Errorf("write segment %s block %d: %w", w.name, len(w.blocks), err))
+	}
+	if int64(len(eb.out)) > maxBlockBytes {
+		return w.fail(fmt.Errorf("write segment %s block %d: %d bytes exceeds the block size limit", w.name, len(w.blocks), len(eb.out)))
+	}
+	blockNo := uint32(len(w.blocks))
+	projIdx := len(w.projects) - 1
+	eb.meta.Project = w.project
+	w.blocks = append(w.blocks, blockEntry{
+		Offset: uint64(w.off), Length: uint64(len(eb.out)), ProjectIdx: projIdx,
+		Meta: eb.meta, Cols: slices.Clone(eb.cols),
+	})
+	w.blooms = append(w.blooms, eb.bloom)
+	for i := 0; i < len(w.block); {
+		j := i + 1
+		for j < len(w.block) && w.block[j].TraceID == w.block[i].TraceID {
+			j++
+		}
+		w.entries = append(w.entries, traceEntry{Project: uint32(projIdx), TraceID: w.block[i].TraceID,
+			Block: blockNo, Row: uint32(i), Count: uint32(j - i)})
+		i = j
+	}
+	clear(w.block)
+	w.block = w.block[:0]
+	if err := w.write(eb.out); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+// Close writes the index sections, the table of contents and the footer,
+// then publishes the file under its final name. On any failure the
+// temporary file is removed and nothing appears under the final name.
+func (w *Writer) Close() (Info, error) {
+	if w.done {
+		return Info{}, fmt.Errorf("close segment %s: writer already closed", w.name)
+	}
+	info, err := w.close()
+	if err != nil {
+		w.Abort()
+		return Info{}, err
+	}
+	w.done = true
+	return info, nil
+}
+
+func (w *Writer) close() (Info, error) {
+	if w.err != nil {
+		return Info{}, w.err
+	}
+	if err := w.endTrace(); err != nil {
+		return Info{}, err
+	}
+	if err := w.flushBlock(); err != nil {
+		return Info{}, err
+	}
+	slices.SortFunc(w.entries, compareEntries)
+	if err := w.checkContiguous(); err != nil {
+		return Info{}, w.fail(err)
+	}
+	info := w.info()
+
+	var toc []tocEntry
+	var out []byte
+	section := func(typ uint32, raw []byte, compress bool) {
+		start := len(out)
+		codec := uint32(codecNone)
+		if compress {
+			out, codec = compressInto(w.enc.enc, out, raw)
+		} else {
+			out = append(out, raw...)
+		}
+		toc = append(toc, tocEntry{Type: typ, Codec: codec, CRC: crc(out[start:]),
+			Offset: uint64(w.off) + uint64(start), Length: uint64(len(out) - start), RawLen: uint64(len(raw))})
+	}
+	section(sectionInfo, encodeInfo(info), true)
+	section(sectionBlockIndex, encodeBlockIndex(w.projects, w.blocks), true)
+	section(sectionAttrBlooms, encodeBlooms(w.blooms), true)
+	pages, fences := buildTraceIndex(w.entries)
+	section(sectionTraceIndex, pages, false)
+	section(sectionTraceFences, fences, false)
+	tocOff := uint64(w.off) + uint64(len(out))
+	tocStart := len(out)
+	out = appendTOC(out, toc)
+	out = appendFooter(out, tocOff, uint64(len(out)-tocStart), crc(out[tocStart:]))
+	if err := w.write(out); err != nil {
+		return Info{}, err
+	}
+	if err := w.f.Sync(); err != nil {
+		return Info{}, fmt.Errorf("sync segment %s: %w", w.tmp, err)
+	}
+	if err := w.f.Close(); err != nil {
+		w.f = nil
+		return Info{}, fmt.Errorf("close segment %s: %w", w.tmp, err)
+	}
+	w.f = nil
+	final := filepath.Join(w.dir, w.name)
+	if err := os.Rename(w.tmp, final); err != nil {
+		return Info{}, fmt.Errorf("publish segment %s: %w", final, err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		// The file is complete under its final name; only the rename's
+		// durability is in doubt. Report it without removing the file.
+		w.done = true
+		return info, fmt.Errorf("publish segment %s: %w", final, err)
+	}
+	info.Bytes = w.off
+	return info, nil
+}
+
+// checkContiguous verifies that every trace forms one run in segment order:
+// a trace that came back after another trace violates the order that Append
+// cannot check without remembering every trace id.
+func (w *Writer) checkContiguous() error {
+	for i := 1; i < len(w.entries); i++ {
+		a, b := w.entries[i-1], w.entries[i]
+		if a.Project != b.Project || a.TraceID != b.TraceID {
+			continue
+		}
+		if b.Block != a.Block+1 || b.Row != 0 || a.Row+a.Count != uint32(w.blocks[a.Block].Meta.Spans) {
+			return fmt.Errorf("close segment %s: spans of trace %s in project %q are not contiguous: input was not in segment order",
+				w.name, a.TraceID, w.projects[a.Project].Name)
+		}
+	}
+	return nil
+}
+
+func (w *Writer) info() Info {
+	info := Info{Name: w.name, Blocks: len(w.blocks), Projects: slices.Clone(w.projects)}
+	for i, p := range w.projects {
+		if p.Spans == 0 {
+			info.Projects[i].MinStart = 0
+			continue
+		}
+		if info.Spans == 0 || p.MinStart < info.MinStart {
+			info.MinStart = p.MinStart
+		}
+		info.MaxStart = max(info.MaxStart, p.MaxStart)
+		info.Spans += p.Spans
+		info.Traces += p.Traces
+	}
+	return info
+}
+
+// Abort stops writing and removes the temporary file. It is safe to call
+// after a failed Close and does nothing after a successful one.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	if w.f != nil {
+		_ = w.f.Close()
+		w.f = nil
+	}
+	_ = os.Remove(w.tmp)
+	w.block, w.trace, w.entries, w.blooms = nil, nil, nil, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Write writes a memory buffer grouped by project as one segment: it sorts
+// each project's spans in place with SortSpans, appends the projects in name
+// order and closes the Writer.
+func Write(dir, name string, byProject map[string][]model.Span, opts WriterOptions) (Info, error) {
+	w, err := NewWriter(dir, name, opts)
+	if err != nil {
+		return Info{}, err
+	}
+	names := make([]string, 0, len(byProject))
+	for p := range byProject {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, p := range names {
+		SortSpans(byProject[p])
+		if err := w.Append(p, byProject[p]); err != nil {
+			w.Abort()
+			return Info{}, err
+		}
+	}
+	return w.Close()
+}
+
+func appendUvarints(b []byte, vs ...uint64) []byte {
+	for _, v := range vs {
+		b = binary.AppendUvarint(b, v)
+	}
+	return b
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor OTel exporters use
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/otlp"
+)
+
+// rawRequest receives an Export request's wire bytes untouched: the server
+// decodes them with its own decoder and stores the same bytes in the WAL.
+type rawRequest struct{ b []byte }
+
+// rawCodec is the server's gRPC codec: requests stay raw bytes, responses are
+// ordinary protobuf messages.
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, fmt.Errorf("rawCodec: cannot marshal %T", v)
+	}
+	return proto.Marshal(m)
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	switch t := v.(type) {
+	case *rawRequest:
+		// data may be reused by gRPC after this returns.
+		t.b = append([]byte(nil), data...)
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data, t)
+	}
+	return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
+}
+
+var traceServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Export",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			var in rawRequest
+			if err := dec(&in); err != nil {
+				return nil, err
+			}
+			return srv.(*Server).export(ctx, in.b)
+		},
+	}},
+	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+}
+
+func newGRPCServer(s *Server) *grpc.Server {
+	g := grpc.NewServer(
+		grpc.ForceServerCodec(rawCodec{}),
+		grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)),
+	)
+	g.RegisterService(&traceServiceDesc, s)
+	return g
+}
+
+// export handles one OTLP/gRPC Export call.
+func (s *Server) export(ctx context.Context, body []byte) (*coltracepb.ExportTraceServiceResponse, error) {
+	b, err := s.exportGRPC(ctx, body)
+	code := codes.OK
+	if err != nil {
+		code = status.Code(err)
+	}
+	s.met.requests.WithLabelValues(protoOTLPGRPC, code.String()).Inc()
+	if err != nil {
+		return nil, err
+	}
+	resp := &coltracepb.ExportTraceServiceResponse{}
+	if b.Rejected > 0 {
+		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(b.Rejected), ErrorMessage: b.RejectMsg}
+	}
+	return resp, nil
+}
+
+func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error) {
+	e := s.eng.Load()
+	if e == nil {
+		s.met.rejected.WithLabelValues("not_ready").Inc()
+		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
+	}
+	project := DefaultProject
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get("x-scope-orgid"); len(v) > 0 {
+			p, err := projectOf(v[0])
+			if err != nil {
+				s.met.rejected.WithLabelValues("bad_request").Inc()
+				return otlp.Batch{}, status.Error(codes.InvalidArgument, err.Error())
+			}
+			project = p
+		}
+	}
+	n := int64(len(body))
+	if !s.admit(n) {
+		s.met.rejected.WithLabelValues("overloaded").Inc()
+		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
+	}
+	defer s.release(n)
+	b, ierr := s.store(e, project, protoOTLPGRPC, engine.RecordOTLPProto, body)
+	if ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		c := codes.InvalidArgument
+		if ierr.status == http.StatusServiceUnavailable {
+			c = codes.Unavailable
+		}
+		return otlp.Batch{}, status.Error(c, ierr.msg)
+	}
+	return b, nil
+}
+
+// exportResponseProto encodes an ExportTraceServiceResponse for OTLP/HTTP.
+func exportResponseProto(rejected int, msg string) []byte {
+	resp := &coltracepb.ExportTraceServiceResponse{}
+	if rejected > 0 {
+		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(rejected), ErrorMessage: msg}
+	}
+	b, _ := proto.Marshal(resp)
+	return b
+}

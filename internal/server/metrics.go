@@ -1,0 +1,116 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/otlp"
+)
+
+// metrics are the server's Prometheus series, on a registry of its own so
+// that several servers can live in one process (tests).
+type metrics struct {
+	reg           *prometheus.Registry
+	requests      *prometheus.CounterVec
+	spans         *prometheus.CounterVec
+	bytes         *prometheus.CounterVec
+	rejected      *prometheus.CounterVec
+	rejectedSpans prometheus.Counter
+	normalized    *prometheus.CounterVec
+	decodeNanos   *prometheus.CounterVec
+	queryDuration *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_requests_total",
+			Help: "Ingest requests by protocol and response code (HTTP status or gRPC code)."}, []string{"protocol", "code"}),
+		spans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_spans_total",
+			Help: "Spans accepted, by protocol."}, []string{"protocol"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_bytes_total",
+			Help: "Accepted request bytes after decompression, by protocol."}, []string{"protocol"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_rejected_total",
+			Help: "Rejected ingest requests by reason."}, []string{"reason"}),
+		rejectedSpans: prometheus.NewCounter(prometheus.CounterOpts{Name: "rastro_ingest_rejected_spans_total",
+			Help: "Spans rejected individually (partial success), e.g. for invalid ids."}),
+		normalized: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_normalized_spans_total",
+			Help: "Spans stored after repairing a problem, by problem."}, []string{"problem"}),
+		decodeNanos: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_decode_ns_total",
+			Help: "Nanoseconds spent decoding request bodies, by protocol (divide by rastro_ingest_spans_total for ns/span)."}, []string{"protocol"}),
+		queryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rastro_query_duration_seconds",
+			Help:    "Query API latency by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.spans, m.bytes, m.rejected, m.rejectedSpans, m.normalized, m.decodeNanos, m.queryDuration)
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+
+	counter := func(name, help string, f func(c engine.Counters) int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			e := s.eng.Load()
+			if e == nil {
+				return 0
+			}
+			return float64(f(e.Counters()))
+		}))
+	}
+	gauge := func(name, help string, f func(st engine.Stats) int64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			e := s.eng.Load()
+			if e == nil {
+				return 0
+			}
+			return float64(f(e.Stats(DefaultProject)))
+		}))
+	}
+	counter("rastro_wal_records_total", "Records appended to the WAL (one per accepted request).", func(c engine.Counters) int64 { return int64(c.WAL.Records) })
+	counter("rastro_wal_batches_total", "Group commits: WAL writes that carried one or more records.", func(c engine.Counters) int64 { return int64(c.WAL.Batches) })
+	counter("rastro_wal_fsyncs_total", "WAL fsyncs. fsyncs per acknowledged request = this / rastro_wal_records_total.", func(c engine.Counters) int64 { return int64(c.WAL.Syncs) })
+	counter("rastro_wal_written_bytes_total", "Bytes written to the WAL.", func(c engine.Counters) int64 { return int64(c.WAL.BytesWritten) })
+	counter("rastro_wal_write_ns_total", "Nanoseconds spent in WAL write(2) calls.", func(c engine.Counters) int64 { return int64(c.WAL.WriteNanos) })
+	counter("rastro_wal_fsync_ns_total", "Nanoseconds spent in WAL fsyncs.", func(c engine.Counters) int64 { return int64(c.WAL.SyncNanos) })
+	counter("rastro_seals_total", "Write buffers sealed into segments.", func(c engine.Counters) int64 { return c.Seals })
+	counter("rastro_seal_ns_total", "Nanoseconds spent sealing.", func(c engine.Counters) int64 { return c.SealNanos })
+	counter("rastro_sealed_spans_total", "Spans written into segments by seals.", func(c engine.Counters) int64 { return c.SealedSpans })
+	counter("rastro_corruption_errors_total", "Damaged segment parts found (segment or block skipped).", func(c engine.Counters) int64 { return c.Corruptions })
+	counter("rastro_query_blocks_examined_total", "Segment blocks read by searches.", func(c engine.Counters) int64 { return c.BlocksExamined })
+	counter("rastro_query_blocks_pruned_total", "Segment blocks skipped by searches using block metadata and filters.", func(c engine.Counters) int64 { return c.BlocksPruned })
+	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
+	gauge("rastro_segments", "Published segments.", func(st engine.Stats) int64 { return int64(st.Segments) })
+	gauge("rastro_buffer_spans", "Spans in the in-memory write buffer.", func(st engine.Stats) int64 { return st.BufferSpans })
+	gauge("rastro_buffer_bytes", "Estimated bytes of the in-memory write buffer.", func(st engine.Stats) int64 { return st.BufferBytes })
+	gauge("rastro_wal_bytes", "Bytes in live WAL files.", func(st engine.Stats) int64 { return st.WALBytes })
+	gauge("rastro_segment_bytes", "Bytes in published segment files.", func(st engine.Stats) int64 { return st.SegmentBytes })
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+func (m *metrics) countProblems(b otlp.Batch) {
+	if n := b.Problems.EndBeforeStart; n > 0 {
+		m.normalized.WithLabelValues("end_before_start").Add(float64(n))
+	}
+	if n := b.Problems.MissingService; n > 0 {
+		m.normalized.WithLabelValues("missing_service").Add(float64(n))
+	}
+	if n := b.Problems.InvalidUTF8; n > 0 {
+		m.normalized.WithLabelValues("invalid_utf8").Add(float64(n))
+	}
+}
+
+// timed wraps a query handler with the latency histogram for its route.
+func (m *metrics) timed(route string, h http.HandlerFunc) http.HandlerFunc {
+	obs := m.queryDuration.WithLabelValues(route)
+	return func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		h(w, r)
+		obs.Observe(time.Since(t0).Seconds())
+	}
+}

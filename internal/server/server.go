@@ -1,0 +1,159 @@
+// Package server exposes the engine over HTTP (OTLP/HTTP, native JSON, the
+// query API, metrics, health) and gRPC (OTLP TraceService).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+)
+
+// DefaultProject is the project of requests without an X-Scope-OrgID header.
+const DefaultProject = "default"
+
+// Options configures a Server.
+type Options struct {
+	HTTPAddr         string // e.g. 127.0.0.1:4318; port 0 picks a free port
+	GRPCAddr         string // e.g. 127.0.0.1:4317; empty disables gRPC
+	MaxBodyBytes     int64  // request body limit, after decompression too; default 16 MiB
+	MaxInflightBytes int64  // decoded bytes admitted at once before answering 429; default 256 MiB
+	Logger           *slog.Logger
+}
+
+// Validate checks the options and fills defaults.
+func (o *Options) Validate() error {
+	if o.HTTPAddr == "" {
+		return errors.New("server: HTTP address is required")
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 16 << 20
+	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = 256 << 20
+	}
+	if o.MaxInflightBytes < o.MaxBodyBytes {
+		o.MaxInflightBytes = o.MaxBodyBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server serves one engine. Create it with New, start it with Start, attach
+// the engine with SetEngine once it is open (until then ingest and queries
+// answer 503 and /readyz reports not ready), stop it with Shutdown.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	eng  atomic.Pointer[engine.Engine]
+	met  *metrics
+
+	inflight atomic.Int64
+
+	httpLn, grpcLn net.Listener
+	http           *http.Server
+	grpc           *grpc.Server
+	wg             sync.WaitGroup
+}
+
+// New builds a server; it does not listen yet.
+func New(opts Options) (*Server, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	s.met = newMetrics(s)
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	s.grpc = newGRPCServer(s)
+	return s, nil
+}
+
+// Start binds the listeners and serves in background goroutines (stopped by Shutdown).
+func (s *Server) Start() error {
+	ln, err := net.Listen("tcp", s.opts.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen http %s: %w", s.opts.HTTPAddr, err)
+	}
+	s.httpLn = ln
+	if s.opts.GRPCAddr != "" {
+		gl, err := net.Listen("tcp", s.opts.GRPCAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listen grpc %s: %w", s.opts.GRPCAddr, err)
+		}
+		s.grpcLn = gl
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.grpc.Serve(gl); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				s.log.Error("grpc server stopped", "err", err)
+			}
+		}()
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// HTTPAddr is the bound HTTP address (after Start).
+func (s *Server) HTTPAddr() string { return s.httpLn.Addr().String() }
+
+// GRPCAddr is the bound gRPC address, or "" when gRPC is disabled.
+func (s *Server) GRPCAddr() string {
+	if s.grpcLn == nil {
+		return ""
+	}
+	return s.grpcLn.Addr().String()
+}
+
+// SetEngine attaches the open engine; the server becomes ready.
+func (s *Server) SetEngine(e *engine.Engine) { s.eng.Store(e) }
+
+// Shutdown stops accepting connections and waits for in-flight requests
+// (bounded by ctx). It does not close the engine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() { s.grpc.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+	}
+	s.wg.Wait()
+	return err
+}
+
+var projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// projectOf validates a tenant header value; empty means the default project.
+func projectOf(v string) (string, error) {
+	if v == "" {
+		return DefaultProject, nil
+	}
+	if !projectRE.MatchString(v) {
+		return "", fmt.Errorf("X-Scope-OrgID %q is not a valid project: use 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit", v)
+	}
+	return v, nil
+}

@@ -1,0 +1,400 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/goleak"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// The OTel SDK and gRPC client keep package-level goroutines alive.
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// testServer is a real server on loopback ports over a real store.
+type testServer struct {
+	t    *testing.T
+	srv  *Server
+	eng  *engine.Engine
+	base string
+}
+
+func startServer(t *testing.T, opts Options) *testServer {
+	t.Helper()
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = "127.0.0.1:0"
+	}
+	if opts.GRPCAddr == "" {
+		opts.GRPCAddr = "127.0.0.1:0"
+	}
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetEngine(eng)
+	ts := &testServer{t: t, srv: srv, eng: eng, base: "http://" + srv.HTTPAddr()}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		eng.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return ts
+}
+
+func (ts *testServer) post(path, contentType string, body []byte, hdr ...string) (int, []byte) {
+	ts.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.base+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", contentType)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (ts *testServer) get(path string, out any, hdr ...string) int {
+	ts.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, ts.base+path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			ts.t.Fatalf("GET %s: decode %q: %v", path, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type traceResp struct {
+	TraceID string           `json:"trace_id"`
+	Spans   []map[string]any `json:"spans"`
+}
+
+// TestSDKExportersEndToEnd sends spans with the OpenTelemetry Go SDK's OTLP
+// HTTP and gRPC exporters and checks that the query API returns every field.
+func TestSDKExportersEndToEnd(t *testing.T) {
+	ts := startServer(t, Options{})
+	ctx := context.Background()
+	for _, proto := range []string{"http", "grpc"} {
+		t.Run(proto, func(t *testing.T) {
+			var exp sdktrace.SpanExporter
+			var err error
+			if proto == "http" {
+				exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(ts.srv.HTTPAddr()), otlptracehttp.WithInsecure(),
+					otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
+			} else {
+				exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(ts.srv.GRPCAddr()), otlptracegrpc.WithInsecure(),
+					otlptracegrpc.WithCompressor("gzip"))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := resource.NewSchemaless(attribute.String("service.name", "checkout-"+proto), attribute.String("deployment.environment", "test"))
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithResource(res))
+			defer tp.Shutdown(ctx)
+			tr := tp.Tracer("rastro.test/e2e", trace.WithInstrumentationVersion("1.2.3"))
+
+			t0 := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
+			linkCtx := trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID{0xaa, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+				SpanID:  trace.SpanID{0xbb, 1, 2, 3, 4, 5, 6, 7},
+			})
+			pctx, parent := tr.Start(ctx, "POST /checkout", trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(t0),
+				trace.WithLinks(trace.Link{SpanContext: linkCtx, Attributes: []attribute.KeyValue{attribute.String("link.kind", "retry")}}),
+				trace.WithAttributes(
+					attribute.String("http.method", "POST"), attribute.Int64("http.status_code", 502),
+					attribute.Float64("ratio", 0.25), attribute.Bool("cached", true),
+					attribute.StringSlice("tags", []string{"a", "b"}), attribute.Int64Slice("sizes", []int64{1, 2, 3}),
+					attribute.Float64Slice("weights", []float64{0.5, 1.5}), attribute.BoolSlice("flags", []bool{true, false}),
+				))
+			parent.AddEvent("payment.declined", trace.WithTimestamp(t0.Add(time.Millisecond)),
+				trace.WithAttributes(attribute.String("reason", "insufficient funds"), attribute.Int("attempt", 2)))
+			parent.SetStatus(codes.Error, "upstream failed")
+			_, child := tr.Start(pctx, "SELECT orders", trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(t0.Add(2*time.Millisecond)))
+			child.End(trace.WithTimestamp(t0.Add(5 * time.Millisecond)))
+			parent.End(trace.WithTimestamp(t0.Add(10 * time.Millisecond)))
+			if err := tp.ForceFlush(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			var got traceResp
+			if code := ts.get("/api/v1/traces/"+parent.SpanContext().TraceID().String(), &got); code != 200 {
+				t.Fatalf("trace lookup: %d", code)
+			}
+			if len(got.Spans) != 2 {
+				t.Fatalf("want 2 spans, got %d", len(got.Spans))
+			}
+			p, c := got.Spans[0], got.Spans[1]
+			wantStr := map[string]string{
+				"name": "POST /checkout", "kind": "server", "service": "checkout-" + proto, "status": "error",
+				"status_message": "upstream failed", "span_id": parent.SpanContext().SpanID().String(),
+				"start_time_unix_nano": fmt.Sprint(t0.UnixNano()), "end_time_unix_nano": fmt.Sprint(t0.Add(10 * time.Millisecond).UnixNano()),
+				"duration_ns": "10000000",
+			}
+			for k, v := range wantStr {
+				if fmt.Sprint(p[k]) != v {
+					t.Errorf("parent %s = %v, want %v", k, p[k], v)
+				}
+			}
+			attrs := p["attributes"].(map[string]any)
+			wantAttrs := map[string]string{
+				"http.method": "POST", "http.status_code": "502", "ratio": "0.25", "cached": "true",
+				"tags": "[a b]", "sizes": "[1 2 3]", "weights": "[0.5 1.5]", "flags": "[true false]",
+			}
+			for k, v := range wantAttrs {
+				if fmt.Sprint(attrs[k]) != v {
+					t.Errorf("attribute %s = %v, want %v", k, attrs[k], v)
+				}
+			}
+			resAttrs := p["resource"].(map[string]any)
+			if resAttrs["deployment.environment"] != "test" || resAttrs["service.name"] != "checkout-"+proto {
+				t.Errorf("resource = %v", resAttrs)
+			}
+			scope := p["scope"].(map[string]any)
+			if scope["name"] != "rastro.test/e2e" || scope["version"] != "1.2.3" {
+				t.Errorf("scope = %v", scope)
+			}
+			events := p["events"].([]any)
+			ev := events[0].(map[string]any)
+			evAttrs := ev["attributes"].(map[string]any)
+			if ev["name"] != "payment.declined" || evAttrs["reason"] != "insufficient funds" || fmt.Sprint(evAttrs["attempt"]) != "2" {
+				t.Errorf("event = %v", ev)
+			}
+			links := p["links"].([]any)
+			ln := links[0].(map[string]any)
+			if ln["trace_id"] != linkCtx.TraceID().String() || ln["span_id"] != linkCtx.SpanID().String() ||
+				ln["attributes"].(map[string]any)["link.kind"] != "retry" {
+				t.Errorf("link = %v", ln)
+			}
+			if c["parent_span_id"] != parent.SpanContext().SpanID().String() || c["kind"] != "client" || c["name"] != "SELECT orders" {
+				t.Errorf("child = %v", c)
+			}
+			// The OTLP JSON rendering of the same trace names the same spans.
+			var o map[string]any
+			ts.get("/api/v1/traces/"+parent.SpanContext().TraceID().String()+"?format=otlp", &o)
+			if !strings.Contains(fmt.Sprint(o), "POST /checkout") {
+				t.Errorf("otlp rendering lacks the span: %v", o)
+			}
+		})
+	}
+}
+
+func spansFor(n int, seed byte) []model.Span {
+	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("svc")}}}
+	out := make([]model.Span, n)
+	for i := range out {
+		out[i] = model.Span{
+			TraceID: model.TraceID{seed, byte(i / 3), 1}, SpanID: model.SpanID{seed, byte(i), 2},
+			Name: fmt.Sprintf("op-%d", i%4), Kind: model.KindServer, Resource: res, Service: "svc",
+			StartTimeUnixNano: uint64(1_700_000_000_000_000_000 + i*1000), EndTimeUnixNano: uint64(1_700_000_000_000_000_000 + i*1000 + 500),
+			Attributes: []model.KeyValue{{Key: "i", Value: model.IntValue(int64(i))}},
+		}
+	}
+	return out
+}
+
+type spansResp struct {
+	Spans      []map[string]any `json:"spans"`
+	NextCursor string           `json:"next_cursor"`
+}
+
+// TestVisibleOnAcknowledgement: every span is found by trace lookup and by
+// search as soon as its request is acknowledged, for each ingest route.
+func TestVisibleOnAcknowledgement(t *testing.T) {
+	ts := startServer(t, Options{})
+	routes := []struct {
+		path, ctype string
+		enc         func([]model.Span) []byte
+	}{
+		{"/v1/traces", "application/x-protobuf", otlp.EncodeProto},
+		{"/v1/traces", "application/json", otlp.EncodeJSON},
+		{"/v1/spans", "application/json", otlp.EncodeNative},
+	}
+	for i, r := range routes {
+		for j := range 5 {
+			spans := spansFor(6, byte(10*i+j+1))
+			if code, body := ts.post(r.path, r.ctype, r.enc(spans)); code != 200 {
+				t.Fatalf("%s %s: %d %s", r.path, r.ctype, code, body)
+			}
+			var tr traceResp
+			if code := ts.get("/api/v1/traces/"+spans[0].TraceID.String(), &tr); code != 200 || len(tr.Spans) != 3 {
+				t.Fatalf("%s: trace lookup right after ack: code %d, %d spans", r.ctype, code, len(tr.Spans))
+			}
+			var sr spansResp
+			q := url.QueryEscape(fmt.Sprintf(`{ span.i = 5 && resource.service.name = "svc" }`))
+			ts.get("/api/v1/spans?limit=1000&q="+q, &sr)
+			found := false
+			for _, s := range sr.Spans {
+				if s["span_id"] == spans[5].SpanID.String() {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%s: span not found by search right after ack", r.ctype)
+			}
+		}
+	}
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+// TestBadInputIsRefusedAndStoresNothing: each malformed request gets a 4xx
+// with a JSON error naming the problem, and the store is unchanged.
+func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
+	ts := startServer(t, Options{MaxBodyBytes: 64 << 10})
+	good := otlp.EncodeProto(spansFor(3, 1))
+	bomb := gz(bytes.Repeat([]byte{0}, 1<<20))
+	zeroID := spansFor(1, 2)
+	zeroID[0].TraceID = model.TraceID{}
+	cases := []struct {
+		name, path, ctype string
+		body              []byte
+		hdr               []string
+		code              int
+		msg               string
+	}{
+		{"malformed protobuf", "/v1/traces", "application/x-protobuf", []byte{0x0a, 0xff, 0xff, 0x01}, nil, 400, "decode otlp-proto"},
+		{"malformed json", "/v1/traces", "application/json", []byte(`{"resourceSpans":[`), nil, 400, "decode otlp-json"},
+		{"wrong content type", "/v1/traces", "text/plain", good, nil, 415, "Content-Type"},
+		{"unknown encoding", "/v1/traces", "application/x-protobuf", good, []string{"Content-Encoding", "br"}, 415, "Content-Encoding"},
+		{"truncated gzip", "/v1/traces", "application/x-protobuf", gz(good)[:20], []string{"Content-Encoding", "gzip"}, 400, "gzip"},
+		{"gzip bomb", "/v1/traces", "application/x-protobuf", bomb, []string{"Content-Encoding", "gzip"}, 413, "limit"},
+		{"oversize body", "/v1/traces", "application/x-protobuf", make([]byte, 65<<10), nil, 413, "limit"},
+		{"all-zero trace id", "/v1/traces", "application/x-protobuf", otlp.EncodeProto(zeroID), nil, 400, "trace_id"},
+		{"bad native id", "/v1/spans", "application/json", []byte(`[{"trace_id":"xyz","span_id":"0102030405060708","name":"a","start_time":1,"end_time":2}]`), nil, 400, "trace"},
+		{"native not an array", "/v1/spans", "application/json", []byte(`{"trace_id":"x"}`), nil, 400, "array"},
+		{"bad project", "/v1/traces", "application/x-protobuf", good, []string{"X-Scope-OrgID", "../etc"}, 400, "X-Scope-OrgID"},
+	}
+	for _, c := range cases {
+		code, body := ts.post(c.path, c.ctype, c.body, c.hdr...)
+		var e struct {
+			Error string `json:"error"`
+		}
+		if code != c.code || json.Unmarshal(body, &e) != nil || !strings.Contains(e.Error, c.msg) {
+			t.Errorf("%s: got %d %s, want %d with %q", c.name, code, body, c.code, c.msg)
+		}
+	}
+	var st engine.Stats
+	ts.get("/api/v1/stats", &st)
+	if st.Spans != 0 || st.WALBytes > 4096 {
+		t.Fatalf("rejected requests stored data: %+v", st)
+	}
+	// A malformed query filter: 400 naming the position.
+	var e struct {
+		Error string `json:"error"`
+	}
+	if code := ts.get("/api/v1/spans?q="+url.QueryEscape(`{ span.x = }`), &e); code != 400 || !strings.Contains(e.Error, "position") {
+		t.Fatalf("bad filter: %d %q", code, e.Error)
+	}
+	if code := ts.get("/api/v1/traces/nothex", &e); code != 400 {
+		t.Fatalf("bad trace id: %d", code)
+	}
+}
+
+// TestPartialSuccess: spans with invalid ids are rejected individually and
+// reported; the rest of the request is stored.
+func TestPartialSuccess(t *testing.T) {
+	ts := startServer(t, Options{})
+	spans := spansFor(4, 3)
+	spans[1].SpanID = model.SpanID{}
+	code, body := ts.post("/v1/traces", "application/json", otlp.EncodeJSON(spans))
+	if code != 200 || !strings.Contains(string(body), `"rejectedSpans":"1"`) {
+		t.Fatalf("got %d %s", code, body)
+	}
+	var tr traceResp
+	ts.get("/api/v1/traces/"+spans[0].TraceID.String(), &tr)
+	if len(tr.Spans) != 2 { // spans 0 and 2 share trace 0; span 1 was rejected
+		t.Fatalf("want 2 stored spans of trace 0, got %d", len(tr.Spans))
+	}
+}
+
+func TestProjectsAreIsolated(t *testing.T) {
+	ts := startServer(t, Options{})
+	spans := spansFor(3, 4)
+	if code, body := ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spans), "X-Scope-OrgID", "team-a"); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	id := spans[0].TraceID.String()
+	if code := ts.get("/api/v1/traces/"+id, nil); code != 404 {
+		t.Fatalf("default project sees team-a's trace: %d", code)
+	}
+	if code := ts.get("/api/v1/traces/"+id, nil, "X-Scope-OrgID", "team-a"); code != 200 {
+		t.Fatalf("team-a cannot see its trace: %d", code)
+	}
+}
+
+func TestMetricsExposeIngestCounters(t *testing.T) {
+	ts := startServer(t, Options{})
+	ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spansFor(3, 5)))
+	resp, err := http.Get(ts.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`rastro_ingest_spans_total{protocol="otlp-proto"} 3`,
+		`rastro_ingest_requests_total{code="200",protocol="otlp-proto"} 1`,
+		"rastro_wal_fsyncs_total", "rastro_decode_ns_total", "rastro_seals_total", "rastro_segments",
+	} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The project's test command (README: "Run the tests"). CI runs exactly this.
+# go vet everywhere; the race detector on the packages that run goroutines;
+# every other package's tests plainly. Timings are never asserted here: the
+# benchmark harness (rastro bench) measures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+race_pkgs=(./internal/wal/... ./internal/engine/... ./internal/server/...)
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test -race (concurrent packages)"
+go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
+
+echo "== go test (everything else)"
+mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/engine -e /internal/server)
+go test -count=1 -timeout 20m "${rest[@]}"
