@@ -454,10 +454,20 @@ func rejectedSpans(contentType string, body []byte) int64 {
 	return m.GetPartialSuccess().GetRejectedSpans()
 }
 
-// isShed reports whether err means the server dropped or refused the connection.
+// isShed reports whether a transport error means the server dropped,
+// reset or refused the connection: every transport failure except a timeout
+// or a cancellation on our side.
 func isShed(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.As(err, new(*net.OpError))
 }
 
 type grpcSender struct {

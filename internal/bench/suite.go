@@ -35,8 +35,11 @@ func (c *Config) defaults() {
 	if c.Batch <= 0 {
 		c.Batch = 1000
 	}
-	if c.Samples < 100 {
-		c.Samples = max(c.Samples, 200)
+	switch {
+	case c.Samples <= 0:
+		c.Samples = 200
+	case c.Samples < 100:
+		c.Samples = 100 // percentiles over fewer samples say too little
 	}
 	if c.Seed == 0 {
 		c.Seed = 1
@@ -210,6 +213,9 @@ func RunSuite(ctx context.Context, s *Suite, cfg Config) (*Record, error) {
 	}
 	t0 := time.Now()
 	rec := &Record{Suite: s.Name, Started: t0.UTC(), Runs: cfg.Runs, Spans: cfg.Spans, Batch: cfg.Batch, Seed: cfg.Seed, Only: cfg.Only}
+	if cfg.Spans < 100 {
+		return nil, fmt.Errorf("suite %s: --spans must be at least 100, got %d", s.Name, cfg.Spans)
+	}
 	rec.Machine = DescribeMachine(cfg.Binary)
 	cfg.logf("bench %s: generating and encoding the corpus (%d spans)", s.Name, cfg.Spans)
 	all, err := s.Plan(ctx, cfg)

@@ -90,6 +90,7 @@ type Engine struct {
 	log  *slog.Logger
 	wal  *wal.WAL
 	dir  string // segments directory
+	lock *os.File
 
 	mu     sync.RWMutex // guards the read view below
 	active *memtable
@@ -133,14 +134,20 @@ func Open(opts Options) (*Engine, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
+	lock, err := lockDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
 	man, err := readManifest(opts.Dir)
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	e := &Engine{
 		opts:     opts,
 		log:      opts.Logger,
 		dir:      segDir,
+		lock:     lock,
 		manifest: man,
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -157,12 +164,14 @@ func Open(opts Options) (*Engine, error) {
 	})
 	if err != nil {
 		e.closeSegments()
+		lock.Close()
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
 	e.wal = w
 	if err := e.replay(); err != nil {
 		w.Close()
 		e.closeSegments()
+		lock.Close()
 		return nil, err
 	}
 	e.wg.Add(1)
@@ -423,6 +432,7 @@ func (e *Engine) Close() error {
 	}
 	werr := e.wal.Close()
 	e.closeSegments()
+	e.lock.Close()
 	return werr
 }
 

@@ -84,6 +84,9 @@ func (r *reader) next() (protowire.Number, protowire.Type, error) {
 	if n < 0 {
 		return 0, 0, newError(r.off(), wireReason(n, "tag"))
 	}
+	if num > protowire.MaxValidNumber {
+		return 0, 0, newError(r.off(), "invalid field number "+strconv.Itoa(int(num)))
+	}
 	r.b = r.b[n:]
 	return num, typ, nil
 }

@@ -74,17 +74,20 @@ func diffGrouped(got, want []model.Span) string {
 		t model.TraceID
 		s model.SpanID
 	}
-	pos := map[key]int{}
+	pos := map[key][]int{} // spans may share ids: match them in order
 	for i := range got {
-		pos[key{got[i].TraceID, got[i].SpanID}] = i
+		k := key{got[i].TraceID, got[i].SpanID}
+		pos[k] = append(pos[k], i)
 	}
 	lastInGroup := map[[2]any]int{}
 	for i := range want {
 		w := &want[i]
-		j, ok := pos[key{w.TraceID, w.SpanID}]
-		if !ok {
+		k := key{w.TraceID, w.SpanID}
+		if len(pos[k]) == 0 {
 			return fmt.Sprintf("want span %d (%s/%s) missing", i, w.TraceID, w.SpanID)
 		}
+		j := pos[k][0]
+		pos[k] = pos[k][1:]
 		if d := diffSpan(&got[j], w); d != "" {
 			return fmt.Sprintf("span %d: %s", i, d)
 		}

@@ -45,7 +45,7 @@ func (r *Reader) loadBlock(i int) (*blockData, error) {
 		}
 		bd.cols[c.ID] = s
 	}
-	for id := uint32(1); id <= numColumns; id++ {
+	for id := uint32(1); id <= requiredColumns; id++ {
 		if !seen[id] {
 			return nil, r.corrupt(int64(b.Offset), "block %d: column %s missing", i, columnNames[id])
 		}
@@ -71,6 +71,16 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	full := lo == 0 && hi == n
 	out := make([]model.Span, hi-lo)
 	base := bd.entry.Meta.MinStart
+	marks, markRow := rowMarks(bd.cols[colRowMarks], lo)
+	// seek moves d to the last mark at or before row lo, when the block has
+	// marks, and returns the row d is then at.
+	seek := func(id uint32, d *dec) int {
+		if m := marks[id]; m > 0 && m >= d.off && m <= len(d.s) {
+			d.off = m
+			return markRow
+		}
+		return 0
+	}
 
 	// Fixed-width ids.
 	for _, c := range []struct {
@@ -105,7 +115,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	d := dec{s: bd.cols[colStart]}
-	for i := 0; i < hi; i++ {
+	for i := seek(colStart, &d); i < hi; i++ {
 		v := d.uvarint()
 		if i >= lo {
 			out[i-lo].StartTimeUnixNano = base + v
@@ -115,7 +125,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 		return nil, err
 	}
 	d = dec{s: bd.cols[colDuration]}
-	for i := 0; i < hi; i++ {
+	for i := seek(colDuration, &d); i < hi; i++ {
 		v := d.varint()
 		if i >= lo {
 			out[i-lo].EndTimeUnixNano = out[i-lo].StartTimeUnixNano + uint64(v)
@@ -127,7 +137,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	for _, id := range []uint32{colName, colService} {
 		d = dec{s: bd.cols[id]}
 		dict := d.strs()
-		for i := 0; i < hi; i++ {
+		for i := seek(id, &d); i < hi; i++ {
 			j := d.index(len(dict))
 			if i >= lo && d.err == nil {
 				if id == colName {
@@ -142,7 +152,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 		}
 	}
 	d = dec{s: bd.cols[colKindStatus]}
-	for i := 0; i < hi; i++ {
+	for i := seek(colKindStatus, &d); i < hi; i++ {
 		k, st, fl := d.varint(), d.varint(), d.u32()
 		if (k < math.MinInt32 || k > math.MaxInt32 || st < math.MinInt32 || st > math.MaxInt32) && d.err == nil {
 			d.failf("kind or status out of range")
@@ -156,7 +166,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 	for _, id := range []uint32{colStatusMessage, colTraceState} {
 		d = dec{s: bd.cols[id]}
-		for i := 0; i < hi; i++ {
+		for i := seek(id, &d); i < hi; i++ {
 			if i < lo {
 				d.skipStr()
 				continue
@@ -171,16 +181,16 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 			return nil, err
 		}
 	}
-	if err := r.decodeResources(bd, out, lo, hi, full); err != nil {
+	if err := r.decodeResources(bd, out, lo, hi, full, seek); err != nil {
 		return nil, err
 	}
-	if err := r.decodeScopes(bd, out, lo, hi, full); err != nil {
+	if err := r.decodeScopes(bd, out, lo, hi, full, seek); err != nil {
 		return nil, err
 	}
 
 	var kd kvDec
 	kd.init(bd.cols[colAttrs])
-	for i := 0; i < hi; i++ {
+	for i := seek(colAttrs, &kd.dec); i < hi; i++ {
 		if i < lo {
 			kd.skipKVs()
 		} else {
@@ -192,7 +202,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	d = dec{s: bd.cols[colDropped]}
-	for i := 0; i < hi; i++ {
+	for i := seek(colDropped, &d); i < hi; i++ {
 		a, e, l := d.u32(), d.u32(), d.u32()
 		if i >= lo {
 			s := &out[i-lo]
@@ -204,7 +214,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	kd.init(bd.cols[colEvents])
-	for i := 0; i < hi && kd.err == nil; i++ {
+	for i := seek(colEvents, &kd.dec); i < hi && kd.err == nil; i++ {
 		ne := kd.count(4)
 		if i < lo {
 			for j := 0; j < ne && kd.err == nil; j++ {
@@ -232,7 +242,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	kd.init(bd.cols[colLinks])
-	for i := 0; i < hi && kd.err == nil; i++ {
+	for i := seek(colLinks, &kd.dec); i < hi && kd.err == nil; i++ {
 		nl := kd.count(28)
 		if i < lo {
 			for j := 0; j < nl && kd.err == nil; j++ {
@@ -266,8 +276,8 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 
 // tableIndexes reads the per-span table indexes (0 = nil, j = table[j-1])
 // that follow a resource or scope table.
-func tableIndexes[T any](d *dec, table []*T, lo, hi int, set func(i int, p *T)) {
-	for i := 0; i < hi; i++ {
+func tableIndexes[T any](d *dec, table []*T, start, lo, hi int, set func(i int, p *T)) {
+	for i := start; i < hi; i++ {
 		j := d.index(len(table) + 1)
 		if i >= lo && j > 0 && d.err == nil {
 			set(i-lo, table[j-1])
@@ -275,7 +285,7 @@ func tableIndexes[T any](d *dec, table []*T, lo, hi int, set func(i int, p *T)) 
 	}
 }
 
-func (r *Reader) decodeResources(bd *blockData, out []model.Span, lo, hi int, full bool) error {
+func (r *Reader) decodeResources(bd *blockData, out []model.Span, lo, hi int, full bool, seek func(uint32, *dec) int) error {
 	var kd kvDec
 	kd.init(bd.cols[colResource])
 	n := kd.count(3)
@@ -287,7 +297,7 @@ func (r *Reader) decodeResources(bd *blockData, out []model.Span, lo, hi int, fu
 		res.SchemaURL = kd.str()
 		table[i] = res
 	}
-	tableIndexes(&kd.dec, table, lo, hi, func(i int, p *model.Resource) { out[i].Resource = p })
+	tableIndexes(&kd.dec, table, seek(colResource, &kd.dec), lo, hi, func(i int, p *model.Resource) { out[i].Resource = p })
 	if kd.err == nil && full && kd.remaining() != 0 {
 		kd.failf("trailing bytes")
 	}
@@ -297,7 +307,7 @@ func (r *Reader) decodeResources(bd *blockData, out []model.Span, lo, hi int, fu
 	return nil
 }
 
-func (r *Reader) decodeScopes(bd *blockData, out []model.Span, lo, hi int, full bool) error {
+func (r *Reader) decodeScopes(bd *blockData, out []model.Span, lo, hi int, full bool, seek func(uint32, *dec) int) error {
 	var kd kvDec
 	kd.init(bd.cols[colScope])
 	n := kd.count(5)
@@ -311,7 +321,7 @@ func (r *Reader) decodeScopes(bd *blockData, out []model.Span, lo, hi int, full 
 		sc.SchemaURL = kd.str()
 		table[i] = sc
 	}
-	tableIndexes(&kd.dec, table, lo, hi, func(i int, p *model.Scope) { out[i].Scope = p })
+	tableIndexes(&kd.dec, table, seek(colScope, &kd.dec), lo, hi, func(i int, p *model.Scope) { out[i].Scope = p })
 	if kd.err == nil && full && kd.remaining() != 0 {
 		kd.failf("trailing bytes")
 	}
@@ -319,4 +329,36 @@ func (r *Reader) decodeScopes(bd *blockData, out []model.Span, lo, hi int, full 
 		return r.colErr(bd, colScope, kd.err)
 	}
 	return nil
+}
+
+// rowMarks parses the optional row-marks column and returns, per column id,
+// the raw offset of the last marked row at or before lo (0 when unknown), and
+// that row. A damaged marks column only costs speed: a mark that does not
+// fit is ignored, and decoding starts at row 0.
+func rowMarks(s string, lo int) (marks [numColumns + 1]int, row int) {
+	if s == "" {
+		return marks, 0
+	}
+	d := dec{s: s}
+	every := d.uvarint()
+	n := d.count(2)
+	if d.err != nil || every == 0 || uint64(lo) < every {
+		return marks, 0
+	}
+	g := uint64(lo) / every // wanted mark number, 1-based
+	for c := 0; c < n && d.err == nil; c++ {
+		id := d.uvarint()
+		cnt := d.count(1)
+		off := uint64(0)
+		for k := 0; k < cnt && d.err == nil; k++ {
+			off += d.uvarint()
+			if uint64(k+1) == g && id > 0 && id <= numColumns && off <= maxColumnRawBytes {
+				marks[id] = int(off)
+			}
+		}
+	}
+	if d.err != nil {
+		return [numColumns + 1]int{}, 0
+	}
+	return marks, int(g * every)
 }

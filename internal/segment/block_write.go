@@ -31,6 +31,14 @@ type blockEncoder struct {
 	cont  map[string]uint64
 	bloom map[string]struct{}
 	entry []byte
+	marks [numColumns + 1][]uint64 // row marks per column, relative to the column's raw start
+}
+
+// mark records the offset of row i of column id when i is a mark row.
+func (e *blockEncoder) mark(id uint32, i int, off int) {
+	if i > 0 && i%markRows == 0 {
+		e.marks[id] = append(e.marks[id], uint64(off))
+	}
 }
 
 func newBlockEncoder(enc *zstd.Encoder) *blockEncoder {
@@ -55,6 +63,9 @@ type encodedBlock struct {
 func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.out = e.out[:0]
 	e.cols = e.cols[:0]
+	for i := range e.marks {
+		e.marks[i] = e.marks[i][:0]
+	}
 	meta := BlockMeta{Spans: len(spans), MinStart: math.MaxUint64, MinDuration: math.MaxUint64}
 	for i := range spans {
 		s := &spans[i]
@@ -86,21 +97,24 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.put(colParentID, raw)
 	raw = raw[:0]
 	for i := range spans {
+		e.mark(colStart, i, len(raw))
 		raw = binary.AppendUvarint(raw, spans[i].StartTimeUnixNano-meta.MinStart)
 	}
 	e.put(colStart, raw)
 	raw = raw[:0]
 	for i := range spans {
+		e.mark(colDuration, i, len(raw))
 		// Wrapping difference: exact even for an end before the start.
 		raw = binary.AppendVarint(raw, int64(spans[i].EndTimeUnixNano-spans[i].StartTimeUnixNano))
 	}
 	e.put(colDuration, raw)
-	raw, meta.Names = e.dictColumn(raw[:0], spans, func(s *model.Span) string { return s.Name })
+	raw, meta.Names = e.dictColumn(colName, raw[:0], spans, func(s *model.Span) string { return s.Name })
 	e.put(colName, raw)
-	raw, meta.Services = e.dictColumn(raw[:0], spans, func(s *model.Span) string { return s.Service })
+	raw, meta.Services = e.dictColumn(colService, raw[:0], spans, func(s *model.Span) string { return s.Service })
 	e.put(colService, raw)
 	raw = raw[:0]
 	for i := range spans {
+		e.mark(colKindStatus, i, len(raw))
 		raw = binary.AppendVarint(raw, int64(spans[i].Kind))
 		raw = binary.AppendVarint(raw, int64(spans[i].StatusCode))
 		raw = binary.AppendUvarint(raw, uint64(spans[i].Flags))
@@ -108,11 +122,13 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.put(colKindStatus, raw)
 	raw = raw[:0]
 	for i := range spans {
+		e.mark(colStatusMessage, i, len(raw))
 		raw = appendStr(raw, spans[i].StatusMessage)
 	}
 	e.put(colStatusMessage, raw)
 	raw = raw[:0]
 	for i := range spans {
+		e.mark(colTraceState, i, len(raw))
 		raw = appendStr(raw, spans[i].TraceState)
 	}
 	e.put(colTraceState, raw)
@@ -128,6 +144,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 
 	e.kv.reset()
 	for i := range spans {
+		e.mark(colAttrs, i, len(e.kv.body))
 		e.kv.kvs(spans[i].Attributes, 0)
 		for _, kv := range spans[i].Attributes {
 			e.addBloom(false, kv)
@@ -139,6 +156,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 
 	raw = e.raw[:0]
 	for i := range spans {
+		e.mark(colDropped, i, len(raw))
 		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedAttributesCount))
 		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedEventsCount))
 		raw = binary.AppendUvarint(raw, uint64(spans[i].DroppedLinksCount))
@@ -149,6 +167,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.kv.reset()
 	for i := range spans {
 		s := &spans[i]
+		e.mark(colEvents, i, len(e.kv.body))
 		e.kv.uvarint(uint64(len(s.Events)))
 		for j := range s.Events {
 			ev := &s.Events[j]
@@ -165,6 +184,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.kv.reset()
 	for i := range spans {
 		s := &spans[i]
+		e.mark(colLinks, i, len(e.kv.body))
 		e.kv.uvarint(uint64(len(s.Links)))
 		for j := range s.Links {
 			l := &s.Links[j]
@@ -180,6 +200,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 		return encodedBlock{}, err
 	}
 
+	e.putMarks()
 	return encodedBlock{out: e.out, cols: e.cols, meta: meta, bloom: e.encodeBloom()}, nil
 }
 
@@ -204,13 +225,17 @@ func (e *blockEncoder) putKV(id uint32) error {
 		return fmt.Errorf("encode %s column: %w", columnNames[id], e.kv.err)
 	}
 	e.raw = e.kv.finish(e.raw[:0])
+	dictLen := uint64(len(e.raw) - len(e.kv.body))
+	for i := range e.marks[id] {
+		e.marks[id][i] += dictLen
+	}
 	e.put(id, e.raw)
 	return nil
 }
 
 // dictColumn writes a block-local dictionary of a string field followed by
 // one index per span, and returns the sorted distinct values.
-func (e *blockEncoder) dictColumn(raw []byte, spans []model.Span, field func(*model.Span) string) ([]byte, []string) {
+func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, field func(*model.Span) string) ([]byte, []string) {
 	clear(e.dict)
 	e.dlist = e.dlist[:0]
 	e.idx = e.idx[:0]
@@ -228,7 +253,8 @@ func (e *blockEncoder) dictColumn(raw []byte, spans []model.Span, field func(*mo
 	for _, v := range e.dlist {
 		raw = appendStr(raw, v)
 	}
-	for _, j := range e.idx {
+	for i, j := range e.idx {
+		e.mark(id, i, len(raw))
 		raw = binary.AppendUvarint(raw, j)
 	}
 	sorted := slices.Clone(e.dlist)
@@ -277,7 +303,8 @@ func (e *blockEncoder) tableColumn(id uint32, spans []model.Span, ptr func(*mode
 	}
 	raw = binary.AppendUvarint(raw, n)
 	raw = append(raw, e.kv.body...)
-	for _, j := range e.idx {
+	for i, j := range e.idx {
+		e.mark(id, i, len(raw))
 		raw = binary.AppendUvarint(raw, j)
 	}
 	e.raw = raw
@@ -370,4 +397,35 @@ func (e *blockEncoder) encodeBloom() []byte {
 		out = le.AppendUint64(out, w)
 	}
 	return out
+}
+
+// putMarks writes the optional row-marks column: uvarint markRows | uvarint
+// n columns | n x (uvarint id | uvarint count | count x uvarint delta from
+// the previous mark). FindTrace uses it to start decoding a variable-width
+// column near the wanted row instead of at row 0.
+func (e *blockEncoder) putMarks() {
+	raw := binary.AppendUvarint(e.raw[:0], markRows)
+	n := 0
+	for _, m := range e.marks {
+		if len(m) > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	raw = binary.AppendUvarint(raw, uint64(n))
+	for id, m := range e.marks {
+		if len(m) == 0 {
+			continue
+		}
+		raw = appendUvarints(raw, uint64(id), uint64(len(m)))
+		prev := uint64(0)
+		for _, v := range m {
+			raw = binary.AppendUvarint(raw, v-prev)
+			prev = v
+		}
+	}
+	e.raw = raw
+	e.put(colRowMarks, raw)
 }

@@ -68,12 +68,15 @@ const (
 	colDropped       = 14
 	colEvents        = 15
 	colLinks         = 16
-	numColumns       = 16
+	colRowMarks      = 17 // optional: byte offsets of every markRows-th row in the variable-width columns
+	requiredColumns  = 16 // columns 1..16 must be present
+	numColumns       = 17
+	markRows         = 64
 )
 
 var columnNames = [...]string{"", "trace_id", "span_id", "parent_id", "start", "duration", "name", "service",
 	"kind_status_flags", "status_message", "trace_state", "resource", "scope", "attributes", "dropped",
-	"events", "links"}
+	"events", "links", "row_marks"}
 
 // Value tags on disk. They equal model.ValueType for the OTLP variants, but
 // are a separate, frozen list: the model may change, the disk may not.
@@ -91,18 +94,18 @@ const (
 
 // Limits that bound what a reader allocates or recurses on hostile input.
 const (
-	maxValueDepth     = 100       // nesting of arrays / kvlists; the writer refuses deeper values
-	maxColumnRawBytes = 1 << 30   // decompressed size of one column
-	maxBlockBytes     = 1 << 31   // stored size of one block
-	maxSectionBytes   = 1 << 30   // decompressed size of one resident section
-	maxTOCEntries     = 1 << 16   // table of contents entries
-	maxBlockSpans     = 1 << 20   // spans in one block (also the WriterOptions.BlockSpans limit)
-	tracePageEntries  = 128       // trace-index entries per page (4 KiB pages)
-	traceEntryLen     = 32        // project u32 | trace id 16 | block u32 | row u32 | count u32
-	fenceLen          = 24        // project u32 | first trace id 16 | page crc32c u32
-	maxFencePage      = 1 << 16   // largest page size (entries) a reader accepts
-	maxBloomWords     = 1 << 24   // 128 MiB of bloom bits for one block: far beyond any writer
-	maxStringTable    = 1 << 26   // entries of the block-index string table
+	maxValueDepth     = 100     // nesting of arrays / kvlists; the writer refuses deeper values
+	maxColumnRawBytes = 1 << 30 // decompressed size of one column
+	maxBlockBytes     = 1 << 31 // stored size of one block
+	maxSectionBytes   = 1 << 30 // decompressed size of one resident section
+	maxTOCEntries     = 1 << 16 // table of contents entries
+	maxBlockSpans     = 1 << 20 // spans in one block (also the WriterOptions.BlockSpans limit)
+	tracePageEntries  = 128     // trace-index entries per page (4 KiB pages)
+	traceEntryLen     = 32      // project u32 | trace id 16 | block u32 | row u32 | count u32
+	fenceLen          = 24      // project u32 | first trace id 16 | page crc32c u32
+	maxFencePage      = 1 << 16 // largest page size (entries) a reader accepts
+	maxBloomWords     = 1 << 24 // 128 MiB of bloom bits for one block: far beyond any writer
+	maxStringTable    = 1 << 26 // entries of the block-index string table
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

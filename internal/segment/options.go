@@ -11,7 +11,7 @@ const DefaultBlockSpans = 2048
 
 // DefaultZstdLevel is the compression level used when WriterOptions.ZstdLevel
 // is zero (see BenchmarkWrite for the measurement behind the choice).
-const DefaultZstdLevel = int(zstd.SpeedDefault)
+const DefaultZstdLevel = int(zstd.SpeedFastest)
 
 // WriterOptions configure a Writer. The zero value selects the defaults.
 type WriterOptions struct {

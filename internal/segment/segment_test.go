@@ -553,3 +553,36 @@ func TestSortSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentReads runs lookups and block reads from several goroutines
+// on one Reader (run with -race).
+func TestConcurrentReads(t *testing.T) {
+	corpus := genCorpus(7, 2, 40, 30)
+	_, want := expected(corpus)
+	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100})
+	r := openT(t, path)
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func() {
+			for i := g; i < len(want); i += 25 {
+				got, err := r.FindTrace(r.Blocks()[0].Project, want[i].TraceID)
+				if err == nil && len(got) == 0 && i < r.Blocks()[0].Spans {
+					err = fmt.Errorf("trace %s not found", want[i].TraceID)
+				}
+				if err == nil {
+					_, err = r.ReadBlock(i % len(r.Blocks()))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package segment
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/bits-and-blooms/bloom/v3"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/v1.rseg (only when FormatVersion changes)")
+
+// TestBloomHashStable pins the filter library's hashing: stored filters stay
+// valid only as long as the same element sets the same bits.
+func TestBloomHashStable(t *testing.T) {
+	f := bloom.NewWithEstimates(100, bloomFalsePositive)
+	for _, e := range [][]byte{appendBloomStr(nil, false, "http.route", "/api"), appendBloomInt(nil, true, "port", 8080)} {
+		f.Add(e)
+	}
+	var b []byte
+	for _, w := range f.BitSet().Words() {
+		b = le.AppendUint64(b, w)
+	}
+	if got, want := crc(b), uint32(0xd81e3ac5); got != want || f.Cap() != 959 || f.K() != 7 {
+		t.Fatalf("bloom hashing changed: crc %#x m %d k %d; existing segments would give false negatives", got, f.Cap(), f.K())
+	}
+}
+
+// TestFormatFixture reads a committed version-1 file: the reader must keep
+// reading what earlier writers wrote.
+func TestFormatFixture(t *testing.T) {
+	corpus := genCorpus(31, 2, 6, 12)
+	path := filepath.Join("testdata", "v1.rseg")
+	if *update {
+		tmp, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 16})
+		data, err := os.ReadFile(tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := openT(t, path)
+	_, want := expected(corpus)
+	requireSpansEqual(t, "fixture", readAll(t, r), want)
+	for i, m := range r.Blocks() {
+		spans, _ := r.ReadBlock(i)
+		for _, s := range spans {
+			for _, kv := range s.Attributes {
+				checkFilter(t, r, i, false, kv)
+			}
+			got, err := r.FindTrace(m.Project, s.TraceID)
+			if err != nil || len(got) == 0 {
+				t.Fatalf("FindTrace in fixture: %d spans, %v", len(got), err)
+			}
+		}
+	}
+}
