@@ -234,7 +234,7 @@ func llmAttrs(d dialect, c llmCall, end time.Time) (string, []model.KeyValue, []
 			str("gen_ai.request.model", c.model.name), str("gen_ai.response.model", c.model.response),
 			float("gen_ai.request.temperature", c.temperature),
 			integer("gen_ai.usage.input_tokens", c.inTokens), integer("gen_ai.usage.output_tokens", c.outTokens),
-			{Key: "gen_ai.response.finish_reasons", Value: model.Value{Type: model.ValueArray, Array: []model.Value{model.StringValue("stop")}}},
+			{Key: "gen_ai.response.finish_reasons", Value: model.ArrayValue([]model.Value{model.StringValue("stop")})},
 			str("gen_ai.conversation.id", c.session), str("user.id", c.user),
 		}
 		if c.content {

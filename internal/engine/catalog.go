@@ -88,14 +88,14 @@ func (c *catalog) merge(o *catalog) {
 }
 
 // blockCatalog returns the catalog of block i, building and caching it on first use.
-func (s *segHandle) blockCatalog(i int) (*catalog, error) {
+func (e *Engine) blockCatalog(s *segHandle, i int) (*catalog, error) {
 	s.catMu.Lock()
 	c := s.cats[i]
 	s.catMu.Unlock()
 	if c != nil {
 		return c, nil
 	}
-	spans, err := s.r.ReadBlock(i)
+	spans, err := e.readBlock(s, i)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			c, err := s.blockCatalog(i)
+			c, err := e.blockCatalog(s, i)
 			if err != nil {
 				e.corrupt(res, s.name, err)
 				continue

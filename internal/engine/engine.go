@@ -53,7 +53,10 @@ type Options struct {
 	SealBytes   int64         // seal the write buffer when its estimated size exceeds this; default 64 MiB
 	SealAge     time.Duration // seal the write buffer when its oldest row is older than this; default 1m
 	WALMaxBytes int64         // force a seal when the WAL exceeds this many bytes; default 512 MiB
-	BlockSpans  int           // spans per segment block; default segment's default
+	BlockSpans  int           // spans per segment block; default 1024 (see BenchmarkTraceByID)
+	// BlockCacheBytes bounds the cache of decoded segment blocks (estimated
+	// resident bytes); default 128 MiB; negative disables it.
+	BlockCacheBytes int64
 
 	Logger *slog.Logger
 }
@@ -77,6 +80,12 @@ func (o *Options) Validate() error {
 	}
 	if o.WALMaxBytes <= 0 {
 		o.WALMaxBytes = 512 << 20
+	}
+	if o.BlockSpans <= 0 {
+		o.BlockSpans = 1024
+	}
+	if o.BlockCacheBytes == 0 {
+		o.BlockCacheBytes = 128 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -107,6 +116,8 @@ type Engine struct {
 	wg      sync.WaitGroup
 	closed  atomic.Bool
 	sealErr atomic.Pointer[error]
+
+	cache *blockCache
 
 	m counters
 }
@@ -152,6 +163,7 @@ func Open(opts Options) (*Engine, error) {
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 		active:   newMemtable(time.Now()),
+		cache:    newBlockCache(opts.BlockCacheBytes),
 	}
 	e.openSegments()
 	e.removeOrphans()
@@ -440,6 +452,7 @@ func (e *Engine) closeSegments() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range e.segs {
+		e.cache.dropSegment(s)
 		s.r.Close()
 	}
 	e.segs = nil

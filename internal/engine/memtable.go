@@ -212,9 +212,9 @@ func kvBytes(kvs []model.KeyValue) int64 {
 }
 
 func valueBytes(v model.Value) int64 {
-	b := int64(len(v.Str) + len(v.Bytes))
-	for _, e := range v.Array {
+	b := int64(len(v.Str)) // strings and bytes values both live in Str
+	for _, e := range v.Elems() {
 		b += 48 + valueBytes(e)
 	}
-	return b + kvBytes(v.KvList)
+	return b + kvBytes(v.Fields())
 }

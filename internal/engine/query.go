@@ -294,7 +294,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			continue
 		}
 		e.m.blocksExamined.Add(1)
-		spans, err := c.seg.r.ReadBlock(c.block)
+		spans, err := e.readBlock(c.seg, c.block)
 		if err != nil {
 			e.corrupt(res, c.seg.name, err)
 			continue

@@ -104,10 +104,11 @@ func fixValue(v *Value, bad *bool) {
 	case ValueString:
 		fix(&v.Str, bad)
 	case ValueArray:
-		for i := range v.Array {
-			fixValue(&v.Array[i], bad)
+		elems := v.Elems()
+		for i := range elems {
+			fixValue(&elems[i], bad)
 		}
 	case ValueKvList:
-		fixKVs(v.KvList, bad)
+		fixKVs(v.Fields(), bad)
 	}
 }

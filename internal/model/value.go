@@ -29,15 +29,37 @@ func (t ValueType) String() string {
 	return "invalid"
 }
 
-// Value is an attribute value (OTLP AnyValue). Only the field matching Type is meaningful.
+// Value is an attribute value (OTLP AnyValue). Only the fields matching Type
+// are meaningful; the rest are zero. The layout is kept small (48 bytes on
+// 64-bit platforms) because spans carry many attributes and are held in memory
+// until sealed:
+//
+//	ValueString  Str
+//	ValueBytes   Str holds the raw bytes (use Bytes to get a []byte copy)
+//	ValueBool    Int is 0 or 1
+//	ValueInt     Int
+//	ValueDouble  Double
+//	ValueArray   List.Array (List is nil when the array is empty)
+//	ValueKvList  List.KvList (List is nil when the list is empty)
+//
+// A ValueBytes and a ValueString with the same Str are different values.
+// Copies of a Value share its List, as they shared slices before. Values are
+// not comparable with ==; use Equal.
 type Value struct {
+	_      [0]func() // not comparable: == would compare List pointers
 	Type   ValueType
-	Str    string     // ValueString
-	Int    int64      // ValueInt; ValueBool stores 0 or 1
-	Double float64    // ValueDouble
-	Bytes  []byte     // ValueBytes
-	Array  []Value    // ValueArray
-	KvList []KeyValue // ValueKvList
+	Str    string  // ValueString; ValueBytes keeps its raw bytes here too (immutable)
+	Int    int64   // ValueInt; ValueBool stores 0 or 1
+	Double float64 // ValueDouble
+	List   *List   // ValueArray and ValueKvList only; nil otherwise or when empty
+}
+
+// List holds the elements of an array or kvlist value: Array for a
+// ValueArray, KvList for a ValueKvList. It lives behind a pointer so that the
+// common scalar values do not pay for two slice headers.
+type List struct {
+	Array  []Value
+	KvList []KeyValue
 }
 
 // KeyValue is one attribute.
@@ -58,6 +80,52 @@ func BoolValue(b bool) Value {
 	return v
 }
 
+// BytesValue builds a ValueBytes holding a copy of b.
+func BytesValue(b []byte) Value { return Value{Type: ValueBytes, Str: string(b)} }
+
+// ArrayValue builds a ValueArray that takes ownership of elems.
+func ArrayValue(elems []Value) Value {
+	v := Value{Type: ValueArray}
+	if len(elems) > 0 {
+		v.List = &List{Array: elems}
+	}
+	return v
+}
+
+// KvListValue builds a ValueKvList that takes ownership of fields.
+func KvListValue(fields []KeyValue) Value {
+	v := Value{Type: ValueKvList}
+	if len(fields) > 0 {
+		v.List = &List{KvList: fields}
+	}
+	return v
+}
+
+// Elems returns the elements of a ValueArray (nil for any other value).
+func (v Value) Elems() []Value {
+	if v.Type != ValueArray || v.List == nil {
+		return nil
+	}
+	return v.List.Array
+}
+
+// Fields returns the entries of a ValueKvList (nil for any other value).
+func (v Value) Fields() []KeyValue {
+	if v.Type != ValueKvList || v.List == nil {
+		return nil
+	}
+	return v.List.KvList
+}
+
+// Bytes returns a copy of the bytes of a ValueBytes (nil for any other value
+// and for empty bytes).
+func (v Value) Bytes() []byte {
+	if v.Type != ValueBytes || v.Str == "" {
+		return nil
+	}
+	return []byte(v.Str)
+}
+
 // Bool returns the boolean held by a ValueBool.
 func (v Value) Bool() bool { return v.Int != 0 }
 
@@ -74,10 +142,10 @@ func (v Value) AsString() string {
 	case ValueDouble:
 		return strconv.FormatFloat(v.Double, 'g', -1, 64)
 	case ValueBytes:
-		return base64.StdEncoding.EncodeToString(v.Bytes)
+		return base64.StdEncoding.EncodeToString([]byte(v.Str))
 	case ValueArray:
 		b := []byte{'['}
-		for i, e := range v.Array {
+		for i, e := range v.Elems() {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -86,7 +154,7 @@ func (v Value) AsString() string {
 		return string(append(b, ']'))
 	case ValueKvList:
 		b := []byte{'{'}
-		for i, kv := range v.KvList {
+		for i, kv := range v.Fields() {
 			if i > 0 {
 				b = append(b, ',')
 			}
@@ -133,19 +201,20 @@ func (v Value) Equal(o Value) bool {
 	case ValueDouble:
 		return math.Float64bits(v.Double) == math.Float64bits(o.Double)
 	case ValueBytes:
-		return string(v.Bytes) == string(o.Bytes)
+		return v.Str == o.Str
 	case ValueArray:
-		if len(v.Array) != len(o.Array) {
+		a, b := v.Elems(), o.Elems()
+		if len(a) != len(b) {
 			return false
 		}
-		for i := range v.Array {
-			if !v.Array[i].Equal(o.Array[i]) {
+		for i := range a {
+			if !a[i].Equal(b[i]) {
 				return false
 			}
 		}
 		return true
 	case ValueKvList:
-		return EqualKeyValues(v.KvList, o.KvList)
+		return EqualKeyValues(v.Fields(), o.Fields())
 	}
 	return true
 }

@@ -65,13 +65,13 @@ func validValue(v model.Value) bool {
 	case model.ValueString:
 		return utf8.ValidString(v.Str)
 	case model.ValueArray:
-		for _, e := range v.Array {
+		for _, e := range v.Elems() {
 			if !validValue(e) {
 				return false
 			}
 		}
 	case model.ValueKvList:
-		return validKVs(v.KvList)
+		return validKVs(v.Fields())
 	}
 	return true
 }

@@ -288,21 +288,20 @@ func convValue(v *commonpb.AnyValue) model.Value {
 	case *commonpb.AnyValue_DoubleValue:
 		return model.DoubleValue(x.DoubleValue)
 	case *commonpb.AnyValue_BytesValue:
-		return model.Value{Type: model.ValueBytes, Bytes: x.BytesValue}
+		return model.BytesValue(x.BytesValue)
 	case *commonpb.AnyValue_ArrayValue:
-		out := model.Value{Type: model.ValueArray}
+		var elems []model.Value
 		if x.ArrayValue != nil {
 			for _, e := range x.ArrayValue.Values {
-				out.Array = append(out.Array, convValue(e))
+				elems = append(elems, convValue(e))
 			}
 		}
-		return out
+		return model.ArrayValue(elems)
 	case *commonpb.AnyValue_KvlistValue:
-		out := model.Value{Type: model.ValueKvList}
 		if x.KvlistValue != nil {
-			out.KvList = convKVs(x.KvlistValue.Values)
+			return model.KvListValue(convKVs(x.KvlistValue.Values))
 		}
-		return out
+		return model.KvListValue(nil)
 	}
 	return model.Value{} // unset oneof, or string_value_strindex (profiles only)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -551,30 +552,38 @@ func (d *jsonDecoder) anyValue(v *model.Value, depth int) error {
 			if err != nil {
 				return wrap(newError(start, "invalid base64"), "bytesValue")
 			}
-			*v = model.Value{Type: model.ValueBytes, Bytes: b}
+			// b is freshly decoded and owned by nobody else: alias it.
+			*v = model.Value{Type: model.ValueBytes}
+			if len(b) > 0 {
+				v.Str = unsafe.String(&b[0], len(b))
+			}
 			return nil
 		case "arrayValue", "array_value":
-			*v = model.Value{Type: model.ValueArray}
-			return wrap(d.members(func(k string) error {
+			var elems []model.Value
+			err := d.members(func(k string) error {
 				if k != "values" {
 					return d.r.skip()
 				}
 				return d.elems("values", func(int) error {
-					v.Array = append(v.Array, model.Value{})
+					elems = append(elems, model.Value{})
 					if d.r.peek() != '{' {
 						return d.r.typeError("object")
 					}
-					return d.anyValue(&v.Array[len(v.Array)-1], depth+1)
+					return d.anyValue(&elems[len(elems)-1], depth+1)
 				})
-			}), "arrayValue")
+			})
+			*v = model.ArrayValue(elems)
+			return wrap(err, "arrayValue")
 		case "kvlistValue", "kvlist_value":
-			*v = model.Value{Type: model.ValueKvList}
-			return wrap(d.members(func(k string) error {
+			var fields []model.KeyValue
+			err := d.members(func(k string) error {
 				if k != "values" {
 					return d.r.skip()
 				}
-				return d.kvs(&v.KvList, "values", depth+1)
-			}), "kvlistValue")
+				return d.kvs(&fields, "values", depth+1)
+			})
+			*v = model.KvListValue(fields)
+			return wrap(err, "kvlistValue")
 		case "stringValueStrindex", "string_value_strindex":
 			*v = model.Value{} // profiles-only dictionary reference: meaningless here
 			_, err := d.int64("stringValueStrindex")

@@ -234,26 +234,26 @@ func appendOTLPValue(b []byte, v *model.Value) []byte {
 		b = appendJSONFloat(b, v.Double, false)
 	case model.ValueBytes:
 		b = append(b, `{"bytesValue":"`...)
-		b = base64.StdEncoding.AppendEncode(b, v.Bytes)
+		b = base64.StdEncoding.AppendEncode(b, bytesOf(v.Str))
 		b = append(b, '"')
 	case model.ValueArray:
 		b = append(b, `{"arrayValue":{`...)
-		if len(v.Array) > 0 {
+		if elems := v.Elems(); len(elems) > 0 {
 			b = append(b, `"values":[`...)
-			for i := range v.Array {
+			for i := range elems {
 				if i > 0 {
 					b = append(b, ',')
 				}
-				b = appendOTLPValue(b, &v.Array[i])
+				b = appendOTLPValue(b, &elems[i])
 			}
 			b = append(b, ']')
 		}
 		b = append(b, '}')
 	case model.ValueKvList:
 		b = append(b, `{"kvlistValue":{`...)
-		if len(v.KvList) > 0 {
+		if fields := v.Fields(); len(fields) > 0 {
 			b = append(b, `"values":`...)
-			b = appendOTLPKVs(b, v.KvList)
+			b = appendOTLPKVs(b, fields)
 		}
 		b = append(b, '}')
 	default:

@@ -375,30 +375,34 @@ func (d *nativeDecoder) value(v *model.Value, depth int) error {
 		*v = model.Value{}
 		return r.literal("null")
 	case '[':
-		*v = model.Value{Type: model.ValueArray, Array: []model.Value{}}
+		*v = model.Value{Type: model.ValueArray}
 		if err := r.array(); err != nil {
 			return err
 		}
+		var elems []model.Value
 		for i, first := 0, true; ; i++ {
 			ok, err := r.elem(&first)
 			if err != nil || !ok {
+				*v = model.ArrayValue(elems)
 				return err
 			}
-			v.Array = append(v.Array, model.Value{})
-			if err := d.value(&v.Array[i], depth+1); err != nil {
+			elems = append(elems, model.Value{})
+			if err := d.value(&elems[i], depth+1); err != nil {
 				return wrap(err, "["+strconv.Itoa(i)+"]")
 			}
 		}
 	case '{':
-		*v = model.Value{Type: model.ValueKvList, KvList: []model.KeyValue{}}
-		return d.members(func(k string) error {
+		var fields []model.KeyValue
+		err := d.members(func(k string) error {
 			var e model.Value
 			if err := d.value(&e, depth+1); err != nil {
 				return wrap(err, strconv.Quote(k))
 			}
-			v.KvList = append(v.KvList, model.KeyValue{Key: k, Value: e})
+			fields = append(fields, model.KeyValue{Key: k, Value: e})
 			return nil
 		})
+		*v = model.KvListValue(fields)
+		return err
 	}
 	start := r.i
 	text, isInt, err := r.number()
@@ -595,19 +599,20 @@ func appendValueJSON(b []byte, v *model.Value) []byte {
 		return appendJSONFloat(b, v.Double, true)
 	case model.ValueBytes:
 		b = append(b, `{"bytes":"`...)
-		b = base64.StdEncoding.AppendEncode(b, v.Bytes)
+		b = base64.StdEncoding.AppendEncode(b, bytesOf(v.Str))
 		return append(b, `"}`...)
 	case model.ValueArray:
 		b = append(b, '[')
-		for i := range v.Array {
+		elems := v.Elems()
+		for i := range elems {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendValueJSON(b, &v.Array[i])
+			b = appendValueJSON(b, &elems[i])
 		}
 		return append(b, ']')
 	case model.ValueKvList:
-		return appendAttrsObject(b, v.KvList)
+		return appendAttrsObject(b, v.Fields())
 	}
 	return append(b, "null"...)
 }

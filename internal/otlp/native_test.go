@@ -18,7 +18,7 @@ func nativeExpressible(spans []model.Span) []model.Span {
 	fixV = func(v model.Value) model.Value {
 		switch v.Type {
 		case model.ValueBytes:
-			return model.Value{Type: model.ValueKvList, KvList: []model.KeyValue{{Key: "bytes", Value: model.StringValue(base64.StdEncoding.EncodeToString(v.Bytes))}}}
+			return model.KvListValue([]model.KeyValue{{Key: "bytes", Value: model.StringValue(base64.StdEncoding.EncodeToString(v.Bytes()))}})
 		case model.ValueDouble:
 			switch {
 			case math.IsNaN(v.Double):
@@ -29,13 +29,13 @@ func nativeExpressible(spans []model.Span) []model.Span {
 				return model.StringValue("-Infinity")
 			}
 		case model.ValueArray:
-			out := model.Value{Type: model.ValueArray}
-			for _, e := range v.Array {
-				out.Array = append(out.Array, fixV(e))
+			var elems []model.Value
+			for _, e := range v.Elems() {
+				elems = append(elems, fixV(e))
 			}
-			return out
+			return model.ArrayValue(elems)
 		case model.ValueKvList:
-			return model.Value{Type: model.ValueKvList, KvList: fixKVs(v.KvList)}
+			return model.KvListValue(fixKVs(v.Fields()))
 		}
 		return v
 	}
@@ -124,8 +124,8 @@ func TestDecodeNativeExample(t *testing.T) {
 	wantAttrs := []model.KeyValue{
 		{Key: "i", Value: model.IntValue(42)}, {Key: "d", Value: model.DoubleValue(1)}, {Key: "e", Value: model.DoubleValue(1000)},
 		{Key: "b", Value: model.BoolValue(true)}, {Key: "s", Value: model.StringValue("x")}, {Key: "n"},
-		{Key: "a", Value: model.Value{Type: model.ValueArray, Array: []model.Value{model.IntValue(1), model.StringValue("y")}}},
-		{Key: "o", Value: model.Value{Type: model.ValueKvList, KvList: []model.KeyValue{{Key: "k", Value: model.IntValue(2)}}}},
+		{Key: "a", Value: model.ArrayValue([]model.Value{model.IntValue(1), model.StringValue("y")})},
+		{Key: "o", Value: model.KvListValue([]model.KeyValue{{Key: "k", Value: model.IntValue(2)}})},
 	}
 	if !model.EqualKeyValues(s0.Attributes, wantAttrs) {
 		t.Errorf("attributes = %v\nwant %v", s0.Attributes, wantAttrs)
@@ -153,7 +153,7 @@ func TestAppendSpanJSON(t *testing.T) {
 		StartTimeUnixNano: 1_700_000_000_000_000_001, EndTimeUnixNano: 1_700_000_000_500_000_001,
 		Attributes: []model.KeyValue{
 			{Key: bad, Value: model.DoubleValue(math.NaN())}, {Key: "two", Value: model.DoubleValue(2)},
-			{Key: "big", Value: model.IntValue(math.MaxInt64)}, {Key: "raw", Value: model.Value{Type: model.ValueBytes, Bytes: []byte{0xff}}},
+			{Key: "big", Value: model.IntValue(math.MaxInt64)}, {Key: "raw", Value: model.BytesValue([]byte{0xff})},
 			{Key: "none"},
 		},
 		Resource: res, Scope: &model.Scope{}, Service: "svc", StatusCode: 7,

@@ -3,7 +3,6 @@ package otlp
 import (
 	"math"
 	"strconv"
-	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -115,10 +114,10 @@ func (r *reader) bytesAt(field string, i int) ([]byte, int, error) {
 
 func (r *reader) str(field string) (string, error) {
 	v, _, err := r.bytes(field)
-	if err != nil || len(v) == 0 {
+	if err != nil {
 		return "", err
 	}
-	return unsafe.String(&v[0], len(v)), nil
+	return stringOf(v), nil
 }
 
 func (r *reader) varint(field string) (uint64, error) {
@@ -191,13 +190,6 @@ func wireReason(n int, what string) string {
 		return "groups nested too deeply"
 	}
 	return "malformed " + what + ": " + protowire.ParseError(n).Error()
-}
-
-func aliasBytes(v []byte) []byte {
-	if len(v) == 0 {
-		return []byte{}
-	}
-	return v[:len(v):len(v)]
 }
 
 func (d *protoDecoder) request() error {
@@ -817,7 +809,7 @@ func (d *protoDecoder) anyValue(b []byte, base int, v *model.Value, depth int) e
 				if err != nil {
 					return err
 				}
-				*v = model.Value{Type: model.ValueBytes, Bytes: aliasBytes(x)}
+				*v = model.Value{Type: model.ValueBytes, Str: stringOf(x)}
 				continue
 			}
 		case protowire.VarintType:
@@ -868,13 +860,17 @@ func (d *protoDecoder) arrayValue(b []byte, base int, v *model.Value, depth int)
 			return err
 		}
 		if num == 1 && typ == protowire.BytesType {
-			i := len(v.Array)
+			if v.List == nil {
+				v.List = &model.List{}
+			}
+			l := v.List
+			i := len(l.Array)
 			x, xb, err := r.bytesAt("values", i)
 			if err != nil {
 				return err
 			}
-			v.Array = append(v.Array, model.Value{})
-			if err := d.anyValue(x, xb, &v.Array[i], depth); err != nil {
+			l.Array = append(l.Array, model.Value{})
+			if err := d.anyValue(x, xb, &l.Array[i], depth); err != nil {
 				return wrapIdx(err, "values", i)
 			}
 			continue
@@ -894,13 +890,17 @@ func (d *protoDecoder) kvlistValue(b []byte, base int, v *model.Value, depth int
 			return err
 		}
 		if num == 1 && typ == protowire.BytesType {
-			i := len(v.KvList)
+			if v.List == nil {
+				v.List = &model.List{}
+			}
+			l := v.List
+			i := len(l.KvList)
 			x, xb, err := r.bytesAt("values", i)
 			if err != nil {
 				return err
 			}
-			v.KvList = append(v.KvList, model.KeyValue{})
-			if err := d.keyValue(x, xb, &v.KvList[i], depth); err != nil {
+			l.KvList = append(l.KvList, model.KeyValue{})
+			if err := d.keyValue(x, xb, &l.KvList[i], depth); err != nil {
 				return wrapIdx(err, "values", i)
 			}
 			continue

@@ -305,17 +305,19 @@ func sizeValue(v *model.Value) int {
 	case model.ValueDouble:
 		return 1 + 8
 	case model.ValueBytes:
-		return 1 + protowire.SizeBytes(len(v.Bytes))
+		return 1 + protowire.SizeBytes(len(v.Str))
 	case model.ValueArray:
 		n := 0
-		for i := range v.Array {
-			n += 1 + protowire.SizeBytes(sizeValue(&v.Array[i]))
+		elems := v.Elems()
+		for i := range elems {
+			n += 1 + protowire.SizeBytes(sizeValue(&elems[i]))
 		}
 		return 1 + protowire.SizeBytes(n)
 	case model.ValueKvList:
 		n := 0
-		for i := range v.KvList {
-			n += 1 + protowire.SizeBytes(sizeKV(&v.KvList[i]))
+		fields := v.Fields()
+		for i := range fields {
+			n += 1 + protowire.SizeBytes(sizeKV(&fields[i]))
 		}
 		return 1 + protowire.SizeBytes(n)
 	}
@@ -338,31 +340,33 @@ func appendValue(b []byte, v *model.Value) []byte {
 		return protowire.AppendFixed64(b, math.Float64bits(v.Double))
 	case model.ValueBytes:
 		b = protowire.AppendTag(b, 7, protowire.BytesType)
-		return protowire.AppendBytes(b, v.Bytes)
+		return protowire.AppendString(b, v.Str)
 	case model.ValueArray:
+		elems := v.Elems()
 		n := 0
-		for i := range v.Array {
-			n += 1 + protowire.SizeBytes(sizeValue(&v.Array[i]))
+		for i := range elems {
+			n += 1 + protowire.SizeBytes(sizeValue(&elems[i]))
 		}
 		b = protowire.AppendTag(b, 5, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(n))
-		for i := range v.Array {
+		for i := range elems {
 			b = protowire.AppendTag(b, 1, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(sizeValue(&v.Array[i])))
-			b = appendValue(b, &v.Array[i])
+			b = protowire.AppendVarint(b, uint64(sizeValue(&elems[i])))
+			b = appendValue(b, &elems[i])
 		}
 		return b
 	case model.ValueKvList:
+		fields := v.Fields()
 		n := 0
-		for i := range v.KvList {
-			n += 1 + protowire.SizeBytes(sizeKV(&v.KvList[i]))
+		for i := range fields {
+			n += 1 + protowire.SizeBytes(sizeKV(&fields[i]))
 		}
 		b = protowire.AppendTag(b, 6, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(n))
-		for i := range v.KvList {
+		for i := range fields {
 			b = protowire.AppendTag(b, 1, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(sizeKV(&v.KvList[i])))
-			b = appendKV(b, &v.KvList[i])
+			b = protowire.AppendVarint(b, uint64(sizeKV(&fields[i])))
+			b = appendKV(b, &fields[i])
 		}
 		return b
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -98,4 +101,64 @@ func diffGrouped(got, want []model.Span) string {
 		lastInGroup[gk] = j
 	}
 	return ""
+}
+
+// TestDecodedValueShapes checks what the decoders hand to the rest of the
+// system for each kind of attribute value: bytes stay bytes (not strings) and
+// survive the caller reusing its buffer, and only non-empty arrays and
+// kvlists carry a model.List.
+func TestDecodedValueShapes(t *testing.T) {
+	kv := func(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+	req := &coltrace.ExportTraceServiceRequest{ResourceSpans: []*tracepb.ResourceSpans{{ScopeSpans: []*tracepb.ScopeSpans{{Spans: []*tracepb.Span{{
+		TraceId: []byte("0123456789abcdef"), SpanId: []byte("01234567"), Name: "s",
+		Attributes: []*commonpb.KeyValue{
+			kv("s", &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: "str"}}),
+			kv("b", &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte{0, 0xff, 'x'}}}),
+			kv("d", &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 2.5}}),
+			kv("ea", &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{}}}),
+			kv("a", &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: []*commonpb.AnyValue{
+				{Value: &commonpb.AnyValue_IntValue{IntValue: 7}}, {Value: &commonpb.AnyValue_BytesValue{BytesValue: []byte("y")}},
+			}}}}),
+			kv("o", &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: []*commonpb.KeyValue{
+				kv("k", &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}}),
+			}}}}),
+		},
+	}}}}}}}
+	want := []model.KeyValue{
+		{Key: "s", Value: model.StringValue("str")},
+		{Key: "b", Value: model.BytesValue([]byte{0, 0xff, 'x'})},
+		{Key: "d", Value: model.DoubleValue(2.5)},
+		{Key: "ea", Value: model.ArrayValue(nil)},
+		{Key: "a", Value: model.ArrayValue([]model.Value{model.IntValue(7), model.BytesValue([]byte("y"))})},
+		{Key: "o", Value: model.KvListValue([]model.KeyValue{{Key: "k", Value: model.BoolValue(true)}})},
+	}
+	pb, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		in     []byte
+		decode func([]byte) (Batch, error)
+	}{{"proto", pb, DecodeProto}, {"json", hexIDs(t, js), DecodeJSON}} {
+		got, err := c.decode(c.in)
+		if err != nil || len(got.Spans) != 1 {
+			t.Fatalf("%s: %d spans, %v", c.name, len(got.Spans), err)
+		}
+		clear(c.in) // the caller may reuse its buffer once Decode returns
+		attrs := got.Spans[0].Attributes
+		if !model.EqualKeyValues(attrs, want) {
+			t.Fatalf("%s: attributes = %+v\nwant %+v", c.name, attrs, want)
+		}
+		for _, a := range attrs {
+			hasElems := len(a.Value.Elems())+len(a.Value.Fields()) > 0
+			if (a.Value.List != nil) != hasElems {
+				t.Errorf("%s: %s (%v) has List %v", c.name, a.Key, a.Value.Type, a.Value.List)
+			}
+		}
+	}
 }

@@ -42,7 +42,7 @@ func fixture() *model.Span {
 			kv("empty", model.StringValue("")),
 			kv("nan", model.DoubleValue(math.NaN())),
 			kv("neg", model.IntValue(-5)),
-			kv("arr", model.Value{Type: model.ValueArray, Array: []model.Value{model.StringValue("a")}}),
+			kv("arr", model.ArrayValue([]model.Value{model.StringValue("a")})),
 			kv("multi\nline", model.StringValue("q\"uote\\")),
 			kv("big", model.IntValue(1<<62)),
 			kv("dur", model.IntValue(int64(2*time.Second))),

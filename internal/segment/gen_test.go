@@ -157,23 +157,23 @@ func randValue(rng *rand.Rand, depth int) model.Value {
 		case 0:
 			return model.Value{Type: model.ValueBytes}
 		case 1:
-			return model.Value{Type: model.ValueBytes, Bytes: []byte{0, 1, 2, 255}}
+			return model.BytesValue([]byte{0, 1, 2, 255})
 		}
-		return model.Value{Type: model.ValueBytes, Bytes: []byte("\x00")}
+		return model.BytesValue([]byte("\x00"))
 	case 5:
 		return model.Value{}
 	case 6:
-		v := model.Value{Type: model.ValueArray}
+		var elems []model.Value
 		for i := rng.IntN(4); i > 0; i-- {
-			v.Array = append(v.Array, randValue(rng, depth-1))
+			elems = append(elems, randValue(rng, depth-1))
 		}
-		return v
+		return model.ArrayValue(elems)
 	default:
-		v := model.Value{Type: model.ValueKvList}
+		var fields []model.KeyValue
 		for i := rng.IntN(4); i > 0; i-- {
-			v.KvList = append(v.KvList, model.KeyValue{Key: fmt.Sprintf("n%d", i), Value: randValue(rng, depth-1)})
+			fields = append(fields, model.KeyValue{Key: fmt.Sprintf("n%d", i), Value: randValue(rng, depth-1)})
 		}
-		return v
+		return model.KvListValue(fields)
 	}
 }
 

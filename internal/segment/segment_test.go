@@ -493,7 +493,7 @@ func TestAtomicPublish(t *testing.T) {
 		bad := slices.Clone(want)
 		deep := model.Value{}
 		for i := 0; i < maxValueDepth+5; i++ {
-			deep = model.Value{Type: model.ValueArray, Array: []model.Value{deep}}
+			deep = model.ArrayValue([]model.Value{deep})
 		}
 		bad[len(bad)-1].Attributes = []model.KeyValue{{Key: "deep", Value: deep}}
 		_, err := Write(dir, "seg", map[string][]model.Span{"p": bad}, WriterOptions{BlockSpans: 10})

@@ -79,20 +79,21 @@ func (e *kvEnc) value(v *model.Value, depth int) {
 		e.body = le.AppendUint64(e.body, math.Float64bits(v.Double))
 	case model.ValueBytes:
 		e.body = append(e.body, tagBytes)
-		e.uvarint(uint64(len(v.Bytes)))
-		e.body = append(e.body, v.Bytes...)
+		e.str(v.Str)
 	case model.ValueArray:
 		e.body = append(e.body, tagArray)
-		e.uvarint(uint64(len(v.Array)))
-		for i := range v.Array {
-			e.value(&v.Array[i], depth+1)
+		elems := v.Elems()
+		e.uvarint(uint64(len(elems)))
+		for i := range elems {
+			e.value(&elems[i], depth+1)
 		}
 	case model.ValueKvList:
 		e.body = append(e.body, tagKvList)
-		e.uvarint(uint64(len(v.KvList)))
-		for i := range v.KvList {
-			e.key(v.KvList[i].Key)
-			e.value(&v.KvList[i].Value, depth+1)
+		fields := v.Fields()
+		e.uvarint(uint64(len(fields)))
+		for i := range fields {
+			e.key(fields[i].Key)
+			e.value(&fields[i].Value, depth+1)
 		}
 	default:
 		if e.err == nil {
@@ -171,26 +172,26 @@ func (d *kvDec) value(v *model.Value, depth int) {
 		v.Double = math.Float64frombits(d.u64le())
 	case tagBytes:
 		v.Type = model.ValueBytes
-		if s := d.str(); len(s) > 0 {
-			v.Bytes = []byte(s)
-		}
+		v.Str = d.str() // aliases the block like strings do; values are immutable
 	case tagArray:
 		v.Type = model.ValueArray
 		n := d.count(1)
 		if n > 0 {
-			v.Array = make([]model.Value, n)
-			for i := range v.Array {
-				d.value(&v.Array[i], depth+1)
+			elems := make([]model.Value, n)
+			v.List = &model.List{Array: elems}
+			for i := range elems {
+				d.value(&elems[i], depth+1)
 			}
 		}
 	case tagKvList:
 		v.Type = model.ValueKvList
 		n := d.count(2)
 		if n > 0 {
-			v.KvList = make([]model.KeyValue, n)
-			for i := range v.KvList {
-				v.KvList[i].Key = d.keyAt()
-				d.value(&v.KvList[i].Value, depth+1)
+			fields := make([]model.KeyValue, n)
+			v.List = &model.List{KvList: fields}
+			for i := range fields {
+				fields[i].Key = d.keyAt()
+				d.value(&fields[i].Value, depth+1)
 			}
 		}
 	case tagValueRef:

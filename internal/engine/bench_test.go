@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
+)
+
+// loaded opens an engine over 100k sealed spans of the canonical corpus.
+func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
+	b.Helper()
+	e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, BlockSpans: blockSpans})
+	if err != nil {
+		b.Fatal(err)
+	}
+	spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: 100_000, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < len(spans); i += 1000 {
+		body := otlp.EncodeProto(spans[i:min(i+1000, len(spans))])
+		bt, err := otlp.DecodeProto(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Append("default", engine.RecordOTLPProto, body, bt.Spans); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.Seal(); err != nil {
+		b.Fatal(err)
+	}
+	st := e.Stats("default")
+	b.ReportMetric(float64(st.SegmentBytes)/float64(st.Spans), "disk-B/span")
+	return e, spans
+}
+
+// BenchmarkTraceByID measures trace lookups in sealed segments by block size
+// (the block size trades lookup cost, which decompresses one block's columns,
+// against bytes on disk).
+func BenchmarkTraceByID(b *testing.B) {
+	for _, bs := range []int{512, 1024, 2048} {
+		b.Run("block"+itoa(bs), func(b *testing.B) {
+			e, spans := loaded(b, bs)
+			defer e.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				got, _, err := e.Trace(context.Background(), "default", spans[(i*97)%len(spans)].TraceID)
+				if err != nil || len(got) == 0 {
+					b.Fatalf("lookup: %v, %d spans", err, len(got))
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkSelectiveFilter measures a ~1% attribute filter, newest 20.
+func BenchmarkSelectiveFilter(b *testing.B) {
+	e, _ := loaded(b, 0)
+	defer e.Close()
+	users := bench.CanonicalUsers()
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		expr, err := query.ParseTraceQL(`{ span.user.id = "` + users[i%len(users)] + `" }`)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := query.Filter{Expr: expr}
+		if _, _, _, err := e.SearchSpans(context.Background(), "default", &f, 20, nil); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
