@@ -20,7 +20,7 @@ func init() {
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
 	syncInterval, sealAge                             time.Duration
-	maxBody, maxInflight, sealBytes, walMax           byteSize
+	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
 }
 
 // newServeFlags declares rastro serve's flags; the README's configuration
@@ -38,6 +38,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size")
 	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
+	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -83,7 +84,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
-		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), Logger: log,
+		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), Logger: log,
 	})
 	if err != nil {
 		shutdown(srv, log)

@@ -53,7 +53,11 @@ type Options struct {
 	SealBytes   int64         // seal the write buffer when its estimated size exceeds this; default 64 MiB
 	SealAge     time.Duration // seal the write buffer when its oldest row is older than this; default 1m
 	WALMaxBytes int64         // force a seal when the WAL exceeds this many bytes; default 512 MiB
-	BlockSpans  int           // spans per segment block; default 1024 (see BenchmarkTraceByID)
+	// MaxBufferBytes bounds the write buffer plus buffers waiting to be
+	// sealed (estimated bytes). Beyond it Append refuses with ErrBufferFull
+	// until seals catch up. Default 4 x SealBytes.
+	MaxBufferBytes int64
+	BlockSpans     int // spans per segment block; default 1024 (see BenchmarkTraceByID)
 	// BlockCacheBytes bounds the cache of decoded segment blocks (estimated
 	// resident bytes); default 128 MiB; negative disables it.
 	BlockCacheBytes int64
@@ -80,6 +84,12 @@ func (o *Options) Validate() error {
 	}
 	if o.WALMaxBytes <= 0 {
 		o.WALMaxBytes = 512 << 20
+	}
+	if o.MaxBufferBytes <= 0 {
+		o.MaxBufferBytes = 4 * o.SealBytes
+	}
+	if o.MaxBufferBytes < o.SealBytes {
+		return fmt.Errorf("engine: buffer limit %d is below the seal size %d", o.MaxBufferBytes, o.SealBytes)
 	}
 	if o.BlockSpans <= 0 {
 		o.BlockSpans = 1024
@@ -130,6 +140,7 @@ type counters struct {
 	segmentsSkipped                atomic.Int64
 	replayedRecords, replayedSpans atomic.Int64
 	replayRejectedRecords          atomic.Int64
+	bufferFull, sealErrors         atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -147,6 +158,10 @@ func Open(opts Options) (*Engine, error) {
 	}
 	lock, err := lockDir(opts.Dir)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkManifestPresent(opts.Dir, segDir); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	man, err := readManifest(opts.Dir)
@@ -206,8 +221,11 @@ func (e *Engine) openSegments() {
 	}
 }
 
-// removeOrphans deletes temporary files and segment files that the manifest
-// does not name (left by a crash between writing a segment and publishing it).
+// removeOrphans deletes temporary files, and segment files that the manifest
+// does not name: those numbered at or above NextSegment were written but
+// never published (a crash before the manifest rename); those below it were
+// retired from the store. A store whose manifest is missing while segment
+// files exist is refused, not emptied: see checkManifestPresent.
 func (e *Engine) removeOrphans() {
 	named := map[string]bool{}
 	for _, n := range e.manifest.Segments {
@@ -227,6 +245,20 @@ func (e *Engine) removeOrphans() {
 			os.Remove(filepath.Join(e.dir, n))
 		}
 	}
+}
+
+// checkManifestPresent refuses to open a store that has segment files but no
+// manifest (a partial copy or restore): opening it would discard them.
+func checkManifestPresent(dir, segDir string) error {
+	if _, err := os.Stat(filepath.Join(dir, manifestName)); err == nil {
+		return nil
+	}
+	segs, _ := filepath.Glob(filepath.Join(segDir, "*.seg"))
+	if len(segs) > 0 {
+		return fmt.Errorf("%s is missing but %d segment files are present in %s: refusing to open "+
+			"(restore the MANIFEST, or move the segments away to start an empty store)", filepath.Join(dir, manifestName), len(segs), segDir)
+	}
+	return nil
 }
 
 func (e *Engine) replay() error {
@@ -269,6 +301,22 @@ func Decode(t RecordType, body []byte) (otlp.Batch, error) {
 // ErrClosed is returned by Append after Close.
 var ErrClosed = errors.New("engine: closed")
 
+// ErrBufferFull is returned by Append when the memory for unsealed spans is
+// at its limit; the caller should answer "retry later" (HTTP 429).
+var ErrBufferFull = errors.New("engine: write buffer full; sealing is behind")
+
+// bufferBytes is the estimated memory of the write buffer and the buffers
+// waiting to be sealed.
+func (e *Engine) bufferBytes() int64 {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	b := e.active.bytes.Load()
+	for _, m := range e.frozen {
+		b += m.bytes.Load()
+	}
+	return b
+}
+
 // Append stores one decoded request: body is written to the WAL, and once it
 // is durable (per Durability) spans become visible to queries, in that order.
 // Append returns only after both; the caller acknowledges the client then.
@@ -279,6 +327,11 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 	}
 	if len(spans) == 0 {
 		return nil
+	}
+	if e.bufferBytes() >= e.opts.MaxBufferBytes {
+		e.m.bufferFull.Add(1)
+		e.requestSeal()
+		return ErrBufferFull
 	}
 	err := e.wal.Append(wal.Record{Type: uint8(t), Project: project, Body: body}, func() {
 		// Runs in the WAL commit goroutine, serialised with Rotate.
@@ -334,7 +387,10 @@ func (e *Engine) sealLoop() {
 		}
 		if err := e.Seal(); err != nil {
 			e.log.Error("seal failed; data stays in the WAL and the write buffer", "err", err)
+			e.m.sealErrors.Add(1)
 			e.sealErr.Store(&err)
+		} else {
+			e.sealErr.Store(nil)
 		}
 	}
 }
@@ -405,13 +461,16 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		next.NextSegment++
 	}
 	next.WALStart = m.walEnd
-	if err := writeManifest(e.opts.Dir, next); err != nil {
+	renamed, err := writeManifest(e.opts.Dir, next)
+	if err != nil && !renamed {
 		if h != nil {
 			h.r.Close()
 			os.Remove(filepath.Join(e.dir, h.name))
 		}
 		return err
 	}
+	// Once renamed, the new manifest may be what a restart reads: the segment
+	// stays, whatever happens next.
 	e.manifest = next
 	// Publish: the segment replaces the frozen memtable in one step, so a
 	// query sees the spans exactly once.
@@ -421,6 +480,12 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	}
 	e.frozen = e.frozen[1:]
 	e.mu.Unlock()
+	if err != nil {
+		// The directory fsync failed: the rename may not survive a crash, so
+		// the WAL must keep these records. A restart then holds them twice
+		// (segment and replay) at worst, which queries resolve.
+		return fmt.Errorf("manifest published but not synced; WAL kept: %w", err)
+	}
 	if err := e.wal.RemoveBefore(m.walEnd); err != nil {
 		e.log.Warn("could not reclaim wal files", "err", err)
 	}

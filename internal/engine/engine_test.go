@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -439,5 +441,68 @@ func TestSecondOpenIsRefused(t *testing.T) {
 	defer e.Close()
 	if _, err := Open(Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("second open of the same directory: %v", err)
+	}
+}
+
+// TestBufferFullRefusesUntilSealed: with seals stalled, appends are refused
+// with ErrBufferFull once the buffer limit is reached, nothing refused is
+// stored, and appends resume after a seal.
+func TestBufferFullRefusesUntilSealed(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir(), SealBytes: 64 << 10, MaxBufferBytes: 64 << 10, SealAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stall the seal loop (as a slow disk would), keeping Close working.
+	close(e.stop)
+	e.wg.Wait()
+	e.stop = make(chan struct{})
+	defer e.Close()
+	g := newGen(5)
+	var accepted []model.Span
+	full := false
+	for i := 0; i < 10000 && !full; i++ {
+		tr := g.trace()
+		body := otlp.EncodeProto(tr)
+		err := e.Append("default", RecordOTLPProto, body, tr)
+		switch {
+		case errors.Is(err, ErrBufferFull):
+			full = true
+		case err != nil:
+			t.Fatal(err)
+		default:
+			accepted = append(accepted, tr...)
+		}
+	}
+	if !full {
+		t.Fatal("buffer limit never reached")
+	}
+	if got := e.Stats("default").Spans; got != int64(len(accepted)) {
+		t.Fatalf("stored %d spans, accepted %d", got, len(accepted))
+	}
+	if err := e.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	tr := g.trace()
+	if err := e.Append("default", RecordOTLPProto, otlp.EncodeProto(tr), tr); err != nil {
+		t.Fatalf("append after seal: %v", err)
+	}
+}
+
+func TestMissingManifestWithSegmentsIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	e := openTest(t, dir)
+	appendSpans(t, e, "default", newGen(6).spans(5))
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, manifestName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), "MANIFEST is missing") {
+		t.Fatalf("open without manifest: %v", err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+	if len(segs) == 0 {
+		t.Fatal("segments were deleted")
 	}
 }

@@ -61,41 +61,45 @@ func readManifest(dir string) (manifest, error) {
 	return m, nil
 }
 
-// writeManifest publishes m atomically: temporary file, fsync, rename, fsync dir.
-func writeManifest(dir string, m manifest) error {
+// writeManifest publishes m atomically: temporary file, fsync, rename, fsync
+// dir. renamed reports whether the rename happened: from then on the new
+// manifest may be what a restart reads, even when err (a failed directory
+// fsync) is not nil.
+func writeManifest(dir string, m manifest) (renamed bool, err error) {
 	body, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode manifest: %w", err)
+		return false, fmt.Errorf("encode manifest: %w", err)
 	}
 	buf := append(body, '\n')
 	buf = append(buf, fmt.Sprintf("%08x\n", crc32.Checksum(body, castagnoli))...)
 	return writeFileAtomic(dir, manifestName, buf)
 }
 
-func writeFileAtomic(dir, name string, data []byte) error {
+func writeFileAtomic(dir, name string, data []byte) (renamed bool, err error) {
 	tmp := filepath.Join(dir, name+".tmp")
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
+		return false, fmt.Errorf("write %s: %w", name, err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", name, err)
+		return false, fmt.Errorf("write %s: %w", name, err)
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		os.Remove(tmp)
-		return fmt.Errorf("fsync %s: %w", name, err)
+		return false, fmt.Errorf("fsync %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("close %s: %w", name, err)
+		return false, fmt.Errorf("close %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("publish %s: %w", name, err)
+		os.Remove(tmp)
+		return false, fmt.Errorf("publish %s: %w", name, err)
 	}
-	return syncDir(dir)
+	return true, syncDir(dir)
 }
 
 func syncDir(dir string) error {

@@ -16,7 +16,17 @@ const chunkRows = 4096
 type row struct {
 	project string
 	span    model.Span
-	dead    atomic.Bool // superseded by a newer copy of the same (trace id, span id)
+	// supersededBy is 1 + the index of the row holding a newer copy of the
+	// same (trace id, span id), or 0. A reader that loaded n published rows
+	// treats the row as superseded only when the newer row is among its n:
+	// otherwise it would see neither copy while a re-send is being published.
+	supersededBy atomic.Int64
+}
+
+// liveFor reports whether the row is the newest copy among the first n rows.
+func (r *row) liveFor(n int64) bool {
+	s := r.supersededBy.Load()
+	return s == 0 || s-1 >= n
 }
 
 type chunk struct {
@@ -115,7 +125,7 @@ func (m *memtable) insert(project string, spans []model.Span) {
 		}
 		k := spanKey{project, s.TraceID, s.SpanID}
 		if old, dup := m.byKey[k]; dup {
-			cs[old/chunkRows].rows[old%chunkRows].dead.Store(true)
+			cs[old/chunkRows].rows[old%chunkRows].supersededBy.Store(n + 1)
 			addLive--
 		} else {
 			tk := traceKey{project, s.TraceID}
@@ -154,7 +164,7 @@ func (m *memtable) scan(fn func(r *row) bool) {
 	cs := *m.chunks.Load()
 	for i := int64(0); i < n; i++ {
 		r := &cs[i/chunkRows].rows[i%chunkRows]
-		if r.dead.Load() {
+		if !r.liveFor(n) {
 			continue
 		}
 		if !fn(r) {
@@ -166,7 +176,8 @@ func (m *memtable) scan(fn func(r *row) bool) {
 // chunkView is a published part of one chunk, for block-like pruning.
 type chunkView struct {
 	c    *chunk
-	rows int // published rows in this chunk
+	rows int   // published rows in this chunk
+	n    int64 // published rows in the whole memtable when the view was taken
 }
 
 // chunkViews returns the chunks with their published row counts.
@@ -175,7 +186,7 @@ func (m *memtable) chunkViews() []chunkView {
 	cs := *m.chunks.Load()
 	var out []chunkView
 	for i := 0; int64(i)*chunkRows < n; i++ {
-		out = append(out, chunkView{cs[i], int(min(n-int64(i)*chunkRows, chunkRows))})
+		out = append(out, chunkView{cs[i], int(min(n-int64(i)*chunkRows, chunkRows)), n})
 	}
 	return out
 }

@@ -153,6 +153,15 @@ func (h *topK) Pop() any {
 
 func (h *topK) full() bool { return len(h.spans) >= h.k }
 
+// wouldKeep reports whether offer(s) would keep s.
+func (h *topK) wouldKeep(s *model.Span) bool {
+	if !h.full() {
+		return true
+	}
+	w := &h.spans[0]
+	return before(s.StartTimeUnixNano, s.TraceID, s.SpanID, w.StartTimeUnixNano, w.TraceID, w.SpanID)
+}
+
 // worstStart is the start time of the last span kept; only valid when full.
 func (h *topK) worstStart() uint64 { return h.spans[0].StartTimeUnixNano }
 
@@ -186,6 +195,8 @@ type candidate struct {
 	block    int
 	chunk    *chunk // ... or a memtable chunk
 	rows     int
+	n        int64 // the memtable's published rows when the chunk was listed
+	rank     int   // the source's position in the view: lower is newer
 }
 
 // SearchSpans returns up to limit spans matching f, newest first, starting
@@ -198,9 +209,9 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 	}
 	// Ask for one extra span to know whether another page exists.
 	top := &topK{k: limit + 1}
-	dedup := newDeduper()
-	err := e.scan(ctx, project, f, cursor, &res, func(s *model.Span, newest bool) {
-		if dedup.keep(s, newest) {
+	err := e.scan(ctx, project, f, cursor, &res, func(s *model.Span, shadowed func() bool) {
+		// Check for a newer copy only when the span would enter the result.
+		if top.wouldKeep(s) && !shadowed() {
 			top.offer(s)
 		}
 	}, func() (uint64, bool) {
@@ -222,46 +233,30 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 	return out, next, res, nil
 }
 
-// deduper drops older copies of a re-sent span among matching spans. Spans
-// from memtables (newest sources) are recorded; a segment span is dropped if
-// a newer source already produced it.
-type deduper struct{ seen map[spanKeyNoProject]struct{} }
-
-type spanKeyNoProject struct {
-	t model.TraceID
-	s model.SpanID
-}
-
-func newDeduper() *deduper { return &deduper{seen: map[spanKeyNoProject]struct{}{}} }
-
-func (d *deduper) keep(s *model.Span, _ bool) bool {
-	k := spanKeyNoProject{s.TraceID, s.SpanID}
-	if _, dup := d.seen[k]; dup {
-		return false
-	}
-	d.seen[k] = struct{}{}
-	return true
-}
-
-// scan feeds every span of project that matches f and the cursor to emit, newest
-// sources first. stopAt, when it reports ok, gives a start time below which no
-// further span can change the result, letting the scan end early.
+// scan feeds every span of project that matches f and the cursor to emit,
+// newest blocks first. With each span comes shadowed, which reports whether a
+// newer source holds another copy of the same span (a re-send): only the
+// newest copy of a span may appear in a result. It costs index lookups, so
+// emit calls it only for spans it would keep. stopAt, when it reports ok,
+// gives a start time below which no further span can change the result,
+// letting the scan end early.
 func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *Cursor, res *Result,
-	emit func(s *model.Span, fromMemtable bool), stopAt func() (uint64, bool)) error {
+	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
 	v := e.view()
+	sh := newShadower(e, v, project, res)
 	hints := f.Hints()
 	var cands []candidate
-	for _, m := range v.mems {
+	for rank, m := range v.mems {
 		for _, cv := range m.chunkViews() {
 			c := cv.c
 			if (hints.End != 0 && c.minStart.Load() >= hints.End) || (hints.Start != 0 && c.maxStart.Load() < hints.Start) ||
 				(cursor != nil && c.minStart.Load() > cursor.Start) || (hints.MinDuration != 0 && c.maxDuration.Load() < hints.MinDuration) {
 				continue
 			}
-			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows})
+			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows, n: cv.n, rank: rank})
 		}
 	}
-	for _, s := range v.segs {
+	for si, s := range v.segs {
 		for i := range s.blocks {
 			b := &s.blocks[i]
 			if b.Project != project {
@@ -271,7 +266,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 				e.m.blocksPruned.Add(1)
 				continue
 			}
-			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, block: i})
+			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, block: i, rank: len(v.mems) + si})
 		}
 	}
 	// Newest first; memtables before segments among equals, so that the newest
@@ -287,8 +282,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		if c.chunk != nil {
 			for i := 0; i < c.rows; i++ {
 				r := &c.chunk.rows[i]
-				if !r.dead.Load() && r.project == project && cursor.admits(&r.span) && f.Match(&r.span) {
-					emit(&r.span, true)
+				if r.liveFor(c.n) && r.project == project && cursor.admits(&r.span) && f.Match(&r.span) {
+					emit(&r.span, func() bool { return sh.shadowed(c.rank, &r.span) })
 				}
 			}
 			continue
@@ -301,7 +296,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 		for i := range spans {
 			if cursor.admits(&spans[i]) && f.Match(&spans[i]) {
-				emit(&spans[i], false)
+				sp := &spans[i]
+				emit(sp, func() bool { return sh.shadowed(c.rank, sp) })
 			}
 		}
 	}
@@ -401,9 +397,8 @@ func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filt
 	// on top. Its minimum never exceeds the true limit-th newest trace time, so
 	// stopping below it is safe.
 	bound := &uintHeap{}
-	dedup := newDeduper()
-	err := e.scan(ctx, project, f, nil, &res, func(s *model.Span, newestSrc bool) {
-		if !dedup.keep(s, newestSrc) {
+	err := e.scan(ctx, project, f, nil, &res, func(s *model.Span, shadowed func() bool) {
+		if shadowed() {
 			return
 		}
 		t, ok := newest[s.TraceID]

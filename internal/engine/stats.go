@@ -13,6 +13,7 @@ type Stats struct {
 	BufferBytes  int64    `json:"buffer_bytes"`
 	WALBytes     int64    `json:"wal_bytes"`
 	Quarantined  []string `json:"quarantined,omitempty"` // segments not served because they failed verification
+	SealError    string   `json:"seal_error,omitempty"`  // the last seal's error, while seals are failing
 }
 
 // Stats returns the counts for one project (store-wide sizes are not per project).
@@ -47,6 +48,9 @@ func (e *Engine) Stats(project string) Stats {
 	e.mu.RLock()
 	st.Quarantined = append([]string(nil), e.quarantined...)
 	e.mu.RUnlock()
+	if p := e.sealErr.Load(); p != nil {
+		st.SealError = (*p).Error()
+	}
 	return st
 }
 
@@ -56,6 +60,7 @@ type Counters struct {
 	Corruptions                    int64
 	BlocksExamined, BlocksPruned   int64
 	ReplayedRecords, ReplayedSpans int64
+	BufferFull, SealErrors         int64
 	WAL                            wal.Stats
 }
 
@@ -66,6 +71,7 @@ func (e *Engine) Counters() Counters {
 		Corruptions:    e.m.corruptions.Load(),
 		BlocksExamined: e.m.blocksExamined.Load(), BlocksPruned: e.m.blocksPruned.Load(),
 		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
+		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
 		WAL: e.wal.Stats(),
 	}
 }

@@ -183,6 +183,11 @@ type Span struct {
 
 	// Service is resource attribute service.name, or "unknown_service" when absent.
 	Service string
+
+	// LLM holds normalised LLM fields, derived at ingest from the attributes
+	// (nil for spans without LLM information). It is derived data: decoders
+	// leave it nil and the engine fills it before storing.
+	LLM *LLM
 }
 
 // Duration returns end minus start in nanoseconds (never negative once normalised).

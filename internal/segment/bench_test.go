@@ -126,3 +126,34 @@ func BenchmarkFindTraceAbsent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkContainsTrace checks presence of existing and absent traces from
+// the trace index alone (fences plus one page read, no block decoded).
+func BenchmarkContainsTrace(b *testing.B) {
+	r, corpus := benchReader(b)
+	var ids []model.TraceID
+	for i := 0; i < len(corpus); i += 97 {
+		ids = append(ids, corpus[i].TraceID)
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct {
+		name    string
+		present bool
+	}{{"present", true}, {"absent", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			c0 := cpuNow()
+			for i := 0; b.Loop(); i++ {
+				id := ids[i%len(ids)]
+				if !tc.present {
+					fillRand(rng, id[:])
+				}
+				ok, err := r.ContainsTrace("default", id)
+				if err != nil || ok != tc.present {
+					b.Fatal("ContainsTrace", ok, err)
+				}
+			}
+			b.ReportMetric(float64((cpuNow()-c0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		})
+	}
+}

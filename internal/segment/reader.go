@@ -267,47 +267,9 @@ func (r *Reader) ReadBlock(i int) ([]model.Span, error) {
 // trace-index page (rarely two) and the blocks holding the trace, and
 // materialises only the trace's rows.
 func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, error) {
-	pi := sort.Search(len(r.info.Projects), func(i int) bool { return r.info.Projects[i].Name >= project })
-	if pi == len(r.info.Projects) || r.info.Projects[pi].Name != project || len(r.tix.fences) == 0 {
-		return nil, nil
-	}
-	proj := uint32(pi)
-	fs := r.tix.fences
-	if compareKey(proj, &id, fs[0].Project, &fs[0].First) < 0 || compareKey(proj, &id, r.tix.lastProj, &r.tix.last) > 0 {
-		return nil, nil
-	}
-	p := sort.Search(len(fs), func(i int) bool { return compareKey(fs[i].Project, &fs[i].First, proj, &id) >= 0 }) - 1
-	p = max(p, 0)
-	var found []traceEntry
-scan:
-	for ; p < len(fs); p++ {
-		if compareKey(fs[p].Project, &fs[p].First, proj, &id) > 0 {
-			break
-		}
-		off, n := r.tix.pageBounds(p)
-		page, err := r.readAt(off, int64(n)*traceEntryLen)
-		if err != nil {
-			return nil, err
-		}
-		if crc(page) != fs[p].CRC {
-			return nil, r.corrupt(off, "trace index page %d checksum mismatch", p)
-		}
-		for k := 0; k < n; k++ {
-			e := parseTraceEntry(page[k*traceEntryLen:])
-			c := compareKey(e.Project, &e.TraceID, proj, &id)
-			if c < 0 {
-				continue
-			}
-			if c > 0 {
-				break scan
-			}
-			entOff := off + int64(k)*traceEntryLen
-			if int(e.Block) >= len(r.blocks) || r.blocks[e.Block].ProjectIdx != pi || e.Count == 0 ||
-				uint64(e.Row)+uint64(e.Count) > uint64(r.blocks[e.Block].Meta.Spans) {
-				return nil, r.corrupt(entOff, "trace index entry points outside its block")
-			}
-			found = append(found, e)
-		}
+	found, err := r.lookupTrace(project, id, false)
+	if err != nil || len(found) == 0 {
+		return nil, err
 	}
 	var out []model.Span
 	for _, e := range found {
@@ -327,6 +289,66 @@ scan:
 		out = append(out, spans...)
 	}
 	return out, nil
+}
+
+// ContainsTrace reports whether the segment holds spans of the trace in the
+// project. It answers from the trace index alone: the resident fences, then
+// one checksummed index page read (rarely two); no block is read. Ids outside
+// the index's key range, and unknown projects, cost no I/O.
+func (r *Reader) ContainsTrace(project string, id model.TraceID) (bool, error) {
+	found, err := r.lookupTrace(project, id, true)
+	return len(found) > 0, err
+}
+
+// lookupTrace returns the trace-index entries of (project, id), in block
+// order, after checking that each points inside a block of that project.
+// With first set it stops at the first entry.
+func (r *Reader) lookupTrace(project string, id model.TraceID, first bool) ([]traceEntry, error) {
+	pi := sort.Search(len(r.info.Projects), func(i int) bool { return r.info.Projects[i].Name >= project })
+	if pi == len(r.info.Projects) || r.info.Projects[pi].Name != project || len(r.tix.fences) == 0 {
+		return nil, nil
+	}
+	proj := uint32(pi)
+	fs := r.tix.fences
+	if compareKey(proj, &id, fs[0].Project, &fs[0].First) < 0 || compareKey(proj, &id, r.tix.lastProj, &r.tix.last) > 0 {
+		return nil, nil
+	}
+	p := sort.Search(len(fs), func(i int) bool { return compareKey(fs[i].Project, &fs[i].First, proj, &id) >= 0 }) - 1
+	p = max(p, 0)
+	var found []traceEntry
+	for ; p < len(fs); p++ {
+		if compareKey(fs[p].Project, &fs[p].First, proj, &id) > 0 {
+			break
+		}
+		off, n := r.tix.pageBounds(p)
+		page, err := r.readAt(off, int64(n)*traceEntryLen)
+		if err != nil {
+			return nil, err
+		}
+		if crc(page) != fs[p].CRC {
+			return nil, r.corrupt(off, "trace index page %d checksum mismatch", p)
+		}
+		k := sort.Search(n, func(k int) bool {
+			e := parseTraceEntry(page[k*traceEntryLen:])
+			return compareKey(e.Project, &e.TraceID, proj, &id) >= 0
+		})
+		for ; k < n; k++ {
+			e := parseTraceEntry(page[k*traceEntryLen:])
+			if compareKey(e.Project, &e.TraceID, proj, &id) != 0 {
+				return found, nil
+			}
+			entOff := off + int64(k)*traceEntryLen
+			if int(e.Block) >= len(r.blocks) || r.blocks[e.Block].ProjectIdx != pi || e.Count == 0 ||
+				uint64(e.Row)+uint64(e.Count) > uint64(r.blocks[e.Block].Meta.Spans) {
+				return nil, r.corrupt(entOff, "trace index entry points outside its block")
+			}
+			found = append(found, e)
+			if first {
+				return found, nil
+			}
+		}
+	}
+	return found, nil
 }
 
 // ResidentBytes approximates the memory this Reader keeps between calls.

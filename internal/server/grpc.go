@@ -67,6 +67,9 @@ func newGRPCServer(s *Server) *grpc.Server {
 	g := grpc.NewServer(
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)),
+		// Each stream holds up to one message in memory before admission
+		// sees it; bounding streams bounds that memory.
+		grpc.MaxConcurrentStreams(64),
 	)
 	g.RegisterService(&traceServiceDesc, s)
 	return g
@@ -117,8 +120,11 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()
 		c := codes.InvalidArgument
-		if ierr.status == http.StatusServiceUnavailable {
+		switch ierr.status {
+		case http.StatusServiceUnavailable:
 			c = codes.Unavailable
+		case http.StatusTooManyRequests:
+			c = codes.ResourceExhausted
 		}
 		return otlp.Batch{}, status.Error(c, ierr.msg)
 	}

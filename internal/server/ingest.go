@@ -160,6 +160,11 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt engine.Recor
 	if err != nil {
 		return otlp.Batch{}, badRequest("%v", err)
 	}
+	// A body that can never be accepted is refused before admission, so the
+	// client gets 413 (final) rather than 429 (retry).
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return otlp.Batch{}, tooLarge(s.opts.MaxBodyBytes)
+	}
 	// Admission: bound the bytes in flight by what the body may grow to.
 	want := s.opts.MaxBodyBytes
 	if r.ContentLength >= 0 && r.Header.Get("Content-Encoding") == "" {
@@ -190,6 +195,10 @@ func (s *Server) store(e *engine.Engine, project, protocol string, rt engine.Rec
 	}
 	s.met.countProblems(b)
 	if err := e.Append(project, rt, body, b.Spans); err != nil {
+		if errors.Is(err, engine.ErrBufferFull) {
+			return b, &ingestError{http.StatusTooManyRequests, "buffer_full",
+				"the write buffer is full while sealing catches up; retry after the Retry-After delay"}
+		}
 		s.log.Error("append failed", "err", err)
 		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", "could not store the request durably: " + err.Error()}
 	}

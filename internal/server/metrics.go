@@ -80,6 +80,8 @@ func newMetrics(s *Server) *metrics {
 	counter("rastro_corruption_errors_total", "Damaged segment parts found (segment or block skipped).", func(c engine.Counters) int64 { return c.Corruptions })
 	counter("rastro_query_blocks_examined_total", "Segment blocks read by searches.", func(c engine.Counters) int64 { return c.BlocksExamined })
 	counter("rastro_query_blocks_pruned_total", "Segment blocks skipped by searches using block metadata and filters.", func(c engine.Counters) int64 { return c.BlocksPruned })
+	counter("rastro_ingest_buffer_full_total", "Appends refused (429) because the write buffer was at --max-buffer-bytes.", func(c engine.Counters) int64 { return c.BufferFull })
+	counter("rastro_seal_errors_total", "Seals that failed (the data stays in the WAL; see /api/v1/stats seal_error).", func(c engine.Counters) int64 { return c.SealErrors })
 	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
 	gauge("rastro_segments", "Published segments.", func(st engine.Stats) int64 { return int64(st.Segments) })
 	gauge("rastro_buffer_spans", "Spans in the in-memory write buffer.", func(st engine.Stats) int64 { return st.BufferSpans })

@@ -22,6 +22,10 @@ import (
 // DefaultProject is the project of requests without an X-Scope-OrgID header.
 const DefaultProject = "default"
 
+// MaxBodyLimit is the largest request body limit the server accepts (a
+// request is one WAL record, and records are capped well above this).
+const MaxBodyLimit = 512 << 20
+
 // Options configures a Server.
 type Options struct {
 	HTTPAddr         string // e.g. 127.0.0.1:4318; port 0 picks a free port
@@ -38,6 +42,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 16 << 20
+	}
+	if o.MaxBodyBytes > MaxBodyLimit {
+		return fmt.Errorf("server: body limit %d bytes is above the largest supported, %d", o.MaxBodyBytes, MaxBodyLimit)
 	}
 	if o.MaxInflightBytes <= 0 {
 		o.MaxInflightBytes = 256 << 20

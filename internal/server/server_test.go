@@ -398,3 +398,12 @@ func TestMetricsExposeIngestCounters(t *testing.T) {
 		}
 	}
 }
+
+// A body that can never be accepted gets 413 (final), not a retryable 429.
+func TestOversizeGets413BeforeAdmission(t *testing.T) {
+	ts := startServer(t, Options{MaxBodyBytes: 1 << 10, MaxInflightBytes: 1 << 10})
+	code, _ := ts.post("/v1/traces", "application/x-protobuf", bytes.Repeat([]byte{0}, 8<<10))
+	if code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", code)
+	}
+}
