@@ -93,6 +93,11 @@ type LoadOptions struct {
 	KeepAlive bool          // reuse HTTP connections
 	Project   string        // X-Scope-OrgID; empty sends no header
 	Timeout   time.Duration // per request; default 30s
+	// Retry429, when set, re-sends a payload answered 429 (gRPC
+	// RESOURCE_EXHAUSTED) after a backoff, as OTLP exporters do, until it is
+	// acknowledged or the run ends; such answers count in
+	// LoadResult.Retried429, not Status429. Latency runs to the final answer.
+	Retry429 bool
 	// Progress, when set, receives a progress line every ProgressEvery (default 1s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -112,8 +117,9 @@ type LoadResult struct {
 	AcceptedSpans  int64         `json:"accepted_spans"`
 	RejectedSpans  int64         `json:"rejected_spans"` // partial_success.rejected_spans
 	Status429      int           `json:"status_429"`
-	Errors         int           `json:"errors"` // other non-2xx responses and request errors
-	Shed           int           `json:"shed"`   // connections reset, refused or closed by the server
+	Retried429     int           `json:"retried_429,omitempty"` // 429s answered and then retried (LoadOptions.Retry429)
+	Errors         int           `json:"errors"`                // other non-2xx responses and request errors
+	Shed           int           `json:"shed"`                  // connections reset, refused or closed by the server
 	WireBytes      int64         `json:"wire_bytes"`
 	LateSends      int           `json:"late_sends"` // open loop: sends that started after their scheduled time + 1ms
 	Latency        Latency       `json:"latency"`
@@ -251,6 +257,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		next                                    atomic.Int64
 		accepted, rejected, sent, wire          atomic.Int64
 		requests, acked, n429, nerr, shed, late atomic.Int64
+		retried                                 atomic.Int64
 		errOnce                                 sync.Once
 		firstErr                                string
 	)
@@ -321,6 +328,21 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				rctx, rcancel := context.WithTimeout(runCtx, o.Timeout)
 				out := s.send(rctx, p)
 				rcancel()
+				for backoff := 20 * time.Millisecond; o.Retry429 && out.is429 && runCtx.Err() == nil; backoff = min(2*backoff, time.Second) {
+					retried.Add(1)
+					t := time.NewTimer(backoff)
+					select {
+					case <-t.C:
+					case <-runCtx.Done():
+						t.Stop()
+					}
+					if runCtx.Err() != nil {
+						break
+					}
+					rctx, rcancel := context.WithTimeout(runCtx, o.Timeout)
+					out = s.send(rctx, p)
+					rcancel()
+				}
 				if runCtx.Err() != nil && !out.ok {
 					return // interrupted, not a server failure
 				}
@@ -360,7 +382,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		Protocol: o.Protocol, Concurrency: o.Concurrency, OpenLoop: o.Rate > 0,
 		Elapsed: elapsed, Requests: int(requests.Load()), AckedRequests: int(acked.Load()),
 		SentSpans: sent.Load(), AcceptedSpans: accepted.Load(), RejectedSpans: rejected.Load(),
-		Status429: int(n429.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
+		Status429: int(n429.Load()), Retried429: int(retried.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
 		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all),
 		FirstError: firstErr,
 	}

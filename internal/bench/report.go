@@ -146,6 +146,11 @@ func Markdown(s *Suite, rec *Record, rawRel string) string {
 		b.WriteString("\nRefused or missing scenarios (reported as failures, not numbers):\n\n")
 		b.WriteString(strings.Join(failures, "\n") + "\n")
 	}
+	if s.Detail != nil {
+		if d := strings.TrimSpace(s.Detail(rec)); d != "" {
+			b.WriteString("\n" + d + "\n")
+		}
+	}
 	if len(rec.Targets) > 0 {
 		b.WriteString("\n| Target | Want | Got | Result |\n|---|---|---|---|\n")
 		for _, t := range rec.Targets {

@@ -102,6 +102,9 @@ type Suite struct {
 	Columns []Column
 	// Targets turns a finished record into PASS/FAIL lines.
 	Targets func(rec *Record) []Target
+	// Detail, when set, returns extra markdown (for example a per-query
+	// table) written under the result table and above the targets.
+	Detail func(rec *Record) string
 }
 
 var suites = map[string]*Suite{}

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/segment"
@@ -62,6 +63,9 @@ type Options struct {
 	// resident bytes); default 128 MiB; negative disables it.
 	BlockCacheBytes int64
 
+	// Prices prices LLM calls at ingest; nil means llm.DefaultPrices().
+	Prices *llm.Prices
+
 	Logger *slog.Logger
 }
 
@@ -100,6 +104,9 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Prices == nil {
+		o.Prices = llm.DefaultPrices()
+	}
 	return nil
 }
 
@@ -137,10 +144,11 @@ type counters struct {
 	seals, sealNanos, sealedSpans  atomic.Int64
 	corruptions                    atomic.Int64
 	blocksExamined, blocksPruned   atomic.Int64
-	segmentsSkipped                atomic.Int64
 	replayedRecords, replayedSpans atomic.Int64
 	replayRejectedRecords          atomic.Int64
 	bufferFull, sealErrors         atomic.Int64
+	// LLM statistics: parts answered from stored aggregates versus rows.
+	llmAggSegments, llmAggBlocks, llmRowBlocks atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -187,7 +195,10 @@ func Open(opts Options) (*Engine, error) {
 		Dir:          walDir,
 		Mode:         opts.Durability,
 		SyncInterval: opts.SyncInterval,
-		Logf:         func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
+		// Never number new WAL files below the manifest's replay start,
+		// even if the WAL directory was emptied.
+		MinSeq: man.WALStart,
+		Logf:   func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
 	})
 	if err != nil {
 		e.closeSegments()
@@ -273,6 +284,7 @@ func (e *Engine) replay() error {
 			e.log.Error("wal record no longer decodes; skipped", "type", r.Type, "project", r.Project, "err", err)
 			return nil
 		}
+		llm.Enrich(b.Spans, e.opts.Prices)
 		e.active.insert(r.Project, b.Spans)
 		e.m.replayedSpans.Add(int64(len(b.Spans)))
 		return nil
@@ -320,7 +332,8 @@ func (e *Engine) bufferBytes() int64 {
 // Append stores one decoded request: body is written to the WAL, and once it
 // is durable (per Durability) spans become visible to queries, in that order.
 // Append returns only after both; the caller acknowledges the client then.
-// The engine takes ownership of body and spans.
+// The engine takes ownership of body and spans, and derives each span's LLM
+// fields (llm.Enrich) before storing it; replay derives them again.
 func (e *Engine) Append(project string, t RecordType, body []byte, spans []model.Span) error {
 	if e.closed.Load() {
 		return ErrClosed
@@ -333,6 +346,7 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 		e.requestSeal()
 		return ErrBufferFull
 	}
+	llm.Enrich(spans, e.opts.Prices)
 	err := e.wal.Append(wal.Record{Type: uint8(t), Project: project, Body: body}, func() {
 		// Runs in the WAL commit goroutine, serialised with Rotate.
 		e.mu.RLock()

@@ -23,6 +23,8 @@ type segHandle struct {
 
 	catMu sync.Mutex
 	cats  map[int]*catalog // per block, built lazily by discovery queries
+
+	aggs aggCache // LLM aggregates read so far
 }
 
 func newSegHandle(name string, r *segment.Reader) *segHandle {

@@ -61,7 +61,10 @@ type Counters struct {
 	BlocksExamined, BlocksPruned   int64
 	ReplayedRecords, ReplayedSpans int64
 	BufferFull, SealErrors         int64
-	WAL                            wal.Stats
+	// LLM statistics: segments and blocks answered from stored aggregates,
+	// and blocks whose rows were read instead.
+	LLMAggSegments, LLMAggBlocks, LLMRowBlocks int64
+	WAL                                        wal.Stats
 }
 
 // Counters returns a snapshot of the engine's cumulative metrics.
@@ -72,6 +75,7 @@ func (e *Engine) Counters() Counters {
 		BlocksExamined: e.m.blocksExamined.Load(), BlocksPruned: e.m.blocksPruned.Load(),
 		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
+		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		WAL: e.wal.Stats(),
 	}
 }

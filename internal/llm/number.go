@@ -8,6 +8,10 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 )
 
+// maxCount bounds a token count (about 1.1e12): larger values are not
+// counts, and sums of a few counts cannot overflow.
+const maxCount = 1 << 40
+
 // count reads a token count. SDKs send counts as ints, as doubles (the Go
 // and JS SDKs when the number passed through a float64) or as numeric
 // strings; all are accepted. Negative, fractional-overflowing, NaN and
@@ -15,13 +19,18 @@ import (
 func count(v model.Value) (int64, bool) {
 	switch v.Type {
 	case model.ValueInt:
-		return v.Int, v.Int >= 0
+		if v.Int >= 0 && v.Int <= maxCount {
+			return v.Int, true
+		}
 	case model.ValueDouble:
 		return floatCount(v.Double)
 	case model.ValueString:
 		s := strings.TrimSpace(v.Str)
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			return n, n >= 0
+			if n >= 0 && n <= maxCount {
+				return n, true
+			}
+			return 0, false
 		}
 		if f, err := strconv.ParseFloat(s, 64); err == nil {
 			return floatCount(f)
@@ -31,7 +40,7 @@ func count(v model.Value) (int64, bool) {
 }
 
 func floatCount(f float64) (int64, bool) {
-	if math.IsNaN(f) || f < 0 || f >= 1<<62 {
+	if math.IsNaN(f) || f < 0 || f > maxCount {
 		return 0, false
 	}
 	return int64(math.Round(f)), true

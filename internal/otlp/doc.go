@@ -8,7 +8,10 @@
 // repaired in Batch.Problems. A span with invalid ids is not returned: it is
 // counted in Batch.Rejected and the rest of the request is kept. Input that
 // cannot be decoded returns an *Error with the field path and byte offset, and
-// no spans. No input makes a decoder panic.
+// no spans. No input makes a decoder panic. Attribute values may nest (arrays
+// and kvlists inside each other) at most 100 levels below the attribute, the
+// limit of the segment format; a deeper value fails the request with an *Error
+// whose Path names the attribute.
 //
 // # Native JSON
 //

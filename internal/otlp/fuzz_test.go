@@ -1,11 +1,13 @@
 package otlp
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -30,10 +32,25 @@ func FuzzDecodeProto(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add(wrapSpans(goodSpan(), goodSpan(pbytes(4, sid8))))
+	for _, depth := range []int{maxValueDepth, maxValueDepth + 1} {
+		b, err := proto.Marshal(deepRequest(depth))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := DecodeProto(data)
 		var req coltrace.ExportTraceServiceRequest
 		officialErr := proto.Unmarshal(data, &req)
+		if officialErr == nil && requestValueDepth(&req) > maxValueDepth {
+			// proto.Unmarshal has no such limit; the segment format has.
+			var de *Error
+			if !errors.As(err, &de) || de.Reason != valueDepthReason {
+				t.Fatalf("value nested %d levels: DecodeProto returned %v, want a depth error", requestValueDepth(&req), err)
+			}
+			return
+		}
 		if officialErr == nil {
 			// proto.Unmarshal accepted, so every string is valid UTF-8: we must agree exactly.
 			if err != nil {
@@ -126,4 +143,42 @@ func FuzzDecodeNative(f *testing.F) {
 			t.Fatalf("EncodeNative round trip: %s", d)
 		}
 	})
+}
+
+// requestValueDepth returns how deeply the attribute values of req nest (see
+// maxValueDepth): 0 when every value is a scalar.
+func requestValueDepth(req *coltrace.ExportTraceServiceRequest) int {
+	deepest := 0
+	var anyDepth func(v *commonpb.AnyValue) int
+	anyDepth = func(v *commonpb.AnyValue) int {
+		d := 0
+		for _, e := range v.GetArrayValue().GetValues() {
+			d = max(d, 1+anyDepth(e))
+		}
+		for _, kv := range v.GetKvlistValue().GetValues() {
+			d = max(d, 1+anyDepth(kv.GetValue()))
+		}
+		return d
+	}
+	kvs := func(l []*commonpb.KeyValue) {
+		for _, kv := range l {
+			deepest = max(deepest, anyDepth(kv.GetValue()))
+		}
+	}
+	for _, rs := range req.GetResourceSpans() {
+		kvs(rs.GetResource().GetAttributes())
+		for _, ss := range rs.GetScopeSpans() {
+			kvs(ss.GetScope().GetAttributes())
+			for _, sp := range ss.GetSpans() {
+				kvs(sp.GetAttributes())
+				for _, e := range sp.GetEvents() {
+					kvs(e.GetAttributes())
+				}
+				for _, l := range sp.GetLinks() {
+					kvs(l.GetAttributes())
+				}
+			}
+		}
+	}
+	return deepest
 }

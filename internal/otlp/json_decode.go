@@ -517,8 +517,8 @@ func (d *jsonDecoder) kvs(dst *[]model.KeyValue, field string, depth int) error 
 }
 
 func (d *jsonDecoder) anyValue(v *model.Value, depth int) error {
-	if depth >= maxValueDepth {
-		return d.r.fail("values nested more than " + strconv.Itoa(maxValueDepth) + " deep")
+	if depth > maxValueDepth {
+		return d.r.fail(valueDepthReason)
 	}
 	return d.members(func(k string) error {
 		r := d.r

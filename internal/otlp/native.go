@@ -359,8 +359,8 @@ func (d *nativeDecoder) attrs(dst *[]model.KeyValue, field string) error {
 // other numbers (double), arrays, objects (kvlist) and null (empty).
 func (d *nativeDecoder) value(v *model.Value, depth int) error {
 	r := d.r
-	if depth >= maxValueDepth {
-		return r.fail("values nested more than " + strconv.Itoa(maxValueDepth) + " deep")
+	if depth > maxValueDepth {
+		return r.fail(valueDepthReason)
 	}
 	switch r.peek() {
 	case '"':

@@ -9,11 +9,17 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 )
 
-// maxValueDepth bounds how deeply AnyValues may nest (arrays in kvlists in
-// arrays...). protobuf-go stops at 10000 nested messages, and every level of
-// AnyValue nesting costs it at least two, so this limit never refuses a
-// request the official decoder accepts.
-const maxValueDepth = 10000
+// maxValueDepth bounds how deeply attribute values may nest (arrays in kvlists
+// in arrays...): an attribute's own value is at depth 0, the elements of an
+// array or kvlist value one level deeper than it. A value deeper than this is a
+// decode error. The limit is the segment format's (internal/segment refuses to
+// write deeper values, so a span accepted here would make every later seal
+// fail); TestValueDepthMatchesSegment checks that the two agree. Every decoder
+// (protobuf, OTLP/JSON, native JSON) enforces it.
+const maxValueDepth = 100
+
+// valueDepthReason is the reason given for a value nested deeper than maxValueDepth.
+var valueDepthReason = "attribute value nested deeper than " + strconv.Itoa(maxValueDepth) + " levels"
 
 // DecodeProto decodes an ExportTraceServiceRequest in protobuf wire format
 // straight into model spans, with a decoder written over protowire.
@@ -761,8 +767,8 @@ func (d *protoDecoder) keyValue(b []byte, base int, kv *model.KeyValue, depth in
 // anyValue decodes an AnyValue into v. A oneof member replaces what v held,
 // except that a repeated array_value or kvlist_value merges into the previous one.
 func (d *protoDecoder) anyValue(b []byte, base int, v *model.Value, depth int) error {
-	if depth >= maxValueDepth {
-		return newError(base, "values nested more than "+strconv.Itoa(maxValueDepth)+" deep")
+	if depth > maxValueDepth {
+		return newError(base, valueDepthReason)
 	}
 	r := newReader(b, base)
 	for len(r.b) > 0 {

@@ -271,7 +271,59 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	if err := check(colLinks, &kd.dec); err != nil {
 		return nil, err
 	}
+	if s := bd.cols[colLLM]; s != "" {
+		d = dec{s: s}
+		decodeLLM(&d, out, lo, hi, seek)
+		if err := check(colLLM, &d); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// decodeLLM reads the LLM column (see llmColumn) into rows [lo, hi) of out.
+// Failures stick in d.err.
+func decodeLLM(d *dec, out []model.Span, lo, hi int, seek func(uint32, *dec) int) {
+	dict := d.strs()
+	var arena []model.LLM // LLM values are carved from chunks: few allocations, stable pointers
+	for i := seek(colLLM, d); i < hi && d.err == nil; i++ {
+		flags := d.byte1()
+		if flags == 0 {
+			continue
+		}
+		if flags&llmPresent == 0 || flags&^(llmPresent|llmCounted) != 0 {
+			d.failf(fmt.Sprintf("bad LLM flags %#x", flags))
+			return
+		}
+		var l model.LLM
+		for _, p := range [...]*string{&l.Provider, &l.RequestModel, &l.ResponseModel, &l.Operation,
+			&l.SessionID, &l.UserID, &l.AgentName, &l.ToolName} {
+			j := d.index(len(dict))
+			if d.err != nil {
+				return
+			}
+			*p = dict[j]
+		}
+		for _, p := range [...]*int64{&l.InputTokens, &l.OutputTokens, &l.CacheReadTokens, &l.CacheCreationTokens,
+			&l.ReasoningTokens, &l.CostNanoUSD} {
+			*p = d.varint()
+		}
+		src := d.uvarint()
+		if src > math.MaxUint8 && d.err == nil {
+			d.failf("LLM cost source out of range")
+		}
+		l.CostSource = model.CostSource(src)
+		l.TimeToFirstTokenNanos = d.uvarint()
+		l.Counted = flags&llmCounted != 0
+		if i < lo || d.err != nil {
+			continue
+		}
+		if len(arena) == cap(arena) {
+			arena = make([]model.LLM, 0, min(max(2*cap(arena), 16), hi-i))
+		}
+		arena = append(arena, l)
+		out[i-lo].LLM = &arena[len(arena)-1]
+	}
 }
 
 // tableIndexes reads the per-span table indexes (0 = nil, j = table[j-1])

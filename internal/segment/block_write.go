@@ -200,6 +200,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 		return encodedBlock{}, err
 	}
 
+	e.llmColumn(spans)
 	e.putMarks()
 	return encodedBlock{out: e.out, cols: e.cols, meta: meta, bloom: e.encodeBloom()}, nil
 }
@@ -428,4 +429,67 @@ func (e *blockEncoder) putMarks() {
 	}
 	e.raw = raw
 	e.put(colRowMarks, raw)
+}
+
+// llmColumn writes the optional LLM column when a span of the block has
+// LLM fields: a block-local string dictionary (uvarint n | n x str), then per
+// span a flags byte (0 = no LLM; bit 0 present, bit 1 Counted) and, when
+// present: provider, request model, response model, operation, session,
+// user, agent and tool as uvarint dictionary indexes; input, output,
+// cache-read, cache-creation and reasoning tokens and cost as varints; cost
+// source and time to first token as uvarints.
+func (e *blockEncoder) llmColumn(spans []model.Span) {
+	any := false
+	for i := range spans {
+		if spans[i].LLM != nil {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return
+	}
+	clear(e.dict)
+	e.dlist = e.dlist[:0]
+	id := func(s string) uint64 {
+		j, ok := e.dict[s]
+		if !ok {
+			j = uint64(len(e.dlist))
+			e.dict[s] = j
+			e.dlist = append(e.dlist, s)
+		}
+		return j
+	}
+	body := e.kv.body[:0] // the kv encoder is idle after the links column
+	for i := range spans {
+		e.mark(colLLM, i, len(body)) // relative to the body; shifted by the dictionary below
+		l := spans[i].LLM
+		if l == nil {
+			body = append(body, 0)
+			continue
+		}
+		flags := byte(llmPresent)
+		if l.Counted {
+			flags |= llmCounted
+		}
+		body = append(body, flags)
+		body = appendUvarints(body, id(l.Provider), id(l.RequestModel), id(l.ResponseModel), id(l.Operation),
+			id(l.SessionID), id(l.UserID), id(l.AgentName), id(l.ToolName))
+		for _, v := range [...]int64{l.InputTokens, l.OutputTokens, l.CacheReadTokens, l.CacheCreationTokens,
+			l.ReasoningTokens, l.CostNanoUSD} {
+			body = binary.AppendVarint(body, v)
+		}
+		body = appendUvarints(body, uint64(l.CostSource), l.TimeToFirstTokenNanos)
+	}
+	e.kv.body = body
+	raw := binary.AppendUvarint(e.raw[:0], uint64(len(e.dlist)))
+	for _, s := range e.dlist {
+		raw = appendStr(raw, s)
+	}
+	for i := range e.marks[colLLM] {
+		e.marks[colLLM][i] += uint64(len(raw))
+	}
+	raw = append(raw, body...)
+	e.raw = raw
+	e.put(colLLM, raw)
 }

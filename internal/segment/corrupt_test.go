@@ -36,6 +36,21 @@ func fileLayout(t *testing.T, data []byte, r *Reader) []part {
 			}
 			continue
 		}
+		if typ == sectionLLMAggregates {
+			for ri, refs := range [][]aggRef{r.aggs.blocks, r.aggs.projects} {
+				for k, ref := range refs {
+					if ref.Length > 0 {
+						o := r.aggs.offset + int64(ref.Offset)
+						name := fmt.Sprintf("aggregates of block %d ", k)
+						if ri == 1 {
+							name = fmt.Sprintf("aggregates of project %d", k)
+						}
+						parts = append(parts, part{name, o, o + int64(ref.Length)})
+					}
+				}
+			}
+			continue
+		}
 		parts = append(parts, part{fmt.Sprintf("section %d", typ), off, off + length})
 	}
 	for i, b := range r.blocks {
@@ -68,6 +83,16 @@ func exercise(path string, traces []traceRef) []error {
 	}
 	for _, tr := range traces {
 		if _, err := r.FindTrace(tr.project, tr.id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range r.Blocks() {
+		if _, err := r.BlockAggregates(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range r.Info().Projects {
+		if _, err := r.SegmentAggregates(p.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -129,7 +154,8 @@ func TestCorruption(t *testing.T) {
 		nb := len(r.blocks)
 		sampled := map[string]bool{"block 0 ": true, fmt.Sprintf("block %d ", nb/2): true, fmt.Sprintf("block %d ", nb-1): true}
 		for _, p := range parts {
-			if strings.HasPrefix(p.name, "block ") && !sampled[p.name[:strings.Index(p.name, "column")]] {
+			if strings.HasPrefix(p.name, "block ") && !sampled[p.name[:strings.Index(p.name, "column")]] ||
+				strings.HasPrefix(p.name, "aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "aggregates of ")] {
 				continue
 			}
 			for _, at := range []int64{p.start, (p.start + p.end) / 2, p.end - 1} {

@@ -67,6 +67,16 @@ func (d *dec) u32() uint32 {
 	return uint32(v)
 }
 
+// i64 reads a uvarint that must fit in an int64.
+func (d *dec) i64() int64 {
+	v := d.uvarint()
+	if v > math.MaxInt64 {
+		d.failf("value exceeds 63 bits")
+		return 0
+	}
+	return int64(v)
+}
+
 // count reads an element count and checks it against the bytes left, given
 // that each element takes at least minSize bytes. This bounds allocations by
 // the input size.

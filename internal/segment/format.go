@@ -32,12 +32,21 @@ const (
 	sectionAttrBlooms  = 3 // per-block attribute-value bloom filters
 	sectionTraceIndex  = 4 // (project, trace id) -> (block, row, count), in checksummed pages
 	sectionTraceFences = 5 // first key and checksum of every trace-index page
+	// Optional: per-block partial LLM aggregates and per-project rollups, in
+	// parts read on demand (like the trace index); section 10 is their directory.
+	sectionLLMAggregates = 6
 	// Reserved for later issues; version 1 writers never emit them.
-	sectionLLMAggregates  = 6 // issue 4: per-block partial LLM aggregates
-	sectionTokenFilters   = 7 // issue 5: per-block full-text token filters
-	sectionTokenSummary   = 8 // issue 5: per-segment summary token filter
-	sectionValueRefs      = 9 // issue 5: stored-value hashes this segment references
+	sectionTokenFilters   = 7  // issue 5: per-block full-text token filters
+	sectionTokenSummary   = 8  // issue 5: per-segment summary token filter
+	sectionValueRefs      = 9  // issue 5: stored-value hashes this segment references
+	sectionLLMAggDir      = 10 // directory of section 6: one part per block and per project rollup
 	sectionFirstUserRange = 64
+)
+
+// Flags of a record in the LLM column.
+const (
+	llmPresent = 1 // the span has LLM fields
+	llmCounted = 2 // model.LLM.Counted
 )
 
 // sectionRequired in a TOC entry's flags tells a reader that does not know the
@@ -69,14 +78,15 @@ const (
 	colEvents        = 15
 	colLinks         = 16
 	colRowMarks      = 17 // optional: byte offsets of every markRows-th row in the variable-width columns
+	colLLM           = 18 // optional: model.LLM of every span (written when a span of the block has one)
 	requiredColumns  = 16 // columns 1..16 must be present
-	numColumns       = 17
+	numColumns       = 18
 	markRows         = 64
 )
 
 var columnNames = [...]string{"", "trace_id", "span_id", "parent_id", "start", "duration", "name", "service",
 	"kind_status_flags", "status_message", "trace_state", "resource", "scope", "attributes", "dropped",
-	"events", "links", "row_marks"}
+	"events", "links", "row_marks", "llm"}
 
 // Value tags on disk. They equal model.ValueType for the OTLP variants, but
 // are a separate, frozen list: the model may change, the disk may not.

@@ -44,6 +44,9 @@ func TestFormatFixture(t *testing.T) {
 	}
 	r := openT(t, path)
 	_, want := expected(corpus)
+	for i := range want {
+		want[i].LLM = nil // written before LLM columns existed: the reader returns no LLM fields
+	}
 	requireSpansEqual(t, "fixture", readAll(t, r), want)
 	for i, m := range r.Blocks() {
 		spans, _ := r.ReadBlock(i)

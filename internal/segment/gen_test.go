@@ -126,6 +126,7 @@ func genCorpus(seed uint64, projects, tracesPerProject, maxTrace int) map[string
 				out[name] = append(out[name], sp)
 			}
 		}
+		addLLM(out[name], seed+uint64(p))
 		rng.Shuffle(len(out[name]), func(i, j int) { out[name][i], out[name][j] = out[name][j], out[name][i] })
 	}
 	return out
@@ -234,4 +235,49 @@ func realisticCorpus(seed uint64, spans int) []model.Span {
 		}
 	}
 	return out
+}
+
+// addLLM gives about a third of the spans LLM fields, from a random stream of
+// its own (so the rest of a corpus does not depend on it). Every trace of
+// some blocks has none, some fields take extreme values, and sessions,
+// models and users repeat so that aggregates group several spans.
+func addLLM(spans []model.Span, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x11a))
+	models := []string{"", "gpt-4o", "gpt-4o-2024-08-06", "claude-sonnet-4", "日本語-model"}
+	pick := func(vs ...string) string { return vs[rng.IntN(len(vs))] }
+	for i := range spans {
+		if spans[i].TraceID[1]%3 != 0 { // whole traces with or without LLM spans
+			continue
+		}
+		if rng.IntN(4) == 0 {
+			continue
+		}
+		l := &model.LLM{
+			Provider:      pick("openai", "anthropic", "aws.bedrock", ""),
+			RequestModel:  models[rng.IntN(len(models))],
+			ResponseModel: models[rng.IntN(len(models))],
+			Operation:     pick("chat", "embeddings", "execute_tool", "invoke_agent"),
+			InputTokens:   rng.Int64N(5000) - 1, OutputTokens: rng.Int64N(800) - 1,
+			CacheReadTokens: rng.Int64N(100) - 1, CacheCreationTokens: rng.Int64N(50) - 1,
+			ReasoningTokens: rng.Int64N(30) - 1,
+			CostNanoUSD:     rng.Int64N(1e7),
+			CostSource:      model.CostSource(rng.IntN(3)),
+			SessionID:       fmt.Sprintf("sess-%d", rng.IntN(6)),
+			UserID:          pick("", "alice", "bob"),
+			AgentName:       pick("", "planner"),
+			ToolName:        pick("", "search", "calculator"),
+			Counted:         rng.IntN(3) != 0,
+		}
+		if rng.IntN(2) == 0 {
+			l.TimeToFirstTokenNanos = rng.Uint64N(2e9)
+		}
+		switch rng.IntN(40) {
+		case 0:
+			l.InputTokens, l.CostNanoUSD, l.TimeToFirstTokenNanos = math.MaxInt64, math.MinInt64, math.MaxUint64
+			l.CostSource = 255
+		case 1:
+			*l = model.LLM{} // present but empty
+		}
+		spans[i].LLM = l
+	}
 }

@@ -26,6 +26,7 @@ type Reader struct {
 	metas    []BlockMeta
 	blooms   []*bloom.BloomFilter
 	tix      traceIndex
+	aggs     aggIndex
 	resident int
 }
 
@@ -122,7 +123,8 @@ func (r *Reader) open() error {
 		if _, dup := sections[e.Type]; dup {
 			return r.corrupt(entOff, "section type %d listed twice", e.Type)
 		}
-		if e.Type > sectionTraceFences {
+		known := e.Type <= sectionTraceFences || e.Type == sectionLLMAggregates || e.Type == sectionLLMAggDir
+		if !known {
 			if e.Flags&sectionRequired != 0 {
 				return fmt.Errorf("open segment %s: required section type %d: %w", r.path, e.Type, ErrUnsupported)
 			}
@@ -212,7 +214,43 @@ func (r *Reader) open() error {
 	}
 	r.resident -= len(s)
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
+	r.openAggs(sections, load)
 	return nil
+}
+
+// openAggs loads the directory of the LLM aggregates. Damage to it does not
+// fail Open: it is kept in r.aggs.err and returned by the aggregate calls
+// only, so the rest of the segment stays readable.
+func (r *Reader) openAggs(sections map[uint32]tocEntry, load func(uint32) (string, int64, error)) {
+	data, okData := sections[sectionLLMAggregates]
+	dir, okDir := sections[sectionLLMAggDir]
+	if !okData && !okDir {
+		return
+	}
+	r.aggs.present = true
+	if !okData || !okDir {
+		r.aggs.err = r.corrupt(int64(data.Offset+dir.Offset), "LLM aggregates: only one of sections %d and %d present",
+			sectionLLMAggregates, sectionLLMAggDir)
+		return
+	}
+	if data.Codec != codecNone || data.RawLen != data.Length {
+		r.aggs.err = r.corrupt(int64(data.Offset), "LLM aggregates section must be stored uncompressed")
+		return
+	}
+	s, off, err := load(sectionLLMAggDir)
+	if err != nil {
+		r.aggs.err = err
+		return
+	}
+	r.resident -= len(s)
+	r.aggs.offset, r.aggs.length = int64(data.Offset), data.Length
+	r.aggs.blocks, r.aggs.projects, err = decodeAggDir(s, len(r.blocks), len(r.info.Projects), data.Length)
+	if err != nil {
+		r.aggs.err = r.corrupt(off, "LLM aggregates directory: %v", err)
+		r.aggs.blocks, r.aggs.projects = nil, nil
+		return
+	}
+	r.resident += (len(r.aggs.blocks) + len(r.aggs.projects)) * int(unsafe.Sizeof(aggRef{}))
 }
 
 func baseName(path string) string {

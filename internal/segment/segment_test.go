@@ -37,6 +37,8 @@ func spanDiff(a, b *model.Span) string {
 		return "event / link count"
 	case (a.Resource == nil) != (b.Resource == nil) || (a.Scope == nil) != (b.Scope == nil):
 		return "nil resource / scope"
+	case (a.LLM == nil) != (b.LLM == nil) || (a.LLM != nil && *a.LLM != *b.LLM):
+		return fmt.Sprintf("llm %+v vs %+v", a.LLM, b.LLM)
 	}
 	for i := range a.Events {
 		x, y := a.Events[i], b.Events[i]

@@ -67,6 +67,7 @@ type Writer struct {
 	blocks  []blockEntry
 	blooms  [][]byte
 	entries []traceEntry
+	aggs    *aggWriter
 }
 
 // NewWriter creates dir/name.tmp and returns a Writer for it.
@@ -87,7 +88,7 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
-	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc)}
+	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter()}
 	if err := w.write(appendHeader(nil)); err != nil {
 		w.Abort()
 		return nil, err
@@ -136,6 +137,9 @@ func (w *Writer) Append(project string, spans []model.Span) error {
 		}
 		if err := w.flushBlock(); err != nil {
 			return err
+		}
+		if w.haveProject {
+			w.aggs.endProject(w)
 		}
 		w.project, w.haveProject, w.haveTrace = project, true, false
 		w.projects = append(w.projects, ProjectInfo{Name: project, MinStart: math.MaxUint64})
@@ -225,6 +229,7 @@ func (w *Writer) flushBlock() error {
 		Meta: eb.meta, Cols: slices.Clone(eb.cols),
 	})
 	w.blooms = append(w.blooms, eb.bloom)
+	w.aggs.addBlock(w)
 	for i := 0; i < len(w.block); {
 		j := i + 1
 		for j < len(w.block) && w.block[j].TraceID == w.block[i].TraceID {
@@ -268,6 +273,9 @@ func (w *Writer) close() (Info, error) {
 	if err := w.flushBlock(); err != nil {
 		return Info{}, err
 	}
+	if w.haveProject {
+		w.aggs.endProject(w)
+	}
 	slices.SortFunc(w.entries, compareEntries)
 	if err := w.checkContiguous(); err != nil {
 		return Info{}, w.fail(err)
@@ -293,6 +301,8 @@ func (w *Writer) close() (Info, error) {
 	pages, fences := buildTraceIndex(w.entries)
 	section(sectionTraceIndex, pages, false)
 	section(sectionTraceFences, fences, false)
+	section(sectionLLMAggregates, w.aggs.data, false) // parts are compressed one by one
+	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
 	tocOff := uint64(w.off) + uint64(len(out))
 	tocStart := len(out)
 	out = appendTOC(out, toc)
@@ -368,7 +378,7 @@ func (w *Writer) Abort() {
 		w.f = nil
 	}
 	_ = os.Remove(w.tmp)
-	w.block, w.trace, w.entries, w.blooms = nil, nil, nil, nil
+	w.block, w.trace, w.entries, w.blooms, w.aggs = nil, nil, nil, nil, nil
 }
 
 func syncDir(dir string) error {

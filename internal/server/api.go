@@ -30,6 +30,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/services/{service}/operations", s.met.timed("operations", s.withEngine(s.handleOperations)))
 	mux.HandleFunc("GET /api/v1/attributes", s.met.timed("attributes", s.withEngine(s.handleAttributes)))
 	mux.HandleFunc("GET /api/v1/attributes/{key}/values", s.met.timed("attribute_values", s.withEngine(s.handleAttributeValues)))
+	mux.HandleFunc("GET /api/v1/llm/stats", s.met.timed("llm_stats", s.withEngine(s.handleLLMStats)))
+	mux.HandleFunc("GET /api/v1/llm/timeseries", s.met.timed("llm_timeseries", s.withEngine(s.handleLLMTimeseries)))
+	mux.HandleFunc("GET /api/v1/sessions", s.met.timed("sessions", s.withEngine(s.handleSessions)))
+	mux.HandleFunc("GET /api/v1/sessions/{session_id}", s.met.timed("session", s.withEngine(s.handleSession)))
 	mux.HandleFunc("GET /api/v1/stats", s.met.timed("stats", s.withEngine(s.handleStats)))
 
 	mux.Handle("GET /metrics", s.met.handler())

@@ -349,6 +349,11 @@ func DecodePrefix(b []byte) (*Sketch, int, error) {
 	if idx[n-1]-idx[0]+1 > MaxBuckets {
 		return fail("bucket range exceeds the bound")
 	}
+	// The top bucket is never collapsed, so it is max's; min's bucket is at
+	// or below the lowest kept one.
+	if bucketIndex(s.max) != idx[n-1] || (s.min > 0 && bucketIndex(s.min) > idx[0]) {
+		return fail("min or max outside the buckets")
+	}
 	s.offset = idx[0]
 	s.counts = make([]uint64, idx[n-1]-idx[0]+1)
 	for k := range idx {

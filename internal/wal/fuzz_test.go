@@ -30,6 +30,15 @@ func FuzzReplay(f *testing.F) {
 	bad := append([]byte(nil), valid...)
 	bad[fileHeaderSize+20] ^= 0xff
 	f.Add(bad)
+	badLen := append([]byte(nil), valid...)
+	badLen[fileHeaderSize+3] ^= 0x40 // first record's length: resync by scanning
+	f.Add(badLen)
+	badMagic := append([]byte(nil), valid...)
+	badMagic[1] = 'X'
+	f.Add(badMagic)
+	twoBad := append([]byte(nil), bad...)
+	twoBad[len(twoBad)-2] ^= 0x01
+	f.Add(twoBad)
 	newer := append([]byte(nil), valid...)
 	newer[4] = fileVersion + 1
 	f.Add(newer)

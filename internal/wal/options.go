@@ -51,6 +51,12 @@ type Options struct {
 	// wait while the pending batch is full. A single larger record still gets
 	// its own batch. Default 8 MiB.
 	MaxBatchBytes int
+	// MinSeq is the lowest sequence Open may give the file it starts: Open
+	// uses max(highest existing sequence + 1, MinSeq). An engine passes the
+	// first sequence its manifest still needs replayed (wal_start), so that if
+	// the directory was emptied or lost, new records never get a sequence
+	// below it (which a later replay from wal_start would skip). 0 = no floor.
+	MinSeq uint64
 	// Logf receives warnings (torn tail cut, corruption skipped). Default: discard.
 	Logf func(format string, args ...any)
 

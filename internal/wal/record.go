@@ -48,6 +48,9 @@ type CorruptionError struct {
 	File   string // path of the log file
 	Offset int64  // byte offset of the first bad byte (record or header start)
 	Reason string // what is wrong
+	// Skipped is how many bytes from the damage on were not replayed: up to
+	// the intact record where replay resumed, or to the end of the file.
+	Skipped int64
 }
 
 // Error implements error.

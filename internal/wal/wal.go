@@ -84,9 +84,10 @@ type Stats struct {
 }
 
 // Open opens or creates the log in opts.Dir. It always starts a new file for
-// this process's appends, so files written before (which may end in a torn
-// record) are never appended to. It does not replay: call Replay before the
-// first Append.
+// this process's appends, with sequence max(highest existing + 1,
+// opts.MinSeq, 1), so files written before (which may end in a torn record)
+// are never appended to. It does not replay: call Replay before the first
+// Append.
 //
 // Open starts the commit goroutine; Close stops it.
 func Open(opts Options) (*WAL, error) {
@@ -110,10 +111,10 @@ func Open(opts Options) (*WAL, error) {
 	for _, lf := range files {
 		w.size.Add(lf.size)
 	}
-	seq := uint64(1)
+	seq := max(1, opts.MinSeq)
 	if len(files) > 0 {
 		w.lastOldSeq = files[len(files)-1].seq
-		seq = w.lastOldSeq + 1
+		seq = max(seq, w.lastOldSeq+1)
 	}
 	f, err := w.createLogFile(seq)
 	if err != nil {

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+)
+
+func init() {
+	register(&Command{Name: "llm", Short: "LLM usage: tokens, cost and latency grouped by model, user, session...", Run: runLLM})
+}
+
+// llmMeasures is the subset of the API's measures the CLI prints.
+type llmMeasures struct {
+	Spans        int64   `json:"spans"`
+	Counted      int64   `json:"counted_spans"`
+	Errors       int64   `json:"errors"`
+	Traces       int64   `json:"traces"`
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	CacheRead    int64   `json:"cache_read_tokens"`
+	Reasoning    int64   `json:"reasoning_tokens"`
+	CostUSD      float64 `json:"cost_usd"`
+	FirstSeen    string  `json:"first_seen"`
+	LastSeen     string  `json:"last_seen"`
+	Latency      *struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms"`
+}
+
+func runLLM(ctx context.Context, env *Env, args []string) error {
+	if len(args) == 0 || args[0] != "stats" {
+		return fmt.Errorf("%w: usage: rastro llm stats [--by model,user,...] [flags]", errUsage)
+	}
+	fs := newFlagSet(env, "llm stats", "[flags] [TRACEQL]")
+	var c clientFlags
+	c.register(fs)
+	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
+	since := fs.String("since", "", "window start: RFC 3339, Unix nanoseconds, or a duration ago (1h); default all time")
+	until := fs.String("until", "", "window end, same forms as --since")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	params := url.Values{"group_by": {*by}}
+	if fs.NArg() > 0 {
+		params.Set("q", strings.Join(fs.Args(), " "))
+	}
+	if *since != "" {
+		params.Set("since", *since)
+	}
+	if *until != "" {
+		params.Set("until", *until)
+	}
+	body, err := c.get(ctx, "/api/v1/llm/stats", params)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err := env.Stdout.Write(body)
+		return err
+	}
+	var resp struct {
+		GroupBy []string `json:"group_by"`
+		Groups  []struct {
+			Key map[string]string `json:"key"`
+			llmMeasures
+		} `json:"groups"`
+		Totals llmMeasures `json:"totals"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return fmt.Errorf("decode server response: %w", err)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, k := range resp.GroupBy {
+		fmt.Fprintf(tw, "%s\t", strings.ToUpper(k))
+	}
+	fmt.Fprintln(tw, "SPANS\tCALLS\tERRORS\tINPUT TOK\tOUTPUT TOK\tCACHE READ\tREASONING\tCOST USD\tP50 ms\tP95 ms\tP99 ms\t")
+	row := func(key []string, m llmMeasures) {
+		for _, k := range key {
+			fmt.Fprintf(tw, "%s\t", k)
+		}
+		p50, p95, p99 := "-", "-", "-"
+		if m.Latency != nil {
+			p50, p95, p99 = fmt.Sprintf("%.1f", m.Latency.P50), fmt.Sprintf("%.1f", m.Latency.P95), fmt.Sprintf("%.1f", m.Latency.P99)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\t%s\t%s\t\n", m.Spans, m.Counted, m.Errors,
+			m.InputTokens, m.OutputTokens, m.CacheRead, m.Reasoning, m.CostUSD, p50, p95, p99)
+	}
+	for _, g := range resp.Groups {
+		key := make([]string, len(resp.GroupBy))
+		for i, k := range resp.GroupBy {
+			key[i] = g.Key[k]
+			if key[i] == "" {
+				key[i] = "(none)"
+			}
+		}
+		row(key, g.llmMeasures)
+	}
+	total := make([]string, len(resp.GroupBy))
+	if len(total) > 0 {
+		total[0] = "TOTAL"
+	}
+	row(total, resp.Totals)
+	return tw.Flush()
+}

@@ -1,0 +1,374 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/sketch"
+)
+
+// GroupKeys are the dimensions LLM statistics can be grouped by.
+var GroupKeys = []string{"model", "provider", "service", "operation", "session", "user", "agent", "day", "hour"}
+
+// ValidGroupKey reports whether k is one of GroupKeys.
+func ValidGroupKey(k string) bool { return slices.Contains(GroupKeys, k) }
+
+// LLMGroup is one group of LLM statistics.
+type LLMGroup struct {
+	Key    map[string]string // group-by dimension -> value
+	Bucket int64             // time series only: bucket start, Unix seconds
+	M      segment.AggMeasures
+}
+
+// LLMQuery selects and groups LLM spans.
+type LLMQuery struct {
+	Filter  query.Filter // window (Start, End) and any span filter
+	GroupBy []string     // subset of GroupKeys; empty = one group with the totals
+}
+
+// aggregatesUsable reports whether stored aggregates can answer f: they
+// summarise every LLM span of a block, so only a filter that constrains
+// nothing but the time window can use them.
+func aggregatesUsable(f *query.Filter) bool {
+	return f.Expr == nil && f.Service == "" && f.Name == "" && !f.HasStatus && f.MinDuration == 0 && f.MaxDuration == 0
+}
+
+// inWindow reports whether [lo, hi] lies inside [start, end) (0 = unbounded).
+func inWindow(lo, hi, start, end uint64) bool {
+	return (start == 0 || lo >= start) && (end == 0 || hi < end)
+}
+
+// overlaps reports whether [lo, hi] meets [start, end).
+func overlaps(lo, hi, start, end uint64) bool {
+	return (end == 0 || lo < end) && (start == 0 || hi >= start)
+}
+
+// llmEntries gathers aggregate entries covering exactly the LLM spans of
+// project matching f: stored aggregates for whole segments or blocks inside
+// the window when the filter allows (and rows is false), row aggregation
+// elsewhere. bucket, when not nil, splits row aggregation by time bucket (for
+// time series finer than the stored hourly keys).
+func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, forceRows bool, res *Result) ([]segment.AggEntry, error) {
+	usable := aggregatesUsable(f) && !forceRows
+	rows := segment.NewAggregator()
+	var out []segment.AggEntry
+	err := e.llmScan(ctx, project, f, res, func(s *segHandle, project string) bool {
+		if !usable {
+			return false
+		}
+		agg, err := e.segmentAggregates(s, project)
+		if err != nil {
+			e.corrupt(res, s.name, err) // fall back to blocks
+			return false
+		}
+		out = append(out, agg...)
+		return true
+	}, func(s *segHandle, i int) bool {
+		if !usable {
+			return false
+		}
+		agg, err := e.blockAggregates(s, i)
+		if err != nil {
+			e.corrupt(res, s.name, err) // fall back to the rows
+			return false
+		}
+		out = append(out, agg...)
+		return true
+	}, rows.Add)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rows.Entries()...), nil
+}
+
+// llmScan visits the LLM spans of project matching f. For each segment wholly
+// inside the window it first offers wholeSeg, then for each block wholly
+// inside the window wholeBlock; when the offer is taken (true), those spans
+// are accounted for and not visited. Everything else goes to span.
+func (e *Engine) llmScan(ctx context.Context, project string, f *query.Filter, res *Result,
+	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
+	v := e.view()
+	visit := func(s *model.Span) {
+		if s.LLM != nil && f.Match(s) {
+			span(s)
+		}
+	}
+	for _, m := range v.mems {
+		m.scan(func(r *row) bool {
+			if r.project == project {
+				visit(&r.span)
+			}
+			return true
+		})
+	}
+	for _, s := range v.segs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		pi := s.projectInfo(project)
+		if pi == nil || !overlaps(pi.MinStart, pi.MaxStart, f.Start, f.End) {
+			continue
+		}
+		if inWindow(pi.MinStart, pi.MaxStart, f.Start, f.End) && wholeSeg(s, project) {
+			e.m.llmAggSegments.Add(1)
+			continue
+		}
+		for i := range s.blocks {
+			b := &s.blocks[i]
+			if b.Project != project || !overlaps(b.MinStart, b.MaxStart, f.Start, f.End) {
+				continue
+			}
+			if inWindow(b.MinStart, b.MaxStart, f.Start, f.End) && wholeBlock(s, i) {
+				e.m.llmAggBlocks.Add(1)
+				continue
+			}
+			e.m.llmRowBlocks.Add(1)
+			spans, err := e.readBlock(s, i)
+			if err != nil {
+				e.corrupt(res, s.name, err)
+				continue
+			}
+			for j := range spans {
+				visit(&spans[j])
+			}
+		}
+	}
+	return nil
+}
+
+func (s *segHandle) projectInfo(project string) *segment.ProjectInfo {
+	for i := range s.info.Projects {
+		if s.info.Projects[i].Name == project {
+			return &s.info.Projects[i]
+		}
+	}
+	return nil
+}
+
+// aggCache holds a segment's decoded aggregates; they are small (one entry
+// per distinct key per block) and immutable.
+type aggCache struct {
+	mu      sync.Mutex
+	blocks  map[int][]segment.AggEntry
+	project map[string][]segment.AggEntry
+}
+
+func (e *Engine) blockAggregates(s *segHandle, i int) ([]segment.AggEntry, error) {
+	s.aggs.mu.Lock()
+	a, ok := s.aggs.blocks[i]
+	s.aggs.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	if !s.r.HasAggregates() {
+		return nil, fmt.Errorf("segment %s has no stored aggregates", s.name)
+	}
+	a, err := s.r.BlockAggregates(i)
+	if err != nil {
+		return nil, err
+	}
+	s.aggs.mu.Lock()
+	if s.aggs.blocks == nil {
+		s.aggs.blocks = map[int][]segment.AggEntry{}
+	}
+	s.aggs.blocks[i] = a
+	s.aggs.mu.Unlock()
+	return a, nil
+}
+
+func (e *Engine) segmentAggregates(s *segHandle, project string) ([]segment.AggEntry, error) {
+	s.aggs.mu.Lock()
+	a, ok := s.aggs.project[project]
+	s.aggs.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	if !s.r.HasAggregates() {
+		return nil, fmt.Errorf("segment %s has no stored aggregates", s.name)
+	}
+	a, err := s.r.SegmentAggregates(project)
+	if err != nil {
+		return nil, err
+	}
+	s.aggs.mu.Lock()
+	if s.aggs.project == nil {
+		s.aggs.project = map[string][]segment.AggEntry{}
+	}
+	s.aggs.project[project] = a
+	s.aggs.mu.Unlock()
+	return a, nil
+}
+
+// groupValue projects an aggregate key onto one group-by dimension.
+func groupValue(k *segment.AggKey, dim string) string {
+	switch dim {
+	case "model":
+		return k.Model
+	case "provider":
+		return k.Provider
+	case "service":
+		return k.Service
+	case "operation":
+		return k.Operation
+	case "session":
+		return k.Session
+	case "user":
+		return k.User
+	case "agent":
+		return k.Agent
+	case "hour":
+		return time.Unix(k.Hour, 0).UTC().Format(time.RFC3339)
+	case "day":
+		return time.Unix(k.Hour, 0).UTC().Truncate(24 * time.Hour).Format("2006-01-02")
+	}
+	return ""
+}
+
+// mergeMeasures adds o into m (sketches merged, bounds widened).
+func mergeMeasures(m *segment.AggMeasures, o *segment.AggMeasures) {
+	if m.Spans == 0 {
+		m.MinStart, m.MaxEnd = o.MinStart, o.MaxEnd
+	} else {
+		m.MinStart = min(m.MinStart, o.MinStart)
+		m.MaxEnd = max(m.MaxEnd, o.MaxEnd)
+	}
+	m.Spans += o.Spans
+	m.Errors += o.Errors
+	m.Counted += o.Counted
+	m.InputTokens += o.InputTokens
+	m.OutputTokens += o.OutputTokens
+	m.CacheReadTokens += o.CacheReadTokens
+	m.CacheCreationTokens += o.CacheCreationTokens
+	m.ReasoningTokens += o.ReasoningTokens
+	m.CostNanoUSD += o.CostNanoUSD
+	m.Traces += o.Traces
+	m.Latency = mergeSketch(m.Latency, o.Latency)
+	m.TTFT = mergeSketch(m.TTFT, o.TTFT)
+}
+
+func mergeSketch(a, b *sketch.Sketch) *sketch.Sketch {
+	if b == nil {
+		return a
+	}
+	if a == nil {
+		return b.Clone()
+	}
+	a.Merge(b)
+	return a
+}
+
+// LLMStats groups the LLM spans matching q by q.GroupBy. Groups come sorted
+// by cost, then spans, descending.
+func (e *Engine) LLMStats(ctx context.Context, project string, q *LLMQuery) ([]LLMGroup, Result, error) {
+	var res Result
+	for _, g := range q.GroupBy {
+		if !ValidGroupKey(g) {
+			return nil, res, fmt.Errorf("unknown group_by %q (use %v)", g, GroupKeys)
+		}
+	}
+	entries, err := e.llmEntries(ctx, project, &q.Filter, false, &res)
+	if err != nil {
+		return nil, res, err
+	}
+	return groupEntries(entries, q.GroupBy, nil), res, nil
+}
+
+// groupEntries merges entries by their projection onto groupBy, plus a time
+// bucket when bucket is not nil.
+func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) []LLMGroup {
+	groups := map[string]*LLMGroup{}
+	var order []string
+	keyBuf := make([]byte, 0, 128)
+	for i := range entries {
+		en := &entries[i]
+		keyBuf = keyBuf[:0]
+		if bucket != nil {
+			keyBuf = fmt.Appendf(keyBuf, "%d\x00", bucket(&en.Key))
+		}
+		for _, d := range groupBy {
+			keyBuf = append(keyBuf, groupValue(&en.Key, d)...)
+			keyBuf = append(keyBuf, 0)
+		}
+		g, ok := groups[string(keyBuf)]
+		if !ok {
+			g = &LLMGroup{Key: map[string]string{}}
+			for _, d := range groupBy {
+				g.Key[d] = groupValue(&en.Key, d)
+			}
+			if bucket != nil {
+				g.Bucket = bucket(&en.Key)
+			}
+			groups[string(keyBuf)] = g
+			order = append(order, string(keyBuf))
+		}
+		mergeMeasures(&g.M, &en.M)
+	}
+	out := make([]LLMGroup, 0, len(order))
+	for _, k := range order {
+		out = append(out, *groups[k])
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].M.CostNanoUSD != out[j].M.CostNanoUSD {
+			return out[i].M.CostNanoUSD > out[j].M.CostNanoUSD
+		}
+		return out[i].M.Spans > out[j].M.Spans
+	})
+	return out
+}
+
+// LLMTimeseries returns the LLM statistics of q in time buckets of step
+// (aligned to the Unix epoch), one group per (bucket, group-by key), sorted
+// by bucket. Steps that are whole hours are answered from stored
+// aggregates where possible; finer steps read the spans.
+func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery, step time.Duration) ([]LLMGroup, Result, error) {
+	var res Result
+	if step <= 0 {
+		return nil, res, fmt.Errorf("step must be positive")
+	}
+	for _, g := range q.GroupBy {
+		if !ValidGroupKey(g) {
+			return nil, res, fmt.Errorf("unknown group_by %q (use %v)", g, GroupKeys)
+		}
+	}
+	var groups []LLMGroup
+	if step%time.Hour == 0 {
+		entries, err := e.llmEntries(ctx, project, &q.Filter, false, &res)
+		if err != nil {
+			return nil, res, err
+		}
+		stepSec := int64(step / time.Second)
+		groups = groupEntries(entries, q.GroupBy, func(k *segment.AggKey) int64 { return k.Hour - k.Hour%stepSec })
+	} else {
+		// Finer than the stored hourly keys: aggregate rows per bucket.
+		byBucket := map[int64]*segment.Aggregator{}
+		err := e.llmScan(ctx, project, &q.Filter, &res,
+			func(*segHandle, string) bool { return false }, func(*segHandle, int) bool { return false },
+			func(s *model.Span) {
+				b := int64(s.StartTimeUnixNano) / int64(step) * int64(step/time.Second)
+				a := byBucket[b]
+				if a == nil {
+					a = segment.NewAggregator()
+					byBucket[b] = a
+				}
+				a.Add(s)
+			})
+		if err != nil {
+			return nil, res, err
+		}
+		for b, a := range byBucket {
+			for _, g := range groupEntries(a.Entries(), q.GroupBy, nil) {
+				g.Bucket = b
+				groups = append(groups, g)
+			}
+		}
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Bucket < groups[j].Bucket })
+	return groups, res, nil
+}

@@ -1,0 +1,380 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/sketch"
+)
+
+// quantilesJSON are latency percentiles in milliseconds, from a sketch with
+// relative error sketch.Alpha.
+type quantilesJSON struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func quantiles(s *sketch.Sketch) *quantilesJSON {
+	if s == nil || s.Count() == 0 {
+		return nil
+	}
+	ms := func(ns float64) float64 { return float64(int64(ns/1e3)) / 1e3 } // µs precision
+	return &quantilesJSON{P50: ms(s.Quantile(0.5)), P95: ms(s.Quantile(0.95)), P99: ms(s.Quantile(0.99)), Max: ms(float64(s.Max()))}
+}
+
+// measuresJSON is the API shape of aggregated LLM measures.
+type measuresJSON struct {
+	Spans               int64          `json:"spans"`
+	LLMCalls            int64          `json:"counted_spans"`
+	Errors              int64          `json:"errors"`
+	Traces              int64          `json:"traces"`
+	InputTokens         int64          `json:"input_tokens"`
+	OutputTokens        int64          `json:"output_tokens"`
+	CacheReadTokens     int64          `json:"cache_read_tokens"`
+	CacheCreationTokens int64          `json:"cache_creation_tokens"`
+	ReasoningTokens     int64          `json:"reasoning_tokens"`
+	CostUSD             float64        `json:"cost_usd"`
+	FirstSeen           string         `json:"first_seen,omitempty"`
+	LastSeen            string         `json:"last_seen,omitempty"`
+	Latency             *quantilesJSON `json:"latency_ms,omitempty"`
+	TTFT                *quantilesJSON `json:"time_to_first_token_ms,omitempty"`
+}
+
+func rfc3339(ns uint64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
+}
+
+func measures(m *segment.AggMeasures) measuresJSON {
+	return measuresJSON{
+		Spans: m.Spans, LLMCalls: m.Counted, Errors: m.Errors, Traces: m.Traces,
+		InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CacheReadTokens: m.CacheReadTokens,
+		CacheCreationTokens: m.CacheCreationTokens, ReasoningTokens: m.ReasoningTokens,
+		CostUSD:   float64(m.CostNanoUSD) / 1e9,
+		FirstSeen: rfc3339(m.MinStart), LastSeen: rfc3339(m.MaxEnd),
+		Latency: quantiles(m.Latency), TTFT: quantiles(m.TTFT),
+	}
+}
+
+// groupBy reads group_by (comma-separated and/or repeated).
+func groupBy(v url.Values) ([]string, error) {
+	var out []string
+	for _, g := range v["group_by"] {
+		for _, k := range strings.Split(g, ",") {
+			k = strings.TrimSpace(k)
+			if k == "" {
+				continue
+			}
+			if !engine.ValidGroupKey(k) {
+				return nil, fmt.Errorf("group_by: unknown key %q; use one or more of %s", k, strings.Join(engine.GroupKeys, ", "))
+			}
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out, nil
+}
+
+type llmGroupJSON struct {
+	Key  map[string]string `json:"key"`
+	Time string            `json:"time,omitempty"`
+	measuresJSON
+}
+
+func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+	f, ok := parseFilter(w, r)
+	if !ok {
+		return
+	}
+	gb, err := groupBy(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	groups, res, err := e.LLMStats(r.Context(), project, &engine.LLMQuery{Filter: f, GroupBy: gb})
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	var total segment.AggMeasures
+	out := make([]llmGroupJSON, 0, len(groups))
+	for i := range groups {
+		out = append(out, llmGroupJSON{Key: groups[i].Key, measuresJSON: measures(&groups[i].M)})
+		mergeTotals(&total, &groups[i].M)
+	}
+	resp := map[string]any{"group_by": gb, "groups": out, "totals": measures(&total),
+		"percentile_relative_error": sketch.Alpha}
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// mergeTotals adds the additive measures of m into t (percentiles are not
+// additive; totals carry none).
+func mergeTotals(t, m *segment.AggMeasures) {
+	if t.Spans == 0 || (m.MinStart != 0 && m.MinStart < t.MinStart) {
+		t.MinStart = m.MinStart
+	}
+	t.MaxEnd = max(t.MaxEnd, m.MaxEnd)
+	t.Spans += m.Spans
+	t.Counted += m.Counted
+	t.Errors += m.Errors
+	t.Traces += m.Traces
+	t.InputTokens += m.InputTokens
+	t.OutputTokens += m.OutputTokens
+	t.CacheReadTokens += m.CacheReadTokens
+	t.CacheCreationTokens += m.CacheCreationTokens
+	t.ReasoningTokens += m.ReasoningTokens
+	t.CostNanoUSD += m.CostNanoUSD
+}
+
+// niceSteps are the automatic time-series steps, smallest first.
+var niceSteps = []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// autoStep picks the smallest nice step giving at most 120 buckets.
+func autoStep(window time.Duration) time.Duration {
+	for _, s := range niceSteps {
+		if window/s <= 120 {
+			return s
+		}
+	}
+	return niceSteps[len(niceSteps)-1]
+}
+
+func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+	q := r.URL.Query()
+	if q.Get("since") == "" {
+		q.Set("since", "24h")
+		r.URL.RawQuery = q.Encode()
+	}
+	f, ok := parseFilter(w, r)
+	if !ok {
+		return
+	}
+	gb, err := groupBy(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	end := f.End
+	if end == 0 {
+		end = uint64(time.Now().UnixNano())
+	}
+	step := autoStep(time.Duration(end - f.Start))
+	if st := q.Get("step"); st != "" {
+		d, err := time.ParseDuration(st)
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step: %q is not a whole number of seconds of at least 1s (e.g. 1m, 1h)", st))
+			return
+		}
+		if time.Duration(end-f.Start)/d > 10000 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step: %s gives more than 10000 buckets over the window; use a larger step", st))
+			return
+		}
+		step = d
+	}
+	groups, res, err := e.LLMTimeseries(r.Context(), project, &engine.LLMQuery{Filter: f, GroupBy: gb}, step)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	out := make([]llmGroupJSON, 0, len(groups))
+	for i := range groups {
+		out = append(out, llmGroupJSON{Key: groups[i].Key, Time: time.Unix(groups[i].Bucket, 0).UTC().Format(time.RFC3339),
+			measuresJSON: measures(&groups[i].M)})
+	}
+	resp := map[string]any{"group_by": gb, "step_seconds": int64(step / time.Second), "points": out,
+		"percentile_relative_error": sketch.Alpha}
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type sessionJSON struct {
+	SessionID string   `json:"session_id"`
+	Users     []string `json:"users"`
+	measuresJSON
+}
+
+var sessionSorts = map[string]func(a, b *engine.SessionSummary) bool{
+	"last_seen":  func(a, b *engine.SessionSummary) bool { return a.M.MaxEnd > b.M.MaxEnd },
+	"first_seen": func(a, b *engine.SessionSummary) bool { return a.M.MinStart > b.M.MinStart },
+	"cost":       func(a, b *engine.SessionSummary) bool { return a.M.CostNanoUSD > b.M.CostNanoUSD },
+	"tokens": func(a, b *engine.SessionSummary) bool {
+		return a.M.InputTokens+a.M.OutputTokens > b.M.InputTokens+b.M.OutputTokens
+	},
+	"spans":  func(a, b *engine.SessionSummary) bool { return a.M.Spans > b.M.Spans },
+	"errors": func(a, b *engine.SessionSummary) bool { return a.M.Errors > b.M.Errors },
+}
+
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+	q := r.URL.Query()
+	sortBy := q.Get("sort")
+	if sortBy == "" {
+		sortBy = "last_seen"
+	}
+	less, ok := sessionSorts[sortBy]
+	if !ok {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("sort: %q is not one of last_seen, first_seen, cost, tokens, spans, errors", sortBy))
+		return
+	}
+	limit, offset := 50, 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit: %q is not a whole number from 1 to 1000", v))
+			return
+		}
+		limit = n
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("offset: %q is not a whole number >= 0", v))
+			return
+		}
+		offset = n
+	}
+	q.Del("limit") // the span filter's limit does not apply here
+	r.URL.RawQuery = q.Encode()
+	f, ok := parseFilter(w, r)
+	if !ok {
+		return
+	}
+	all, res, err := e.Sessions(r.Context(), project, &f)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	sort.SliceStable(all, func(i, j int) bool { return less(&all[i], &all[j]) })
+	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	out := make([]sessionJSON, 0, len(page))
+	for i := range page {
+		out = append(out, sessionJSON{SessionID: page[i].ID, Users: page[i].Users, measuresJSON: measures(&page[i].M)})
+	}
+	resp := map[string]any{"sessions": out, "total": len(all)}
+	if offset+limit < len(all) {
+		resp["next_offset"] = offset + limit
+	}
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type messageJSON struct {
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	ToolName   string `json:"tool_name,omitempty"`
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+type llmCallJSON struct {
+	SpanID              string        `json:"span_id"`
+	Name                string        `json:"name"`
+	Service             string        `json:"service"`
+	StartTime           string        `json:"start_time"`
+	DurationNanos       uint64        `json:"duration_ns"`
+	Status              string        `json:"status"`
+	Provider            string        `json:"provider,omitempty"`
+	Model               string        `json:"model,omitempty"`
+	Operation           string        `json:"operation,omitempty"`
+	Agent               string        `json:"agent,omitempty"`
+	Tool                string        `json:"tool,omitempty"`
+	User                string        `json:"user,omitempty"`
+	Counted             bool          `json:"counted"`
+	InputTokens         int64         `json:"input_tokens"`
+	OutputTokens        int64         `json:"output_tokens"`
+	CacheReadTokens     int64         `json:"cache_read_tokens"`
+	CacheCreationTokens int64         `json:"cache_creation_tokens"`
+	ReasoningTokens     int64         `json:"reasoning_tokens"`
+	CostUSD             float64       `json:"cost_usd"`
+	CostSource          string        `json:"cost_source"`
+	InputMessages       []messageJSON `json:"input_messages"`
+	OutputMessages      []messageJSON `json:"output_messages"`
+}
+
+type sessionTraceJSON struct {
+	TraceID     string        `json:"trace_id"`
+	StartTime   string        `json:"start_time"`
+	Duration    uint64        `json:"duration_ns"`
+	RootService string        `json:"root_service"`
+	RootName    string        `json:"root_name"`
+	Spans       int           `json:"span_count"`
+	Errors      int           `json:"error_count"`
+	LLMSpans    []llmCallJSON `json:"llm_spans"`
+}
+
+var costSources = map[model.CostSource]string{model.CostNone: "none", model.CostClient: "client", model.CostComputed: "computed"}
+
+func messages(ms []llm.Message) []messageJSON {
+	out := make([]messageJSON, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, messageJSON{Role: m.Role, Content: m.Content, ToolName: m.ToolName, ToolCallID: m.ToolCallID})
+	}
+	return out
+}
+
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+	id := r.PathValue("session_id")
+	f, ok := parseFilter(w, r)
+	if !ok {
+		return
+	}
+	traces, res, err := e.SessionTraces(r.Context(), project, id, &f)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	if len(traces) == 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("session %q not found in project %q", id, project))
+		return
+	}
+	out := make([]sessionTraceJSON, 0, len(traces))
+	for _, spans := range traces {
+		sum := engine.Summarize(spans[0].TraceID, spans)
+		t := sessionTraceJSON{TraceID: sum.TraceID.String(), StartTime: rfc3339(sum.Start), Duration: sum.End - sum.Start,
+			RootService: sum.RootService, RootName: sum.RootName, Spans: sum.Spans, Errors: sum.Errors, LLMSpans: []llmCallJSON{}}
+		for i := range spans {
+			sp := &spans[i]
+			l := sp.LLM
+			if l == nil {
+				continue
+			}
+			in, outMsgs := llm.Messages(sp)
+			t.LLMSpans = append(t.LLMSpans, llmCallJSON{
+				SpanID: sp.SpanID.String(), Name: sp.Name, Service: sp.Service, StartTime: rfc3339(sp.StartTimeUnixNano),
+				DurationNanos: sp.Duration(), Status: sp.StatusCode.String(), Provider: l.Provider, Model: l.Model(),
+				Operation: l.Operation, Agent: l.AgentName, Tool: l.ToolName, User: l.UserID, Counted: l.Counted,
+				InputTokens: max(l.InputTokens, 0), OutputTokens: max(l.OutputTokens, 0), CacheReadTokens: max(l.CacheReadTokens, 0),
+				CacheCreationTokens: max(l.CacheCreationTokens, 0), ReasoningTokens: max(l.ReasoningTokens, 0),
+				CostUSD: float64(l.CostNanoUSD) / 1e9, CostSource: costSources[l.CostSource],
+				InputMessages: messages(in), OutputMessages: messages(outMsgs),
+			})
+		}
+		out = append(out, t)
+	}
+	resp := map[string]any{"session_id": id, "traces": out}
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
