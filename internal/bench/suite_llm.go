@@ -456,7 +456,7 @@ func llmGet(ctx context.Context, srv *Server, k *llmKind, exact bool) (time.Dura
 	return d, n, nil
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // llmIngest sends the corpus with llmClients workers. A 429 is retried
 // after a backoff, as an OTLP exporter would: this suite builds a store to
@@ -502,7 +502,7 @@ func runLLMAfterIngest(ctx context.Context, env *RunEnv, p *llmPlan) Result {
 		if err != nil {
 			return refused("cold %v", err)
 		}
-		res.Metrics[k.name+"_cold_ms"] = ms(cold)
+		res.Metrics[k.name+"_cold_ms"] = msOf(cold)
 		if i == 0 {
 			// The store's shape, read after the cold request so as not to
 			// touch anything before it.
@@ -700,7 +700,7 @@ func llmDetail(rec *Record) string {
 	var b strings.Builder
 	b.WriteString("Per query kind, medians across runs (ms). Cold is one request per run; warm p50/p95 are over 20 requests; ")
 	b.WriteString("during-ingest figures are over every request of that kind fired while the corpus was being ingested. ")
-	b.WriteString("Traza's figures (warm p95 / cold, 10 threads, `/work/shared/reference/traza-query-benchmarks.txt`) are for context only.\n\n")
+	b.WriteString("Traza's figures (warm p95 / cold from its published query benchmark: 1M-span llm corpus, 10 hardware threads) are for context only.\n\n")
 	b.WriteString("| Query | Target warm p95 | Cold | Warm p50 | Warm p95 (min-max) | Cold/warm | During ingest p50 | During ingest p95 | During ingest max | Requests during ingest | Traza warm p95 / cold |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	get := func(scen, metric string) Spread {

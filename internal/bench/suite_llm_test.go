@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -390,5 +392,43 @@ func TestBenchLLMEndToEnd(t *testing.T) {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("llm.md lacks %q:\n%s", want, doc)
 		}
+	}
+}
+
+// TestLoadRetry429 checks the llm suite's ingest mode: 429s are retried
+// until acknowledged and counted apart, so every span arrives once; other
+// failures are still failures.
+func TestLoadRetry429(t *testing.T) {
+	f := &fakeIngest{policy: func(n int) (int, int64) {
+		switch n {
+		case 2, 3, 4, 9:
+			return 429, 0
+		case 12:
+			return 500, 0
+		}
+		return 200, 0
+	}}
+	ts := httptest.NewServer(f)
+	defer ts.Close()
+	pl := testPayloads(t, 2000, 100, false) // 20 payloads
+	res, err := Load(context.Background(), LoadOptions{Endpoint: ts.URL, Protocol: ProtoOTLPProto, Concurrency: 2, KeepAlive: true, Retry429: true}, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Retried429 != 4 || res.Status429 != 0 || res.Errors != 1 || res.Requests != 20 {
+		t.Errorf("retried %d, 429s %d, errors %d, requests %d; want 4, 0, 1, 20", res.Retried429, res.Status429, res.Errors, res.Requests)
+	}
+	if res.AcceptedSpans != 1900 || int64(f.spans) != 1900 {
+		t.Errorf("accepted %d, server stored %d; want 1900 (one payload failed with 500)", res.AcceptedSpans, f.spans)
+	}
+	// A run that cannot get past 429s ends with its context, not in a loop.
+	always := &fakeIngest{policy: func(int) (int, int64) { return 429, 0 }}
+	ts2 := httptest.NewServer(always)
+	defer ts2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, _ = Load(ctx, LoadOptions{Endpoint: ts2.URL, Protocol: ProtoOTLPProto, Concurrency: 2, KeepAlive: true, Retry429: true}, pl)
+	if res.AcceptedSpans != 0 || res.Retried429 == 0 {
+		t.Errorf("against a server that always answers 429: %+v", res)
 	}
 }

@@ -207,15 +207,18 @@ func MergeEntries(lists ...[]AggEntry) []AggEntry {
 	return out
 }
 
-// encodeAggPart encodes a sorted entry list:
+// encodeAggPart encodes a sorted entry list field group by field group, so
+// that similar bytes sit together for zstd:
 //
 //	uvarint n strings | n x str                       (part-local dictionary)
-//	uvarint n entries | n x entry
-//	entry = 7 x uvarint string index (model, provider, service, operation, session, user, agent) |
-//	        varint hour | uvarint spans, errors, counted |
-//	        varint input, output, cache read, cache creation, reasoning tokens, cost |
-//	        uvarint traces | uvarint min start | varint(int64(max end - min start)) |
-//	        str latency sketch | str TTFT sketch (empty = nil)
+//	uvarint n entries
+//	n x (7 x uvarint string index: model, provider, service, operation, session, user, agent)
+//	n x varint hour
+//	n x (uvarint spans | uvarint errors | uvarint counted | uvarint traces)
+//	n x (varint input, output, cache read, cache creation, reasoning tokens | varint cost)
+//	n x (uvarint min start - hour*1e9 (wrapping) | uvarint max end - min start (wrapping))
+//	n x str latency sketch
+//	n x str TTFT sketch (empty = nil)
 func encodeAggPart(dst []byte, entries []AggEntry) []byte {
 	ids := map[string]uint64{}
 	var table []string
@@ -228,22 +231,37 @@ func encodeAggPart(dst []byte, entries []AggEntry) []byte {
 		}
 		return i
 	}
-	var body, sk []byte
+	var body []byte
 	for i := range entries {
-		k, m := &entries[i].Key, &entries[i].M
+		k := &entries[i].Key
 		body = appendUvarints(body, id(k.Model), id(k.Provider), id(k.Service), id(k.Operation), id(k.Session),
 			id(k.User), id(k.Agent))
-		body = appendVarints(body, k.Hour)
-		body = appendUvarints(body, uint64(m.Spans), uint64(m.Errors), uint64(m.Counted))
+	}
+	for i := range entries {
+		body = appendVarints(body, entries[i].Key.Hour)
+	}
+	for i := range entries {
+		m := &entries[i].M
+		body = appendUvarints(body, uint64(m.Spans), uint64(m.Errors), uint64(m.Counted), uint64(m.Traces))
+	}
+	for i := range entries {
+		m := &entries[i].M
 		body = appendVarints(body, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens,
 			m.ReasoningTokens, m.CostNanoUSD)
-		body = appendUvarints(body, uint64(m.Traces), m.MinStart)
-		body = appendVarints(body, int64(m.MaxEnd-m.MinStart))
-		sk = m.Latency.AppendBinary(sk[:0])
+	}
+	for i := range entries {
+		m := &entries[i].M
+		body = appendUvarints(body, m.MinStart-uint64(entries[i].Key.Hour)*1e9, m.MaxEnd-m.MinStart)
+	}
+	var sk []byte
+	for i := range entries {
+		sk = entries[i].M.Latency.AppendBinary(sk[:0])
 		body = appendStr(body, string(sk))
+	}
+	for i := range entries {
 		sk = sk[:0]
-		if m.TTFT != nil {
-			sk = m.TTFT.AppendBinary(sk)
+		if t := entries[i].M.TTFT; t != nil {
+			sk = t.AppendBinary(sk)
 		}
 		body = appendStr(body, string(sk))
 	}
@@ -260,7 +278,7 @@ func encodeAggPart(dst []byte, entries []AggEntry) []byte {
 func decodeAggPart(s string) ([]AggEntry, error) {
 	d := dec{s: s}
 	table := d.strs()
-	n := d.count(20)
+	n := d.count(30) // an entry takes at least 30 bytes
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -270,45 +288,69 @@ func decodeAggPart(s string) ([]AggEntry, error) {
 	}
 	out := make([]AggEntry, n)
 	for i := range out {
-		k, m := &out[i].Key, &out[i].M
+		k := &out[i].Key
 		for _, p := range [...]*string{&k.Model, &k.Provider, &k.Service, &k.Operation, &k.Session, &k.User, &k.Agent} {
 			j := d.index(len(interned))
 			if d.err != nil {
-				return nil, fmt.Errorf("entry %d: %w", i, d.err)
+				return nil, fmt.Errorf("entry %d key: %w", i, d.err)
 			}
 			*p = interned[j]
 		}
-		k.Hour = d.varint()
-		m.Spans, m.Errors, m.Counted = d.i64(), d.i64(), d.i64()
+	}
+	for i := range out {
+		out[i].Key.Hour = d.varint()
+		if i > 0 && d.err == nil && compareAggKeys(&out[i-1].Key, &out[i].Key) >= 0 {
+			return nil, fmt.Errorf("entry %d: keys not in increasing order", i)
+		}
+	}
+	for i := range out {
+		m := &out[i].M
+		m.Spans, m.Errors, m.Counted, m.Traces = d.i64(), d.i64(), d.i64(), d.i64()
+		if d.err == nil && (m.Spans == 0 || m.Errors > m.Spans || m.Counted > m.Spans || m.Traces == 0 || m.Traces > m.Spans) {
+			return nil, fmt.Errorf("entry %d: counts out of range", i)
+		}
+	}
+	for i := range out {
+		m := &out[i].M
 		m.InputTokens, m.OutputTokens = d.varint(), d.varint()
 		m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens = d.varint(), d.varint(), d.varint()
 		m.CostNanoUSD = d.varint()
-		m.Traces = d.i64()
-		m.MinStart = d.uvarint()
-		m.MaxEnd = m.MinStart + uint64(d.varint())
-		lat, ttft := d.str(), d.str()
-		if d.err != nil {
-			return nil, fmt.Errorf("entry %d: %w", i, d.err)
+		if d.err == nil && min(m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens, m.CostNanoUSD) < 0 {
+			return nil, fmt.Errorf("entry %d: negative sum", i)
 		}
-		var err error
-		if m.Latency, err = sketch.Decode([]byte(lat)); err != nil {
-			return nil, fmt.Errorf("entry %d latency: %w", i, err)
-		}
-		if ttft != "" {
-			if m.TTFT, err = sketch.Decode([]byte(ttft)); err != nil {
-				return nil, fmt.Errorf("entry %d time to first token: %w", i, err)
+	}
+	for i := range out {
+		m := &out[i].M
+		m.MinStart = d.uvarint() + uint64(out[i].Key.Hour)*1e9
+		m.MaxEnd = m.MinStart + d.uvarint()
+	}
+	for _, ttft := range []bool{false, true} {
+		for i := range out {
+			m := &out[i].M
+			b := d.str()
+			if d.err != nil {
+				return nil, fmt.Errorf("entry %d sketch: %w", i, d.err)
+			}
+			var err error
+			switch {
+			case !ttft:
+				m.Latency, err = sketch.Decode([]byte(b))
+				if err == nil && m.Latency.Count() != uint64(m.Spans) {
+					err = fmt.Errorf("latency sketch counts %d values for %d spans", m.Latency.Count(), m.Spans)
+				}
+			case b != "":
+				m.TTFT, err = sketch.Decode([]byte(b))
+				if err == nil && (m.TTFT.Count() == 0 || m.TTFT.Count() > uint64(m.Spans)) {
+					err = fmt.Errorf("time-to-first-token sketch counts %d values for %d spans", m.TTFT.Count(), m.Spans)
+				}
+			}
+			if err != nil {
+				return nil, fmt.Errorf("entry %d: %w", i, err)
 			}
 		}
-		switch {
-		case m.Spans == 0 || m.Errors > m.Spans || m.Counted > m.Spans || m.Traces == 0 || m.Traces > m.Spans:
-			return nil, fmt.Errorf("entry %d: counts out of range", i)
-		case min(m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens, m.CostNanoUSD) < 0:
-			return nil, fmt.Errorf("entry %d: negative sum", i)
-		case m.Latency.Count() != uint64(m.Spans) || (m.TTFT != nil && (m.TTFT.Count() == 0 || m.TTFT.Count() > uint64(m.Spans))):
-			return nil, fmt.Errorf("entry %d: sketch counts disagree with the span count", i)
-		case i > 0 && compareAggKeys(&out[i-1].Key, k) >= 0:
-			return nil, fmt.Errorf("entry %d: keys not in increasing order", i)
-		}
+	}
+	if d.err != nil {
+		return nil, d.err
 	}
 	if d.remaining() != 0 {
 		return nil, fmt.Errorf("%d trailing bytes", d.remaining())

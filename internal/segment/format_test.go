@@ -2,11 +2,14 @@ package segment
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/bits-and-blooms/bloom/v3"
+
+	"github.com/rastro-dev/rastro/internal/model"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/v1.rseg (only when FormatVersion changes)")
@@ -59,5 +62,51 @@ func TestFormatFixture(t *testing.T) {
 				t.Fatalf("FindTrace in fixture: %d spans, %v", len(got), err)
 			}
 		}
+	}
+}
+
+// TestLLMFormatFixture reads a committed file with LLM columns and LLM
+// aggregates (sections 6 and 10): a change to their layout that would make
+// existing files read differently fails here.
+func TestLLMFormatFixture(t *testing.T) {
+	corpus := genCorpus(32, 2, 8, 12)
+	path := filepath.Join("testdata", "v1-llm.rseg")
+	if *update {
+		tmp, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 16})
+		data, err := os.ReadFile(tmp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := openT(t, path)
+	names, want := expected(corpus)
+	withLLM := 0
+	for i := range want {
+		if want[i].LLM != nil {
+			withLLM++
+		}
+	}
+	if withLLM == 0 || !r.HasAggregates() {
+		t.Fatalf("fixture has %d LLM spans, aggregates %v", withLLM, r.HasAggregates())
+	}
+	requireSpansEqual(t, "fixture", readAll(t, r), want)
+	for i := range r.Blocks() {
+		spans, _ := r.ReadBlock(i)
+		got, err := r.BlockAggregates(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireEntries(t, fmt.Sprintf("fixture block %d", i), got, bruteAggregate(spans), false)
+	}
+	for _, p := range names {
+		got, err := r.SegmentAggregates(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ps := expected(map[string][]model.Span{p: corpus[p]})
+		requireEntries(t, "fixture rollup "+p, got, bruteAggregate(ps), true)
 	}
 }

@@ -116,15 +116,19 @@ func (s *Sketch) addBucket(i int, n uint64) {
 	s.counts[i-s.offset] += n
 }
 
-// extendLow makes lo the lowest bucket index (lo < offset).
+// extendLow makes lo the lowest bucket index (lo < offset). It leaves some
+// empty buckets below lo (within MaxBuckets, never below index 0) so that a
+// run of ever smaller values does not reallocate each time.
 func (s *Sketch) extendLow(lo int) {
 	if lo >= s.offset {
 		return
 	}
 	grow := s.offset - lo
-	c := make([]uint64, grow+len(s.counts), grow+len(s.counts)+len(s.counts)/4)
-	copy(c[grow:], s.counts)
-	s.counts, s.offset = c, lo
+	slack := min(lo, max(grow, len(s.counts)/2, 8), MaxBuckets-len(s.counts)-grow)
+	slack = max(slack, 0)
+	c := make([]uint64, slack+grow+len(s.counts), slack+grow+len(s.counts)+8)
+	copy(c[slack+grow:], s.counts)
+	s.counts, s.offset = c, lo-slack
 }
 
 // extendHigh makes hi a valid bucket index, collapsing the lowest buckets
