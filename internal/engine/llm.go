@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,15 +56,19 @@ func overlaps(lo, hi, start, end uint64) bool {
 // the window when the filter allows (and rows is false), row aggregation
 // elsewhere. bucket, when not nil, splits row aggregation by time bucket (for
 // time series finer than the stored hourly keys).
-func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, forceRows bool, res *Result) ([]segment.AggEntry, error) {
-	usable := aggregatesUsable(f) && !forceRows
+//
+// Entries come projected onto p: key fields outside it are blanked and
+// entries merged, so later grouping touches few entries. Projections of
+// stored aggregates are cached per segment.
+func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *Result) ([]segment.AggEntry, error) {
+	usable := aggregatesUsable(f)
 	rows := segment.NewAggregator()
 	var out []segment.AggEntry
 	err := e.llmScan(ctx, project, f, res, func(s *segHandle, project string) bool {
 		if !usable {
 			return false
 		}
-		agg, err := e.segmentAggregates(s, project)
+		agg, err := e.projected(s, -1, project, p)
 		if err != nil {
 			e.corrupt(res, s.name, err) // fall back to blocks
 			return false
@@ -74,7 +79,7 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 		if !usable {
 			return false
 		}
-		agg, err := e.blockAggregates(s, i)
+		agg, err := e.projected(s, i, project, p)
 		if err != nil {
 			e.corrupt(res, s.name, err) // fall back to the rows
 			return false
@@ -85,7 +90,103 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 	if err != nil {
 		return nil, err
 	}
-	return append(out, rows.Entries()...), nil
+	return append(out, p.apply(rows.Entries())...), nil
+}
+
+// projection is the set of aggregate key fields a query keeps.
+type projection struct {
+	dims string // sorted group-by dimensions joined by ','
+	hour bool   // keep the hour (time series, or grouping by hour)
+	day  bool   // keep the hour truncated to the day
+}
+
+func newProjection(groupBy []string, keepHour bool) projection {
+	d := slices.Clone(groupBy)
+	slices.Sort(d)
+	p := projection{dims: strings.Join(d, ","), hour: keepHour || slices.Contains(d, "hour")}
+	p.day = !p.hour && slices.Contains(d, "day")
+	return p
+}
+
+func (p projection) has(dim string) bool { return slices.Contains(strings.Split(p.dims, ","), dim) }
+
+func (p projection) key(k segment.AggKey) segment.AggKey {
+	out := segment.AggKey{}
+	for _, d := range strings.Split(p.dims, ",") {
+		switch d {
+		case "model":
+			out.Model = k.Model
+		case "provider":
+			out.Provider = k.Provider
+		case "service":
+			out.Service = k.Service
+		case "operation":
+			out.Operation = k.Operation
+		case "session":
+			out.Session = k.Session
+		case "user":
+			out.User = k.User
+		case "agent":
+			out.Agent = k.Agent
+		}
+	}
+	switch {
+	case p.hour:
+		out.Hour = k.Hour
+	case p.day:
+		out.Hour = k.Hour - k.Hour%86400
+	}
+	return out
+}
+
+// apply merges entries by their projected keys.
+func (p projection) apply(entries []segment.AggEntry) []segment.AggEntry {
+	idx := make(map[segment.AggKey]int, 16)
+	var out []segment.AggEntry
+	for i := range entries {
+		k := p.key(entries[i].Key)
+		j, ok := idx[k]
+		if !ok {
+			j = len(out)
+			idx[k] = j
+			out = append(out, segment.AggEntry{Key: k})
+		}
+		mergeMeasures(&out[j].M, &entries[i].M)
+	}
+	return out
+}
+
+// maxProjections bounds the projections cached per segment.
+const maxProjections = 8192
+
+// projected returns the stored aggregates of block i (or of the whole
+// segment for project when i < 0), projected onto p, cached.
+func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([]segment.AggEntry, error) {
+	key := fmt.Sprintf("%d|%s|%s|%t|%t", i, project, p.dims, p.hour, p.day)
+	s.aggs.mu.Lock()
+	got, ok := s.aggs.proj[key]
+	s.aggs.mu.Unlock()
+	if ok {
+		return got, nil
+	}
+	var raw []segment.AggEntry
+	var err error
+	if i < 0 {
+		raw, err = e.segmentAggregates(s, project)
+	} else {
+		raw, err = e.blockAggregates(s, i)
+	}
+	if err != nil {
+		return nil, err
+	}
+	got = p.apply(raw)
+	s.aggs.mu.Lock()
+	if s.aggs.proj == nil || len(s.aggs.proj) >= maxProjections {
+		s.aggs.proj = map[string][]segment.AggEntry{}
+	}
+	s.aggs.proj[key] = got
+	s.aggs.mu.Unlock()
+	return got, nil
 }
 
 // llmScan visits the LLM spans of project matching f. For each segment wholly
@@ -158,6 +259,7 @@ type aggCache struct {
 	mu      sync.Mutex
 	blocks  map[int][]segment.AggEntry
 	project map[string][]segment.AggEntry
+	proj    map[string][]segment.AggEntry // projections, see (*Engine).projected
 }
 
 func (e *Engine) blockAggregates(s *segHandle, i int) ([]segment.AggEntry, error) {
@@ -273,7 +375,7 @@ func (e *Engine) LLMStats(ctx context.Context, project string, q *LLMQuery) ([]L
 			return nil, res, fmt.Errorf("unknown group_by %q (use %v)", g, GroupKeys)
 		}
 	}
-	entries, err := e.llmEntries(ctx, project, &q.Filter, false, &res)
+	entries, err := e.llmEntries(ctx, project, &q.Filter, newProjection(q.GroupBy, false), &res)
 	if err != nil {
 		return nil, res, err
 	}
@@ -339,7 +441,7 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery,
 	}
 	var groups []LLMGroup
 	if step%time.Hour == 0 {
-		entries, err := e.llmEntries(ctx, project, &q.Filter, false, &res)
+		entries, err := e.llmEntries(ctx, project, &q.Filter, newProjection(q.GroupBy, true), &res)
 		if err != nil {
 			return nil, res, err
 		}

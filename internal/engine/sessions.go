@@ -20,7 +20,7 @@ type SessionSummary struct {
 // Sessions summarises every session of the LLM spans matching f.
 func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]SessionSummary, Result, error) {
 	var res Result
-	entries, err := e.llmEntries(ctx, project, f, false, &res)
+	entries, err := e.llmEntries(ctx, project, f, newProjection([]string{"session", "user"}, false), &res)
 	if err != nil {
 		return nil, res, err
 	}

@@ -72,7 +72,7 @@ func measures(m *segment.AggMeasures) measuresJSON {
 
 // groupBy reads group_by (comma-separated and/or repeated).
 func groupBy(v url.Values) ([]string, error) {
-	var out []string
+	out := []string{}
 	for _, g := range v["group_by"] {
 		for _, k := range strings.Split(g, ",") {
 			k = strings.TrimSpace(k)
@@ -177,6 +177,10 @@ func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *
 	if end == 0 {
 		end = uint64(time.Now().UnixNano())
 	}
+	if f.Start >= end {
+		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+		return
+	}
 	step := autoStep(time.Duration(end - f.Start))
 	if st := q.Get("step"); st != "" {
 		d, err := time.ParseDuration(st)
@@ -268,7 +272,11 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engin
 	page := all[min(offset, len(all)):min(offset+limit, len(all))]
 	out := make([]sessionJSON, 0, len(page))
 	for i := range page {
-		out = append(out, sessionJSON{SessionID: page[i].ID, Users: page[i].Users, measuresJSON: measures(&page[i].M)})
+		users := page[i].Users
+		if users == nil {
+			users = []string{}
+		}
+		out = append(out, sessionJSON{SessionID: page[i].ID, Users: users, measuresJSON: measures(&page[i].M)})
 	}
 	resp := map[string]any{"sessions": out, "total": len(all)}
 	if offset+limit < len(all) {

@@ -59,15 +59,6 @@ func newMetrics(s *Server) *metrics {
 			return float64(f(e.Counters()))
 		}))
 	}
-	gauge := func(name, help string, f func(st engine.Stats) int64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
-			e := s.eng.Load()
-			if e == nil {
-				return 0
-			}
-			return float64(f(e.Stats(DefaultProject)))
-		}))
-	}
 	counter("rastro_wal_records_total", "Records appended to the WAL (one per accepted request).", func(c engine.Counters) int64 { return int64(c.WAL.Records) })
 	counter("rastro_wal_batches_total", "Group commits: WAL writes that carried one or more records.", func(c engine.Counters) int64 { return int64(c.WAL.Batches) })
 	counter("rastro_wal_fsyncs_total", "WAL fsyncs. fsyncs per acknowledged request = this / rastro_wal_records_total.", func(c engine.Counters) int64 { return int64(c.WAL.Syncs) })
@@ -86,12 +77,41 @@ func newMetrics(s *Server) *metrics {
 	counter("rastro_llm_aggregate_blocks_total", "Blocks whose LLM statistics were answered from stored aggregates.", func(c engine.Counters) int64 { return c.LLMAggBlocks })
 	counter("rastro_llm_row_blocks_total", "Blocks whose rows were read for LLM statistics (straddling the window, filtered, or no aggregates).", func(c engine.Counters) int64 { return c.LLMRowBlocks })
 	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
-	gauge("rastro_segments", "Published segments.", func(st engine.Stats) int64 { return int64(st.Segments) })
-	gauge("rastro_buffer_spans", "Spans in the in-memory write buffer.", func(st engine.Stats) int64 { return st.BufferSpans })
-	gauge("rastro_buffer_bytes", "Estimated bytes of the in-memory write buffer.", func(st engine.Stats) int64 { return st.BufferBytes })
-	gauge("rastro_wal_bytes", "Bytes in live WAL files.", func(st engine.Stats) int64 { return st.WALBytes })
-	gauge("rastro_segment_bytes", "Bytes in published segment files.", func(st engine.Stats) int64 { return st.SegmentBytes })
+	reg.MustRegister(&storeCollector{s: s})
 	return m
+}
+
+// storeCollector exports the store's gauges from one Stats call per scrape
+// (Stats walks the write buffer, so once is enough).
+type storeCollector struct{ s *Server }
+
+var storeGauges = []struct {
+	desc *prometheus.Desc
+	get  func(st *engine.Stats) int64
+}{
+	{prometheus.NewDesc("rastro_segments", "Published segments.", nil, nil), func(st *engine.Stats) int64 { return int64(st.Segments) }},
+	{prometheus.NewDesc("rastro_buffer_spans", "Spans in the in-memory write buffers (active and being sealed).", nil, nil), func(st *engine.Stats) int64 { return st.BufferSpans }},
+	{prometheus.NewDesc("rastro_buffer_bytes", "Estimated bytes of the in-memory write buffers.", nil, nil), func(st *engine.Stats) int64 { return st.BufferBytes }},
+	{prometheus.NewDesc("rastro_wal_bytes", "Bytes in live WAL files.", nil, nil), func(st *engine.Stats) int64 { return st.WALBytes }},
+	{prometheus.NewDesc("rastro_segment_bytes", "Bytes in published segment files.", nil, nil), func(st *engine.Stats) int64 { return st.SegmentBytes }},
+	{prometheus.NewDesc("rastro_quarantined_segments", "Segments not served because they failed verification at open.", nil, nil), func(st *engine.Stats) int64 { return int64(len(st.Quarantined)) }},
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, g := range storeGauges {
+		ch <- g.desc
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	e := c.s.eng.Load()
+	if e == nil {
+		return
+	}
+	st := e.Stats(DefaultProject)
+	for _, g := range storeGauges {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.get(&st)))
+	}
 }
 
 func (m *metrics) handler() http.Handler {
