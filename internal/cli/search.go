@@ -24,6 +24,7 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	status := fs.String("status", "", "only spans with this status: ok, error or unset")
 	minDur := fs.String("min-duration", "", "only spans at least this long (e.g. 100ms)")
 	maxDur := fs.String("max-duration", "", "only spans at most this long")
+	content := fs.String("content", "", `words the span's text must contain (prompts, completions, messages, exceptions); "quoted phrase" for exact order`)
 	since := fs.String("since", "", "window start: RFC 3339, Unix nanoseconds, or a duration ago (1h)")
 	until := fs.String("until", "", "window end, same forms as --since")
 	limit := fs.Int("limit", 20, "most results to show")
@@ -35,7 +36,7 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 		params.Set("q", strings.Join(fs.Args(), " "))
 	}
 	for k, v := range map[string]string{"service": *service, "name": *name, "status": *status,
-		"min_duration": *minDur, "max_duration": *maxDur, "since": *since, "until": *until} {
+		"min_duration": *minDur, "max_duration": *maxDur, "since": *since, "until": *until, "content": *content} {
 		if v != "" {
 			params.Set(k, v)
 		}

@@ -19,6 +19,7 @@ func init() {
 // serveConfig holds the values of rastro serve's flags.
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
+	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
 }
@@ -39,6 +40,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
+	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -84,7 +86,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
-		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), Logger: log,
+		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Logger: log,
 	})
 	if err != nil {
 		shutdown(srv, log)

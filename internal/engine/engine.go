@@ -25,6 +25,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/text"
 	"github.com/rastro-dev/rastro/internal/wal"
 )
 
@@ -65,6 +66,10 @@ type Options struct {
 
 	// Prices prices LLM calls at ingest; nil means llm.DefaultPrices().
 	Prices *llm.Prices
+
+	// NoContentIndex writes segments without full-text token filters;
+	// content search then scans (see internal/text for what is indexed).
+	NoContentIndex bool
 
 	Logger *slog.Logger
 }
@@ -149,6 +154,10 @@ type counters struct {
 	bufferFull, sealErrors         atomic.Int64
 	// LLM statistics: parts answered from stored aggregates versus rows.
 	llmAggSegments, llmAggBlocks, llmRowBlocks atomic.Int64
+	// Full-text search: segments and blocks skipped by token filters, and
+	// those that had to be read.
+	contentSegPruned, contentSegExamined     atomic.Int64
+	contentBlockPruned, contentBlockExamined atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -457,7 +466,11 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		info, err := segment.Write(e.dir, name, byProject, segment.WriterOptions{BlockSpans: e.opts.BlockSpans})
+		wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans}
+		if !e.opts.NoContentIndex {
+			wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
+		}
+		info, err := segment.Write(e.dir, name, byProject, wo)
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}

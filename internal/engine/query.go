@@ -258,7 +258,17 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows, n: cv.n, rank: rank})
 		}
 	}
+	content := len(hints.ContentHashes) > 0
 	for si, s := range v.segs {
+		useTokens := content && s.r.HasTokenFilters()
+		if useTokens {
+			// The resident summary rejects a segment without any I/O.
+			if !s.r.SegmentMayContainTokens(hints.ContentHashes) {
+				e.m.contentSegPruned.Add(1)
+				continue
+			}
+			e.m.contentSegExamined.Add(1)
+		}
 		for i := range s.blocks {
 			b := &s.blocks[i]
 			if b.Project != project {
@@ -267,6 +277,16 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			if !e.blockMayMatch(s, i, b, &hints, cursor) {
 				e.m.blocksPruned.Add(1)
 				continue
+			}
+			if useTokens {
+				ok, err := s.r.BlockMayContainTokens(i, hints.ContentHashes)
+				if err != nil {
+					e.corrupt(res, s.name, err) // a damaged filter: scan the block
+				} else if !ok {
+					e.m.contentBlockPruned.Add(1)
+					continue
+				}
+				e.m.contentBlockExamined.Add(1)
 			}
 			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, block: i, rank: len(v.mems) + si})
 		}

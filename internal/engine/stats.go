@@ -64,7 +64,11 @@ type Counters struct {
 	// LLM statistics: segments and blocks answered from stored aggregates,
 	// and blocks whose rows were read instead.
 	LLMAggSegments, LLMAggBlocks, LLMRowBlocks int64
-	WAL                                        wal.Stats
+	// Full-text search: segments and blocks skipped by token filters, and
+	// those read.
+	ContentSegPruned, ContentSegExamined     int64
+	ContentBlockPruned, ContentBlockExamined int64
+	WAL                                      wal.Stats
 }
 
 // Counters returns a snapshot of the engine's cumulative metrics.
@@ -76,6 +80,8 @@ func (e *Engine) Counters() Counters {
 		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
+		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
+		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
 		WAL: e.wal.Stats(),
 	}
 }

@@ -19,6 +19,7 @@
 //	.KEY          span attribute if the span has it, else resource attribute
 //	name, status, duration, kind, statusMessage   intrinsics
 //	span:name, span:status, span:duration, span:kind, span:statusMessage
+//	content       full-text search (a Rastro extension, below)
 //
 // Unquoted keys are letters, digits and `_ - . / @`; any other key is
 // written quoted: span."my key". resource.service.name reads the resource's
@@ -51,6 +52,18 @@
 //     status or kind words compared with an attribute.
 //   - `!(x)` is true exactly when x is false, so `!(span.a = 1)` matches spans
 //     without span.a.
+//
+// Full-text search: `content = "words"` matches spans whose texts (LLM
+// prompts and completions of every dialect, exception messages and stack
+// traces, event attributes, the status message and long string attributes;
+// see package text) contain every word, case- and accent-insensitively, with
+// each quoted phrase as consecutive words inside one text. Quotes inside the
+// string are escaped: `{ content = "refund \"order 42\"" &&
+// resource.service.name = "support" }`. Only = with a string is allowed;
+// any other operator or value type is a syntax error at its position, as is
+// a string with no word or an unterminated inner quote. It combines with
+// &&, || and ! like any condition. String renders the words in canonical
+// form (lower case, accents removed): `content = "naive \"order 42\""`.
 //
 // Syntax errors are *SyntaxError values whose Pos is the 0-based byte offset
 // of the offending token in the query.

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // Expr is a parsed TraceQL spanset filter. Match must not allocate.
@@ -118,9 +119,10 @@ const (
 	intrDuration
 	intrKind
 	intrStatusMessage
+	intrContent
 )
 
-var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage"}
+var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage", "content"}
 
 type field struct {
 	intr  intrinsic
@@ -262,6 +264,7 @@ type cond struct {
 	op  op
 	lit literal
 	re  *regexp.Regexp // for opRe and opNre
+	txt *text.Query    // for content; lit.s is its canonical String
 }
 
 func (c *cond) String() string { return render(c) }
@@ -286,6 +289,8 @@ func (c *cond) Match(s *model.Span) bool {
 		return cmpEq(c.op, int64(s.StatusCode) == c.lit.i)
 	case intrKind:
 		return cmpEq(c.op, int64(s.Kind) == c.lit.i)
+	case intrContent:
+		return c.txt.Matches(s, 0)
 	case intrDuration:
 		d := s.Duration()
 		if d > math.MaxInt64 {

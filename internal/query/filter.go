@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // Filter selects spans. The zero Filter matches every span. All conditions
@@ -18,6 +19,7 @@ type Filter struct {
 	MinDuration uint64           // inclusive, nanoseconds; 0 = unbounded
 	MaxDuration uint64           // inclusive, nanoseconds; 0 = unbounded
 	Start, End  uint64           // window [Start, End) on span start time, unix ns; 0 = unbounded
+	Content     *text.Query      // words the span's texts must contain (text.Query.Matches); nil = any
 	Limit       int              // result count; 0 = default decided by the caller
 }
 
@@ -41,7 +43,10 @@ func (f *Filter) Match(s *model.Span) bool {
 	if f.Start != 0 && s.StartTimeUnixNano < f.Start || f.End != 0 && s.StartTimeUnixNano >= f.End {
 		return false
 	}
-	return f.Expr == nil || f.Expr.Match(s)
+	if f.Expr != nil && !f.Expr.Match(s) {
+		return false
+	}
+	return f.Content == nil || f.Content.Matches(s, 0)
 }
 
 // Hints are necessary conditions of a Filter: every span the filter matches
@@ -60,6 +65,10 @@ type Hints struct {
 	HasStatus   bool             // span status is Status
 	Kinds       []model.SpanKind // span kind is one of these
 	AttrEquals  []AttrEq         // each attribute equals its string value
+	// ContentHashes are text.Hash values of tokens the span's texts all
+	// contain (text.SpanTokens with the default minimum length reports
+	// them); nil or empty = unconstrained.
+	ContentHashes []uint64
 }
 
 // AttrEq says that an attribute, resolved as TraceQL resolves Scope (for
@@ -84,6 +93,7 @@ type hintSet struct {
 	status, kinds   uint8
 	minDur, maxDur  uint64
 	attrs           []AttrEq
+	content         []uint64 // token hashes every span contains
 }
 
 func unconstrained() hintSet { return hintSet{status: allStatuses, kinds: allKinds} }
@@ -104,6 +114,9 @@ func (f *Filter) Hints() Hints {
 		h.status = statusBit(f.Status)
 	}
 	h.minDur, h.maxDur = f.MinDuration, f.MaxDuration
+	if f.Content != nil {
+		h.content = f.Content.Hashes()
+	}
 	if n, ok := f.Expr.(node); ok {
 		h = andHints(h, exprHints(n))
 	}
@@ -115,6 +128,9 @@ func (f *Filter) Hints() Hints {
 		Start:       f.Start,
 		End:         f.End,
 		AttrEquals:  h.attrs,
+	}
+	if len(h.content) > 0 {
+		out.ContentHashes = h.content
 	}
 	if bits.OnesCount8(h.status) == 1 {
 		out.Status, out.HasStatus = model.StatusCode(bits.TrailingZeros8(h.status)), true
@@ -201,6 +217,8 @@ func condHints(c *cond) hintSet {
 				h.maxDur = uint64(v)
 			}
 		}
+	case intrContent:
+		h.content = c.txt.Hashes()
 	case intrNone:
 		if c.op != opEq || c.lit.kind != litString {
 			break
@@ -228,6 +246,7 @@ func andHints(a, b hintSet) hintSet {
 		minDur:   max(a.minDur, b.minDur),
 		maxDur:   minBound(a.maxDur, b.maxDur),
 		attrs:    append(slices.Clip(a.attrs), b.attrs...),
+		content:  unionHashes(a.content, b.content),
 	}
 }
 
@@ -247,7 +266,24 @@ func orHints(a, b hintSet) hintSet {
 			h.attrs = append(h.attrs, x)
 		}
 	}
+	// A token both sides require is required.
+	for _, x := range a.content {
+		if slices.Contains(b.content, x) && !slices.Contains(h.content, x) {
+			h.content = append(h.content, x)
+		}
+	}
 	return h
+}
+
+// unionHashes returns the distinct hashes of a and b (both required).
+func unionHashes(a, b []uint64) []uint64 {
+	out := slices.Clip(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // minBound is the smaller of two upper bounds where 0 means unbounded.

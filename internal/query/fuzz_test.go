@@ -22,6 +22,8 @@ func FuzzParseTraceQL(f *testing.F) {
 		`{ kind = banana }`,
 		`{ "unterminated }`,
 		"{ name = \"\xff\" }",
+		`{ content = "refund \"order 42\" naïve" && resource.service.name = "support" }`,
+		`{ !(content = "退款 👍") || content != "x" }`,
 	} {
 		f.Add(q)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // MaxLimit is the largest limit FromValues accepts.
@@ -23,6 +24,8 @@ const MaxLimit = 10000
 //	min_duration  inclusive; Go duration ("100ms", "1.5s", "2d") or integer nanoseconds
 //	max_duration  inclusive; same forms
 //	since, until  window on span start time [since, until); see ParseTime
+//	content       words the span's texts must contain, "quoted phrases" in order
+//	              (text.ParseQuery); e.g. content=refund "order 42"
 //	limit         integer 1..MaxLimit
 //
 // Empty parameters are ignored, as are parameters it does not know. Errors
@@ -36,6 +39,13 @@ func FromValues(v url.Values, now time.Time) (Filter, error) {
 			return Filter{}, fmt.Errorf("q: %w", err)
 		}
 		f.Expr = e
+	}
+	if c := v.Get("content"); strings.TrimSpace(c) != "" {
+		q, err := text.ParseQuery(c)
+		if err != nil {
+			return Filter{}, fmt.Errorf("content: %w", err)
+		}
+		f.Content = q
 	}
 	f.Service = v.Get("service")
 	f.Name = v.Get("name")

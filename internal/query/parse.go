@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // SyntaxError is a TraceQL parse error. Pos is the 0-based byte offset of
@@ -202,8 +203,8 @@ func (p *parser) parseUnary() (node, error) {
 
 var intrinsicByName = map[string]intrinsic{
 	"name": intrName, "status": intrStatus, "duration": intrDuration, "kind": intrKind,
-	"statusMessage": intrStatusMessage,
-	"span:name":     intrName, "span:status": intrStatus, "span:duration": intrDuration,
+	"statusMessage": intrStatusMessage, "content": intrContent,
+	"span:name": intrName, "span:status": intrStatus, "span:duration": intrDuration,
 	"span:kind": intrKind, "span:statusMessage": intrStatusMessage,
 }
 
@@ -287,7 +288,11 @@ func (p *parser) parseCond() (node, error) {
 		return nil, p.errf(litPos, "expected value after %s %s, got %s", f, o, p.desc())
 	}
 	c := &cond{f: f, op: o, lit: l}
-	if err := p.check(c, opPos, litPos); err != nil {
+	if f.intr == intrContent {
+		if err := p.checkContent(c, opPos, litPos); err != nil {
+			return nil, err
+		}
+	} else if err := p.check(c, opPos, litPos); err != nil {
 		return nil, err
 	}
 	if err := p.advance(); err != nil {
@@ -348,6 +353,22 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 			}
 		}
 	}
+	return nil
+}
+
+// checkContent admits `content = "words"` only and parses the words.
+func (p *parser) checkContent(c *cond, opPos, litPos int) error {
+	if c.op != opEq {
+		return p.errf(opPos, "content supports only = with a string of words, got %s", c.op)
+	}
+	if c.lit.kind != litString {
+		return p.errf(litPos, "content compares with a string of words, got %s", litNames[c.lit.kind])
+	}
+	q, err := text.ParseQuery(c.lit.s)
+	if err != nil {
+		return p.errf(litPos, "content query %s: %v", strconv.Quote(c.lit.s), err)
+	}
+	c.txt, c.lit.s = q, q.String()
 	return nil
 }
 

@@ -5,10 +5,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // A small vocabulary so that random conditions and random spans meet often.
@@ -65,6 +67,14 @@ func randSpan(r *rand.Rand) *model.Span {
 		}
 		s.Resource = res
 	}
+	if r.IntN(4) == 0 {
+		// A prompt, searched by content conditions whatever its length.
+		var words []string
+		for range 1 + r.IntN(4) {
+			words = append(words, vocabStrings[1+r.IntN(len(vocabStrings)-1)])
+		}
+		s.Attributes = append(s.Attributes, kv("input.value", model.StringValue(strings.Join(words, " "))))
+	}
 	var p model.Problems
 	model.Normalize(s, &p)
 	return s
@@ -92,7 +102,14 @@ func randLiteralText(r *rand.Rand) string {
 func randCond(t testing.TB, r *rand.Rand) node {
 	ops := []string{"=", "!=", ">", ">=", "<", "<="}
 	var text string
-	switch r.IntN(9) {
+	switch r.IntN(10) {
+	case 9:
+		words := []string{"a", "B", "ab", "checkout", "Cart", `\"a b\"`, `\"b a\"`, "zzz"}
+		q := words[r.IntN(len(words))]
+		if r.IntN(2) == 0 {
+			q += " " + words[r.IntN(len(words))]
+		}
+		text = `content = "` + q + `"`
 	case 0:
 		text = fmt.Sprintf("name %s %q", []string{"=", "!=", "=~", "<"}[r.IntN(4)], vocabNames[r.IntN(3)])
 	case 1:
@@ -184,6 +201,15 @@ func satisfies(h Hints, s *model.Span) error {
 	case h.Kinds != nil && !slices.Contains(h.Kinds, s.Kind):
 		return fmt.Errorf("kind %v not in %v", s.Kind, h.Kinds)
 	}
+	if len(h.ContentHashes) > 0 {
+		toks := map[uint64]bool{}
+		text.SpanTokens(s, 0, func(h uint64) { toks[h] = true })
+		for _, x := range h.ContentHashes {
+			if !toks[x] {
+				return fmt.Errorf("content token %#x not among the span's tokens", x)
+			}
+		}
+	}
 	for _, a := range h.AttrEquals {
 		var v model.Value
 		var ok bool
@@ -230,6 +256,13 @@ func randFilter(t testing.TB, r *rand.Rand) Filter {
 	if r.IntN(4) == 0 {
 		f.End = uint64(1000 + r.IntN(10))
 	}
+	if r.IntN(6) == 0 {
+		q, err := text.ParseQuery([]string{"a", "b checkout", "cart", `"a b"`}[r.IntN(4)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Content = q
+	}
 	return f
 }
 
@@ -248,7 +281,7 @@ func TestPropertyHintsSound(t *testing.T) {
 	} {
 		edges = append(edges, Filter{Expr: mustParse(t, q)})
 	}
-	matched, hinted := 0, 0
+	matched, hinted, contentHinted := 0, 0, 0
 	for i := range 2000 + len(edges) {
 		var f Filter
 		if i < len(edges) {
@@ -258,8 +291,11 @@ func TestPropertyHintsSound(t *testing.T) {
 		}
 		h := f.Hints()
 		if h.Services != nil || h.Names != nil || h.Kinds != nil || h.HasStatus || h.AttrEquals != nil ||
-			h.MinDuration != 0 || h.MaxDuration != 0 {
+			h.MinDuration != 0 || h.MaxDuration != 0 || h.ContentHashes != nil {
 			hinted++
+		}
+		if h.ContentHashes != nil {
+			contentHinted++
 		}
 		for _, s := range spans {
 			if !f.Match(s) {
@@ -275,9 +311,9 @@ func TestPropertyHintsSound(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d matches, %d filters with hints", matched, hinted)
+	t.Logf("%d matches, %d filters with hints, %d with content hints", matched, hinted, contentHinted)
 	// The property must not hold vacuously.
-	if matched < 10000 || hinted < 500 {
+	if matched < 10000 || hinted < 500 || contentHinted < 100 {
 		t.Fatalf("too few matches (%d) or hinted filters (%d) for the property to mean anything", matched, hinted)
 	}
 }

@@ -51,6 +51,14 @@ func fileLayout(t *testing.T, data []byte, r *Reader) []part {
 			}
 			continue
 		}
+		if typ == sectionTokenFilters {
+			for k := 0; k+1 < len(r.tok.offs); k++ {
+				if lo, hi := r.tok.offs[k], r.tok.offs[k+1]; lo < hi {
+					parts = append(parts, part{fmt.Sprintf("token filter of block %d ", k), off + int64(lo), off + int64(hi)})
+				}
+			}
+			continue
+		}
 		parts = append(parts, part{fmt.Sprintf("section %d", typ), off, off + length})
 	}
 	for i, b := range r.blocks {
@@ -96,12 +104,17 @@ func exercise(path string, traces []traceRef) []error {
 			errs = append(errs, err)
 		}
 	}
+	for i := range r.Blocks() {
+		if _, err := r.BlockMayContainTokens(i, []uint64{1}); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errs
 }
 
 func TestCorruption(t *testing.T) {
 	corpus := genCorpus(11, 2, 100, 40)
-	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100})
+	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100, ContentTokens: StandInTokens})
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +128,15 @@ func TestCorruption(t *testing.T) {
 	parts := fileLayout(t, orig, r)
 	if len(r.tix.fences) < 2 {
 		t.Fatalf("corpus too small: %d trace-index pages", len(r.tix.fences))
+	}
+	filters := 0
+	for _, p := range parts {
+		if strings.HasPrefix(p.name, "token filter of block ") || p.name == fmt.Sprintf("section %d", sectionTokenSummary) {
+			filters++
+		}
+	}
+	if filters != 1+len(r.blocks) {
+		t.Fatalf("layout lists %d token filter parts for %d blocks", filters, len(r.blocks))
 	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.rseg")
@@ -155,7 +177,8 @@ func TestCorruption(t *testing.T) {
 		sampled := map[string]bool{"block 0 ": true, fmt.Sprintf("block %d ", nb/2): true, fmt.Sprintf("block %d ", nb-1): true}
 		for _, p := range parts {
 			if strings.HasPrefix(p.name, "block ") && !sampled[p.name[:strings.Index(p.name, "column")]] ||
-				strings.HasPrefix(p.name, "aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "aggregates of ")] {
+				strings.HasPrefix(p.name, "aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "aggregates of ")] ||
+				strings.HasPrefix(p.name, "token filter of block ") && !sampled[strings.TrimPrefix(p.name, "token filter of ")] {
 				continue
 			}
 			for _, at := range []int64{p.start, (p.start + p.end) / 2, p.end - 1} {

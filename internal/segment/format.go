@@ -35,9 +35,11 @@ const (
 	// Optional: per-block partial LLM aggregates and per-project rollups, in
 	// parts read on demand (like the trace index); section 10 is their directory.
 	sectionLLMAggregates = 6
-	// Reserved for later issues; version 1 writers never emit them.
-	sectionTokenFilters   = 7  // issue 5: per-block full-text token filters
-	sectionTokenSummary   = 8  // issue 5: per-segment summary token filter
+	// Optional (WriterOptions.ContentTokens): per-block full-text token
+	// filters read on demand, and their resident summary and directory.
+	sectionTokenFilters = 7
+	sectionTokenSummary = 8
+	// Reserved; version 1 writers never emit it.
 	sectionValueRefs      = 9  // issue 5: stored-value hashes this segment references
 	sectionLLMAggDir      = 10 // directory of section 6: one part per block and per project rollup
 	sectionFirstUserRange = 64

@@ -51,6 +51,10 @@ func TestFormatFixture(t *testing.T) {
 		want[i].LLM = nil // written before LLM columns existed: the reader returns no LLM fields
 	}
 	requireSpansEqual(t, "fixture", readAll(t, r), want)
+	if ok, err := r.BlockMayContainTokens(0, []uint64{1}); r.HasTokenFilters() || !ok || err != nil ||
+		!r.SegmentMayContainTokens([]uint64{1}) || r.Info().Tokens.Indexed {
+		t.Fatalf("fixture without token filters: has %v, block %v %v", r.HasTokenFilters(), ok, err)
+	}
 	for i, m := range r.Blocks() {
 		spans, _ := r.ReadBlock(i)
 		for _, s := range spans {
@@ -89,7 +93,7 @@ func TestLLMFormatFixture(t *testing.T) {
 			withLLM++
 		}
 	}
-	if withLLM == 0 || !r.HasAggregates() {
+	if withLLM == 0 || !r.HasAggregates() || r.HasTokenFilters() {
 		t.Fatalf("fixture has %d LLM spans, aggregates %v", withLLM, r.HasAggregates())
 	}
 	requireSpansEqual(t, "fixture", readAll(t, r), want)

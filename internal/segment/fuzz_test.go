@@ -25,6 +25,7 @@ func segmentBytes(t testing.TB, corpus map[string][]model.Span, opts WriterOptio
 func FuzzOpen(f *testing.F) {
 	small := segmentBytes(f, genCorpus(21, 2, 4, 12), WriterOptions{BlockSpans: 8})
 	f.Add(small)
+	f.Add(segmentBytes(f, genCorpus(23, 1, 3, 6), WriterOptions{BlockSpans: 4, ContentTokens: StandInTokens}))
 	f.Add(segmentBytes(f, nil, WriterOptions{}))
 	f.Add(small[:len(small)/2])
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -60,7 +61,12 @@ func FuzzOpen(f *testing.F) {
 		for i := -1; i <= len(r.Blocks()); i++ {
 			r.MayContainAttr(i, false, "k", "v")
 			r.MayContainIntAttr(i, true, "k", 1)
+			_, err := r.BlockMayContainTokens(i, []uint64{1, 2})
+			if i >= 0 && i < len(r.Blocks()) {
+				check(err)
+			}
 		}
+		r.SegmentMayContainTokens([]uint64{1, 2})
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/rastro-dev/rastro/internal/model"
 )
 
 // DefaultBlockSpans is the default target number of spans per block.
@@ -19,6 +21,15 @@ type WriterOptions struct {
 	// ZstdLevel is a klauspost zstd.EncoderLevel: 1 SpeedFastest, 2 SpeedDefault,
 	// 3 SpeedBetterCompression, 4 SpeedBestCompression; 0 selects DefaultZstdLevel.
 	ZstdLevel int
+	// ContentTokens, when set, is called for each span and emits the 64-bit
+	// hashes of its searchable tokens; the writer builds a token filter per
+	// block and a summary filter for the segment (sections 7 and 8). Nil
+	// writes no token filters (--no-content-index). It may emit a hash more
+	// than once; it must be a pure function of the span.
+	ContentTokens func(s *model.Span, emit func(hash uint64))
+	// TokenFilterFP is the target false-positive rate of a per-block token
+	// filter, in (0, 0.5]; 0 selects DefaultTokenFilterFP.
+	TokenFilterFP float64
 }
 
 // Validate reports options that cannot be used.
@@ -29,6 +40,9 @@ func (o WriterOptions) Validate() error {
 	if o.ZstdLevel < 0 || o.ZstdLevel > int(zstd.SpeedBestCompression) {
 		return fmt.Errorf("segment writer: ZstdLevel %d out of range [0, %d]", o.ZstdLevel, int(zstd.SpeedBestCompression))
 	}
+	if o.TokenFilterFP < 0 || o.TokenFilterFP > 0.5 || o.TokenFilterFP != o.TokenFilterFP {
+		return fmt.Errorf("segment writer: TokenFilterFP %v out of range (0, 0.5]", o.TokenFilterFP)
+	}
 	return nil
 }
 
@@ -38,6 +52,9 @@ func (o WriterOptions) withDefaults() WriterOptions {
 	}
 	if o.ZstdLevel == 0 {
 		o.ZstdLevel = DefaultZstdLevel
+	}
+	if o.TokenFilterFP == 0 {
+		o.TokenFilterFP = DefaultTokenFilterFP
 	}
 	return o
 }

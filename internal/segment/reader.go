@@ -27,6 +27,7 @@ type Reader struct {
 	blooms   []*bloom.BloomFilter
 	tix      traceIndex
 	aggs     aggIndex
+	tok      tokenIndex
 	resident int
 }
 
@@ -123,7 +124,7 @@ func (r *Reader) open() error {
 		if _, dup := sections[e.Type]; dup {
 			return r.corrupt(entOff, "section type %d listed twice", e.Type)
 		}
-		known := e.Type <= sectionTraceFences || e.Type == sectionLLMAggregates || e.Type == sectionLLMAggDir
+		known := e.Type <= sectionLLMAggDir && e.Type != sectionValueRefs
 		if !known {
 			if e.Flags&sectionRequired != 0 {
 				return fmt.Errorf("open segment %s: required section type %d: %w", r.path, e.Type, ErrUnsupported)
@@ -215,6 +216,7 @@ func (r *Reader) open() error {
 	r.resident -= len(s)
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
 	r.openAggs(sections, load)
+	r.openTokens(sections, load)
 	return nil
 }
 

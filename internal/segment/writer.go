@@ -23,6 +23,10 @@ type Info struct {
 	MinStart uint64 // span start times, unix ns (0 when empty)
 	MaxStart uint64
 	Projects []ProjectInfo // sorted by name
+	// Tokens describes the full-text token filters (zero when the segment
+	// has none). It is not part of section 1: the reader derives it from
+	// section 8.
+	Tokens TokenStats
 }
 
 // ProjectInfo summarises one project's spans in a segment.
@@ -68,6 +72,7 @@ type Writer struct {
 	blooms  [][]byte
 	entries []traceEntry
 	aggs    *aggWriter
+	tokens  *tokenWriter // nil without WriterOptions.ContentTokens
 }
 
 // NewWriter creates dir/name.tmp and returns a Writer for it.
@@ -88,7 +93,8 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
-	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter()}
+	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(),
+		tokens: newTokenWriter(opts)}
 	if err := w.write(appendHeader(nil)); err != nil {
 		w.Abort()
 		return nil, err
@@ -230,6 +236,9 @@ func (w *Writer) flushBlock() error {
 	})
 	w.blooms = append(w.blooms, eb.bloom)
 	w.aggs.addBlock(w)
+	if w.tokens != nil {
+		w.tokens.addBlock(w.block)
+	}
 	for i := 0; i < len(w.block); {
 		j := i + 1
 		for j < len(w.block) && w.block[j].TraceID == w.block[i].TraceID {
@@ -303,6 +312,12 @@ func (w *Writer) close() (Info, error) {
 	section(sectionTraceFences, fences, false)
 	section(sectionLLMAggregates, w.aggs.data, false) // parts are compressed one by one
 	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
+	if w.tokens != nil {
+		sum, st := w.tokens.summary()
+		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
+		section(sectionTokenSummary, sum, true)
+		info.Tokens = st
+	}
 	tocOff := uint64(w.off) + uint64(len(out))
 	tocStart := len(out)
 	out = appendTOC(out, toc)
@@ -378,7 +393,7 @@ func (w *Writer) Abort() {
 		w.f = nil
 	}
 	_ = os.Remove(w.tmp)
-	w.block, w.trace, w.entries, w.blooms, w.aggs = nil, nil, nil, nil, nil
+	w.block, w.trace, w.entries, w.blooms, w.aggs, w.tokens = nil, nil, nil, nil, nil, nil
 }
 
 func syncDir(dir string) error {

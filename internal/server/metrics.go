@@ -76,6 +76,10 @@ func newMetrics(s *Server) *metrics {
 	counter("rastro_llm_aggregate_segments_total", "Segments whose LLM statistics were answered from stored aggregates.", func(c engine.Counters) int64 { return c.LLMAggSegments })
 	counter("rastro_llm_aggregate_blocks_total", "Blocks whose LLM statistics were answered from stored aggregates.", func(c engine.Counters) int64 { return c.LLMAggBlocks })
 	counter("rastro_llm_row_blocks_total", "Blocks whose rows were read for LLM statistics (straddling the window, filtered, or no aggregates).", func(c engine.Counters) int64 { return c.LLMRowBlocks })
+	counter("rastro_content_segments_pruned_total", "Segments a content search skipped on their resident token summary.", func(c engine.Counters) int64 { return c.ContentSegPruned })
+	counter("rastro_content_segments_examined_total", "Segments a content search had to look into (summary said maybe).", func(c engine.Counters) int64 { return c.ContentSegExamined })
+	counter("rastro_content_blocks_pruned_total", "Blocks a content search skipped on their token filter.", func(c engine.Counters) int64 { return c.ContentBlockPruned })
+	counter("rastro_content_blocks_examined_total", "Blocks a content search read after their token filter said maybe.", func(c engine.Counters) int64 { return c.ContentBlockExamined })
 	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
 	reg.MustRegister(&storeCollector{s: s})
 	return m

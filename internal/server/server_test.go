@@ -407,3 +407,36 @@ func TestOversizeGets413BeforeAdmission(t *testing.T) {
 		t.Fatalf("status %d, want 413", code)
 	}
 }
+
+// TestContentSearchOverHTTP: words of a prompt find its span through
+// content= and the TraceQL content intrinsic; a malformed query is a 400.
+func TestContentSearchOverHTTP(t *testing.T) {
+	ts := startServer(t, Options{})
+	spans := spansFor(3, 6)
+	spans[1].Attributes = append(spans[1].Attributes, model.KeyValue{Key: "gen_ai.prompt.0.content",
+		Value: model.StringValue("Где мой возврат? I asked for a refund of order 42 — 退款 please 🔥")})
+	if code, body := ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spans)); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	for _, q := range []string{
+		"content=" + url.QueryEscape("REFUND возврат"),
+		"content=" + url.QueryEscape(`"order 42"`),
+		"content=" + url.QueryEscape("退款 🔥"),
+		"q=" + url.QueryEscape(`{ content = "refund" && resource.service.name = "svc" }`),
+	} {
+		var sr spansResp
+		if code := ts.get("/api/v1/spans?"+q, &sr); code != 200 || len(sr.Spans) != 1 || sr.Spans[0]["span_id"] != spans[1].SpanID.String() {
+			t.Fatalf("%s: code %d, %d spans", q, code, len(sr.Spans))
+		}
+	}
+	var sr spansResp
+	if ts.get("/api/v1/spans?content="+url.QueryEscape(`"42 order"`), &sr); len(sr.Spans) != 0 {
+		t.Fatalf("phrase in the wrong order matched")
+	}
+	var e struct {
+		Error string `json:"error"`
+	}
+	if code := ts.get("/api/v1/spans?content="+url.QueryEscape(`"unterminated`), &e); code != 400 || !strings.Contains(e.Error, "content") {
+		t.Fatalf("bad content query: %d %q", code, e.Error)
+	}
+}

@@ -1,0 +1,117 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/text"
+)
+
+// words in several scripts; the last ones are rare (one span each).
+var contentWords = []string{
+	"refund", "order", "invoice", "delivery", "café", "naïve", "Straße",
+	"возврат", "заказ", "доставка", "退款", "订单", "配送", "払い戻し", "注文",
+	"환불", "주문", "🔥", "🚀", "timeout", "exception", "policy", "customer",
+}
+
+func contentCorpus(r *rand.Rand, traces int) []model.Span {
+	g := newGen(r.Uint64())
+	var out []model.Span
+	n := 0
+	for range traces {
+		for _, s := range g.trace() {
+			if r.IntN(3) == 0 {
+				var b strings.Builder
+				for range 8 + r.IntN(20) {
+					b.WriteString(contentWords[r.IntN(len(contentWords))])
+					b.WriteByte(' ')
+				}
+				fmt.Fprintf(&b, "rareword%d", n) // a word found in exactly one span
+				n++
+				s.Attributes = append(s.Attributes, model.KeyValue{Key: "gen_ai.prompt.0.content", Value: model.StringValue(b.String())})
+			}
+			if r.IntN(20) == 0 {
+				s.Events = append(s.Events, model.Event{Name: "exception", TimeUnixNano: s.StartTimeUnixNano,
+					Attributes: []model.KeyValue{{Key: "exception.message", Value: model.StringValue("upstream timeout while refunding order")}}})
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func randomContentQuery(r *rand.Rand, rare int) string {
+	switch r.IntN(5) {
+	case 0:
+		return fmt.Sprintf("rareword%d", r.IntN(rare))
+	case 1:
+		return "absentword" + fmt.Sprint(r.IntN(100))
+	case 2:
+		a, b := contentWords[r.IntN(len(contentWords))], contentWords[r.IntN(len(contentWords))]
+		return fmt.Sprintf("%q", a+" "+b) // a phrase
+	}
+	var ws []string
+	for range 1 + r.IntN(3) {
+		ws = append(ws, strings.ToUpper(contentWords[r.IntN(len(contentWords))]))
+	}
+	return strings.Join(ws, " ")
+}
+
+// TestContentSearchEqualsBruteForce: content search returns exactly the spans
+// a brute-force match over the corpus returns, with and without token
+// filters, over segments and the write buffer; with filters, absent and rare
+// words prune segments and blocks.
+func TestContentSearchEqualsBruteForce(t *testing.T) {
+	for _, noIndex := range []bool{false, true} {
+		t.Run(fmt.Sprintf("noIndex=%v", noIndex), func(t *testing.T) {
+			e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 64, NoContentIndex: noIndex, Durability: DurabilityBuffered})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			r := rand.New(rand.NewPCG(11, 12))
+			var corpus []model.Span
+			for round := range 3 {
+				spans := contentCorpus(r, 120)
+				corpus = append(corpus, spans...)
+				appendSpans(t, e, "default", spans)
+				if round < 2 {
+					if err := e.Seal(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			rare := 0
+			for i := range corpus {
+				if _, ok := corpus[i].Attr("gen_ai.prompt.0.content"); ok {
+					rare++
+				}
+			}
+			for range 150 {
+				q := randomContentQuery(r, rare)
+				cq, err := text.ParseQuery(q)
+				if err != nil {
+					t.Fatalf("parse %q: %v", q, err)
+				}
+				f := query.Filter{Content: cq}
+				want := keys(bruteForce(corpus, &f))
+				got := keys(searchAll(t, e, "default", &f, 50))
+				if !slices.Equal(got, want) {
+					t.Fatalf("content %q: got %d spans, want %d", q, len(got), len(want))
+				}
+			}
+			c := e.Counters()
+			if noIndex && (c.ContentSegPruned+c.ContentBlockPruned != 0) {
+				t.Fatalf("pruned without an index: %+v", c)
+			}
+			if !noIndex && (c.ContentSegPruned == 0 || c.ContentBlockPruned == 0) {
+				t.Fatalf("token filters never pruned: %d segments, %d blocks", c.ContentSegPruned, c.ContentBlockPruned)
+			}
+		})
+	}
+}

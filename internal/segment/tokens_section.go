@@ -1,0 +1,363 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unsafe"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// TokenStats describes a segment's full-text token filters (sections 7 and 8).
+type TokenStats struct {
+	// Indexed is true when the segment was written with token filters.
+	Indexed bool
+	// DistinctTokens is the number of distinct token hashes in the segment;
+	// when Saturated is set because the segment had more than the writer
+	// counts exactly, it is that lower bound.
+	DistinctTokens int
+	// Saturated is true when the summary holds no bits and passes every
+	// query: too many distinct tokens (or blocks) for the resident budget.
+	Saturated bool
+	// SummaryBytes is the size of the resident summary filter's bits.
+	SummaryBytes int
+	// SummaryBitsPerToken is SummaryBytes*8 / DistinctTokens.
+	SummaryBitsPerToken float64
+	// SummaryFP is the estimated probability that the summary passes one
+	// token absent from the segment (1 when saturated).
+	SummaryFP float64
+	// BlockFilterBytes is the size on disk of the per-block filters (section 7).
+	BlockFilterBytes int64
+}
+
+func summaryStats(distinct int, saturated bool, words, k int) TokenStats {
+	st := TokenStats{Indexed: true, DistinctTokens: distinct, Saturated: saturated, SummaryBytes: 8 * words}
+	switch {
+	case saturated:
+		st.SummaryFP = 1
+	case distinct > 0:
+		st.SummaryBitsPerToken = float64(64*words) / float64(distinct)
+		st.SummaryFP = bloomFP(distinct, words, k)
+	}
+	return st
+}
+
+// Flags of the summary (section 8).
+const summarySaturated = 1 // the summary holds no bits and passes everything
+
+// tokenWriter builds the token filters of a segment while it is written:
+// one filter per block as the block is flushed (appended to data, section
+// 7), and the distinct tokens of the segment for the summary (section 8).
+type tokenWriter struct {
+	fn        func(s *model.Span, emit func(hash uint64))
+	fp        float64
+	emit      func(hash uint64) // block.add, bound once
+	block     hashSet           // distinct tokens of the block being flushed
+	seg       hashSet           // distinct tokens of the segment, up to summaryMaxTokens
+	saturated bool              // seg overflowed and was dropped
+	segCount  int               // len(seg), or the count when it overflowed
+	data      []byte            // section 7: filters back to back
+	lens      []uint64          // stored length of each block's filter
+	crcs      []uint32
+}
+
+func newTokenWriter(opts WriterOptions) *tokenWriter {
+	if opts.ContentTokens == nil {
+		return nil
+	}
+	t := &tokenWriter{fn: opts.ContentTokens, fp: opts.TokenFilterFP}
+	t.emit = t.block.add
+	return t
+}
+
+// addBlock builds the filter of a block being flushed.
+func (t *tokenWriter) addBlock(spans []model.Span) {
+	t.block.reset()
+	for i := range spans {
+		t.fn(&spans[i], t.emit)
+	}
+	n := t.block.len()
+	start := len(t.data)
+	if n > 0 {
+		w := min(bloomWordsFor(n, t.fp), maxBlockTokenFilterWords)
+		f := newTokenBloom(w, bloomK(n, w))
+		t.block.each(f.add)
+		t.data = appendTokenBloom(t.data, n, &f)
+	}
+	t.lens = append(t.lens, uint64(len(t.data)-start))
+	t.crcs = append(t.crcs, crc(t.data[start:]))
+	if t.saturated {
+		return
+	}
+	t.block.each(t.seg.add)
+	t.segCount = t.seg.len()
+	if t.segCount > summaryMaxTokens {
+		t.saturated = true
+		t.seg = hashSet{}
+	}
+}
+
+// summary builds section 8: the summary filter sized for summaryFP within
+// what the resident budget leaves after the directory, then the directory:
+//
+//	uvarint flags | filter (appendTokenBloom) | uvarint n blocks | n x (uvarint length | crc32c u32 LE)
+func (t *tokenWriter) summary() ([]byte, TokenStats) {
+	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens)) / 8
+	var f tokenBloom
+	saturated := t.saturated
+	if !saturated && t.segCount > 0 {
+		w := min(bloomWordsFor(t.segCount, summaryFP), budget)
+		if budget < summaryMinWords {
+			saturated = true
+		} else {
+			f = newTokenBloom(w, bloomK(t.segCount, w))
+			t.seg.each(f.add)
+		}
+	}
+	var flags uint64
+	if saturated {
+		flags = summarySaturated
+	}
+	b := appendUvarints(nil, flags)
+	b = appendTokenBloom(b, t.segCount, &f)
+	b = appendUvarints(b, uint64(len(t.lens)))
+	for i, n := range t.lens {
+		b = appendUvarints(b, n)
+		b = le.AppendUint32(b, t.crcs[i])
+	}
+	st := summaryStats(t.segCount, saturated, len(f.words), f.k)
+	st.BlockFilterBytes = int64(len(t.data))
+	return b, st
+}
+
+// tokenIndex is the resident part of the token filters: the summary and the
+// directory of the per-block filters.
+type tokenIndex struct {
+	present   bool  // the segment was written with token filters
+	err       error // set when the index is unusable; returned by every block lookup
+	saturated bool
+	summary   bloomView // bits cloned out of the section
+	stats     TokenStats
+	offset    int64    // of section 7 in the file
+	offs      []uint64 // n+1 offsets of the block filters within section 7
+	crcs      []uint32
+}
+
+// decodeTokenSummary decodes section 8 for a segment of nBlocks blocks whose
+// section 7 has sectionLen bytes.
+func decodeTokenSummary(s string, nBlocks int, sectionLen uint64) (tokenIndex, error) {
+	d := dec{s: s}
+	var ti tokenIndex
+	flags := d.uvarint()
+	if d.err == nil && flags&^summarySaturated != 0 {
+		d.failf(fmt.Sprintf("unknown summary flags %#x", flags))
+	}
+	ti.saturated = flags&summarySaturated != 0
+	distinct, f := decodeTokenBloom(&d, maxSummaryWords)
+	if d.err == nil && ti.saturated && len(f.bits) > 0 {
+		d.failf("saturated summary holds bits")
+	}
+	if d.err == nil && !ti.saturated && distinct > 0 && len(f.bits) == 0 {
+		d.failf(fmt.Sprintf("summary of %d tokens has no bits", distinct))
+	}
+	ti.summary = bloomView{k: f.k, bits: strings.Clone(f.bits)}
+	n := d.count(5)
+	if d.err == nil && n != nBlocks {
+		d.failf(fmt.Sprintf("directory lists %d blocks, the segment has %d", n, nBlocks))
+	}
+	if d.err != nil {
+		return tokenIndex{}, d.err
+	}
+	ti.offs = make([]uint64, n+1)
+	ti.crcs = make([]uint32, n)
+	for i := 0; i < n; i++ {
+		l := d.uvarint()
+		ti.crcs[i] = d.u32le()
+		if d.err == nil && l > sectionLen-ti.offs[i] {
+			d.failf(fmt.Sprintf("filter of block %d lies outside the token filter section", i))
+		}
+		ti.offs[i+1] = ti.offs[i] + l
+	}
+	if d.err == nil && ti.offs[n] != sectionLen {
+		d.failf(fmt.Sprintf("filters cover %d bytes, the section has %d", ti.offs[n], sectionLen))
+	}
+	if d.err == nil && d.remaining() != 0 {
+		d.failf(fmt.Sprintf("%d trailing bytes", d.remaining()))
+	}
+	if d.err != nil {
+		return tokenIndex{}, d.err
+	}
+	ti.stats = summaryStats(distinct, ti.saturated, len(f.bits)/8, f.k)
+	ti.stats.BlockFilterBytes = int64(sectionLen)
+	return ti, nil
+}
+
+// openTokens loads the token summary and directory. Damage does not fail
+// Open: it is kept in r.tok.err, SegmentMayContainTokens then passes
+// everything and BlockMayContainTokens reports the error.
+func (r *Reader) openTokens(sections map[uint32]tocEntry, load func(uint32) (string, int64, error)) {
+	data, okData := sections[sectionTokenFilters]
+	sum, okSum := sections[sectionTokenSummary]
+	if !okData && !okSum {
+		return
+	}
+	r.tok.present = true
+	r.tok.stats = TokenStats{Indexed: true, SummaryFP: 1} // until the summary is read
+	r.info.Tokens = r.tok.stats
+	if !okData || !okSum {
+		r.tok.err = r.corrupt(int64(data.Offset+sum.Offset), "token filters: only one of sections %d and %d present",
+			sectionTokenFilters, sectionTokenSummary)
+		return
+	}
+	if data.Codec != codecNone || data.RawLen != data.Length {
+		r.tok.err = r.corrupt(int64(data.Offset), "token filter section must be stored uncompressed")
+		return
+	}
+	s, off, err := load(sectionTokenSummary)
+	if err != nil {
+		r.tok.err = err
+		return
+	}
+	r.resident -= len(s)
+	ti, err := decodeTokenSummary(s, len(r.blocks), data.Length)
+	if err != nil {
+		r.tok.err = r.corrupt(off, "token summary: %v", err)
+		return
+	}
+	ti.present, ti.offset = true, int64(data.Offset)
+	r.tok = ti
+	r.info.Tokens = ti.stats
+	r.resident += len(ti.summary.bits) + 8*len(ti.offs) + 4*len(ti.crcs) + int(unsafe.Sizeof(ti))
+}
+
+// HasTokenFilters reports whether the segment was written with full-text
+// token filters (sections 7 and 8). Without them every lookup answers
+// "may contain" and the caller scans.
+func (r *Reader) HasTokenFilters() bool { return r.tok.present }
+
+// TokenStats describes the segment's token filters (also in Info().Tokens).
+func (r *Reader) TokenStats() TokenStats { return r.tok.stats }
+
+// SegmentMayContainTokens answers from the resident summary only (no I/O):
+// false means no span of the segment holds all the hashes. It returns true
+// for a segment without token filters, a saturated or damaged summary, and
+// an empty hash list.
+func (r *Reader) SegmentMayContainTokens(hashes []uint64) bool {
+	if !r.tok.present || r.tok.err != nil || r.tok.saturated {
+		return true
+	}
+	return r.tok.summary.testAll(hashes)
+}
+
+// BlockMayContainTokens reads block i's token filter (one ReadAt, checksum
+// verified) and reports whether the block may hold a span with all the
+// hashes; false is certain. It answers true without I/O for a segment
+// without token filters and for an empty hash list. Whenever err is non-nil
+// the answer is true: a damaged filter (or directory) is a
+// *CorruptionError, and the caller scans the block instead.
+func (r *Reader) BlockMayContainTokens(i int, hashes []uint64) (bool, error) {
+	if i < 0 || i >= len(r.blocks) {
+		return true, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
+	}
+	if !r.tok.present || len(hashes) == 0 {
+		return true, nil
+	}
+	if r.tok.err != nil {
+		return true, r.tok.err
+	}
+	lo, hi := r.tok.offs[i], r.tok.offs[i+1]
+	if lo == hi {
+		return false, nil // the block holds no tokens
+	}
+	b, err := r.readAt(r.tok.offset+int64(lo), int64(hi-lo))
+	if err != nil {
+		return true, err
+	}
+	return r.testTokenFilter(i, b, hashes)
+}
+
+// tokenBatchBytes bounds one read of BlocksMayContainTokens.
+const tokenBatchBytes = 256 << 10
+
+// BlocksMayContainTokens answers BlockMayContainTokens for every block of
+// the segment at once: may[i] is false only when block i certainly holds no
+// span with all the hashes. When the summary rejects the hashes it reads
+// nothing; otherwise it reads the filters of consecutive blocks together,
+// in reads of at most 256 KiB, so a query for a rare word costs a few reads
+// per segment rather than one per block. A damaged filter leaves its block
+// true and the others answered; err is then the first *CorruptionError. An
+// I/O error leaves the blocks not yet answered true.
+func (r *Reader) BlocksMayContainTokens(hashes []uint64) (may []bool, err error) {
+	may = make([]bool, len(r.blocks))
+	if !r.tok.present || len(hashes) == 0 || r.tok.err != nil {
+		for i := range may {
+			may[i] = true
+		}
+		return may, r.tok.err
+	}
+	if !r.SegmentMayContainTokens(hashes) {
+		return may, nil
+	}
+	var buf []byte
+	for i := 0; i < len(r.blocks); {
+		// Blocks [i, j) are read together.
+		j := i + 1
+		for j < len(r.blocks) && r.tok.offs[j+1]-r.tok.offs[i] <= tokenBatchBytes {
+			j++
+		}
+		lo, hi := r.tok.offs[i], r.tok.offs[j]
+		if hi > lo {
+			if cap(buf) < int(hi-lo) {
+				buf = make([]byte, hi-lo)
+			}
+			got, rerr := r.f.ReadAt(buf[:hi-lo], r.tok.offset+int64(lo))
+			if got < int(hi-lo) {
+				if rerr == nil || errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+					rerr = r.corrupt(r.tok.offset+int64(lo)+int64(got), "file ends inside the token filters of blocks %d to %d", i, j-1)
+				} else {
+					rerr = fmt.Errorf("read segment %s at offset %d: %w", r.path, r.tok.offset+int64(lo), rerr)
+				}
+				for k := i; k < len(may); k++ {
+					may[k] = true
+				}
+				return may, rerr
+			}
+		}
+		for k := i; k < j; k++ {
+			part := buf[r.tok.offs[k]-lo : r.tok.offs[k+1]-lo]
+			ok, perr := r.testTokenFilter(k, part, hashes)
+			may[k] = ok
+			if perr != nil && err == nil {
+				err = perr
+			}
+		}
+		i = j
+	}
+	return may, err
+}
+
+// testTokenFilter verifies and tests the stored filter of block i. A part
+// of length 0 is a block without tokens.
+func (r *Reader) testTokenFilter(i int, b []byte, hashes []uint64) (bool, error) {
+	if len(b) == 0 {
+		return false, nil
+	}
+	off := r.tok.offset + int64(r.tok.offs[i])
+	if crc(b) != r.tok.crcs[i] {
+		return true, r.corrupt(off, "token filter of block %d: checksum mismatch", i)
+	}
+	d := dec{s: bytesToString(b)}
+	_, f := decodeTokenBloom(&d, maxBlockTokenFilterWords)
+	if d.err == nil && len(f.bits) == 0 {
+		d.failf("filter without bits") // a block without tokens has a part of length 0
+	}
+	if d.err == nil && d.remaining() != 0 {
+		d.failf(fmt.Sprintf("%d trailing bytes", d.remaining()))
+	}
+	if d.err != nil {
+		return true, r.corrupt(off, "token filter of block %d: %v", i, d.err)
+	}
+	return f.testAll(hashes), nil
+}
