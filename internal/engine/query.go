@@ -260,14 +260,20 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	}
 	content := len(hints.ContentHashes) > 0
 	for si, s := range v.segs {
-		useTokens := content && s.r.HasTokenFilters()
-		if useTokens {
+		var mayHold []bool // per block: may hold the content words (nil = unknown, scan)
+		if content && s.r.HasTokenFilters() {
 			// The resident summary rejects a segment without any I/O.
 			if !s.r.SegmentMayContainTokens(hints.ContentHashes) {
 				e.m.contentSegPruned.Add(1)
 				continue
 			}
 			e.m.contentSegExamined.Add(1)
+			// One batched read of the block filters (neighbours read together).
+			var err error
+			if mayHold, err = s.r.BlocksMayContainTokens(hints.ContentHashes); err != nil {
+				e.corrupt(res, s.name, err) // a damaged filter: scan the blocks
+				mayHold = nil
+			}
 		}
 		for i := range s.blocks {
 			b := &s.blocks[i]
@@ -278,11 +284,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 				e.m.blocksPruned.Add(1)
 				continue
 			}
-			if useTokens {
-				ok, err := s.r.BlockMayContainTokens(i, hints.ContentHashes)
-				if err != nil {
-					e.corrupt(res, s.name, err) // a damaged filter: scan the block
-				} else if !ok {
+			if mayHold != nil {
+				if !mayHold[i] {
 					e.m.contentBlockPruned.Add(1)
 					continue
 				}

@@ -50,10 +50,20 @@ func sectionBytes(tb testing.TB, path string, types ...uint32) uint64 {
 // and with token filters (the stand-in tokeniser of the tests). It reports
 // the write cost per span, the token sections' share of the file, and the
 // summary's bits per token and estimated false-positive rate. The
-// "tokenise-only" run measures the stand-in tokeniser alone, so that the
-// cost of the filters themselves is (tokens - none - tokenise-only).
+// "pretokenised" run emits hashes computed beforehand (looked up by span
+// id), so that its difference from "none" is the cost of the filters
+// themselves; "tokenise-only" is the stand-in tokeniser alone.
 func BenchmarkWriteTokens(b *testing.B) {
 	corpus := llmCorpus(b, 50_000)
+	pre := make(map[model.SpanID][]uint64, len(corpus))
+	for i := range corpus {
+		segment.StandInTokens(&corpus[i], func(h uint64) { pre[corpus[i].SpanID] = append(pre[corpus[i].SpanID], h) })
+	}
+	pretokenised := func(s *model.Span, emit func(uint64)) {
+		for _, h := range pre[s.SpanID] {
+			emit(h)
+		}
+	}
 	b.Run("tokenise-only", func(b *testing.B) {
 		var sink uint64
 		for b.Loop() {
@@ -63,12 +73,20 @@ func BenchmarkWriteTokens(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(corpus)), "ns/span")
 	})
-	for _, fp := range []float64{0, 0.01, 0.05} {
+	for _, tc := range []struct {
+		fp  float64
+		pre bool
+	}{{0, false}, {0.01, false}, {0.01, true}, {0.05, true}} {
+		fp := tc.fp
 		name := "none"
-		opts := segment.WriterOptions{}
+		opts := segment.WriterOptions{BlockSpans: 1024}
 		if fp > 0 {
 			name = fmt.Sprintf("fp=%v", fp)
-			opts = segment.WriterOptions{ContentTokens: segment.StandInTokens, TokenFilterFP: fp}
+			opts.ContentTokens, opts.TokenFilterFP = segment.StandInTokens, fp
+			if tc.pre {
+				name += ",pretokenised"
+				opts.ContentTokens = pretokenised
+			}
 		}
 		b.Run(name, func(b *testing.B) {
 			dir := b.TempDir()
@@ -148,7 +166,7 @@ func BenchmarkTokenLookup(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(passed)/float64(b.N), "pass-rate")
-		b.ReportMetric(float64(r.ResidentBytes()), "resident-B")
+		b.ReportMetric(float64(r.TokenStats().ResidentBytes), "token-resident-B")
 		b.ReportMetric(float64(r.TokenStats().SummaryBytes), "summary-B")
 	})
 	b.Run("block-absent", func(b *testing.B) {
@@ -270,12 +288,12 @@ func BenchmarkTokenSegmentLarge(b *testing.B) {
 	}
 	st := r.TokenStats()
 	b.Logf("%d spans, %d blocks, %.1f B/span, write %.0f cpu-ns/span; token sections %.2f%% of the file; "+
-		"%d distinct tokens, summary %d B (%.2f bits/token, estimated fp %.4f, measured %.4f), resident %d B; "+
+		"%d distinct tokens, summary %d B (%.2f bits/token, estimated fp %.4f, measured %.4f), token index resident %d B (reader total %d B); "+
 		"rare word passes %d of %d block filters",
 		info.Spans, info.Blocks, float64(info.Bytes)/float64(info.Spans), float64(cpu.Nanoseconds())/float64(info.Spans),
 		100*float64(sectionBytes(b, path, 7, 8))/float64(info.Bytes),
 		st.DistinctTokens, st.SummaryBytes, st.SummaryBitsPerToken, st.SummaryFP, float64(sumPass)/100_000,
-		r.ResidentBytes(), rarePassed, info.Blocks)
+		st.ResidentBytes, r.ResidentBytes(), rarePassed, info.Blocks)
 	b.Run("absent-word", func(b *testing.B) {
 		for b.Loop() {
 			query(absent)
@@ -284,6 +302,13 @@ func BenchmarkTokenSegmentLarge(b *testing.B) {
 	b.Run("rare-word", func(b *testing.B) {
 		for b.Loop() {
 			query(rare)
+		}
+	})
+	b.Run("rare-word-batch", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.BlocksMayContainTokens(rare); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

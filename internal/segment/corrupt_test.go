@@ -109,6 +109,11 @@ func exercise(path string, traces []traceRef) []error {
 			errs = append(errs, err)
 		}
 	}
+	if r.SegmentMayContainTokens([]uint64{1}) {
+		if _, err := r.BlocksMayContainTokens([]uint64{1}); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errs
 }
 

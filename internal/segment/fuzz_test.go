@@ -67,6 +67,11 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 		r.SegmentMayContainTokens([]uint64{1, 2})
+		may, err := r.BlocksMayContainTokens([]uint64{1, 2})
+		check(err)
+		if len(may) != len(r.Blocks()) {
+			t.Fatalf("%d answers for %d blocks", len(may), len(r.Blocks()))
+		}
 	})
 }
 

@@ -15,8 +15,9 @@ import (
 
 // Reader serves one segment file. Open reads only the footer, the table of
 // contents and the resident sections (summary, block index, attribute
-// filters, trace-index fences); blocks and trace-index pages are read with
-// ReadAt when asked for. A Reader is safe for concurrent use; Close must not
+// filters, trace-index fences, the directories of the LLM aggregates and of
+// the token filters, the token summary); blocks, trace-index pages,
+// aggregate parts and token filters are read with ReadAt when asked for. A Reader is safe for concurrent use; Close must not
 // race with other calls.
 type Reader struct {
 	path     string

@@ -30,10 +30,15 @@ type TokenStats struct {
 	SummaryFP float64
 	// BlockFilterBytes is the size on disk of the per-block filters (section 7).
 	BlockFilterBytes int64
+	// ResidentBytes is what a Reader keeps of the token index: the summary
+	// and the directory of the block filters (12 bytes a block). The writer
+	// keeps it within 32 KiB unless the segment has over 2,700 blocks.
+	ResidentBytes int
 }
 
-func summaryStats(distinct int, saturated bool, words, k int) TokenStats {
-	st := TokenStats{Indexed: true, DistinctTokens: distinct, Saturated: saturated, SummaryBytes: 8 * words}
+func summaryStats(distinct int, saturated bool, words, k, blocks int) TokenStats {
+	st := TokenStats{Indexed: true, DistinctTokens: distinct, Saturated: saturated, SummaryBytes: 8 * words,
+		ResidentBytes: 8*words + tokenDirEntryBytes*blocks + 8}
 	switch {
 	case saturated:
 		st.SummaryFP = 1
@@ -104,7 +109,7 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 //
 //	uvarint flags | filter (appendTokenBloom) | uvarint n blocks | n x (uvarint length | crc32c u32 LE)
 func (t *tokenWriter) summary() ([]byte, TokenStats) {
-	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens)) / 8
+	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens) - 8) / 8
 	var f tokenBloom
 	saturated := t.saturated
 	if !saturated && t.segCount > 0 {
@@ -127,7 +132,7 @@ func (t *tokenWriter) summary() ([]byte, TokenStats) {
 		b = appendUvarints(b, n)
 		b = le.AppendUint32(b, t.crcs[i])
 	}
-	st := summaryStats(t.segCount, saturated, len(f.words), f.k)
+	st := summaryStats(t.segCount, saturated, len(f.words), f.k, len(t.lens))
 	st.BlockFilterBytes = int64(len(t.data))
 	return b, st
 }
@@ -189,7 +194,7 @@ func decodeTokenSummary(s string, nBlocks int, sectionLen uint64) (tokenIndex, e
 	if d.err != nil {
 		return tokenIndex{}, d.err
 	}
-	ti.stats = summaryStats(distinct, ti.saturated, len(f.bits)/8, f.k)
+	ti.stats = summaryStats(distinct, ti.saturated, len(f.bits)/8, f.k, n)
 	ti.stats.BlockFilterBytes = int64(sectionLen)
 	return ti, nil
 }

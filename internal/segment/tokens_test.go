@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -158,6 +159,29 @@ func TestTokenFiltersNoFalseNegatives(t *testing.T) {
 					}
 				}
 			}
+			// The batch lookup answers exactly as the per-block one, for
+			// present tokens and for absent ones.
+			rng := rand.New(rand.NewPCG(7, 7))
+			keys := make([]uint64, 0, len(all))
+			for h := range all {
+				keys = append(keys, h)
+			}
+			for q := 0; q < 200; q++ {
+				hs := []uint64{keys[rng.IntN(len(keys))]}
+				if q%2 == 1 {
+					hs = append(hs, rng.Uint64())
+				}
+				may, err := r.BlocksMayContainTokens(hs)
+				if err != nil || len(may) != len(r.Blocks()) {
+					t.Fatalf("BlocksMayContainTokens: %d answers, %v", len(may), err)
+				}
+				for i := range may {
+					ok, _ := r.BlockMayContainTokens(i, hs)
+					if may[i] != (ok && r.SegmentMayContainTokens(hs)) {
+						t.Fatalf("query %d block %d: batch %v, single %v", q, i, may[i], ok)
+					}
+				}
+			}
 			if len(all) != info.Tokens.DistinctTokens {
 				t.Fatalf("stats count %d distinct tokens, the corpus has %d", info.Tokens.DistinctTokens, len(all))
 			}
@@ -217,7 +241,7 @@ func TestTokenFilterFalsePositiveRate(t *testing.T) {
 		path, info := writeCorpus(t, corpus, WriterOptions{BlockSpans: 200, ContentTokens: syntheticTokens(60)})
 		r := openT(t, path)
 		st := info.Tokens
-		if st.Saturated || st.SummaryBytes+tokenDirEntryBytes*len(r.Blocks()) > residentTokenBudget || st.SummaryFP < 0.05 {
+		if st.Saturated || st.ResidentBytes > residentTokenBudget || st.SummaryFP < 0.05 {
 			t.Fatalf("stats %+v", st)
 		}
 		s, _ := measureFP(t, r, 100_000)
@@ -364,6 +388,16 @@ func TestTokenFilterCorruptionIsolated(t *testing.T) {
 	if !rb.SegmentMayContainTokens(toks) {
 		t.Fatal("summary lost a token")
 	}
+	may, err := rb.BlocksMayContainTokens(toks)
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.Offset != int64(toc[sectionTokenFilters].Offset+r.tok.offs[target]) || !may[target] {
+		t.Fatalf("batch lookup over a damaged filter: %v", err)
+	}
+	for i := range may {
+		if ok, _ := r.BlockMayContainTokens(i, toks); i != target && may[i] != ok {
+			t.Fatalf("batch lookup, intact block %d: %v, want %v", i, may[i], ok)
+		}
+	}
 
 	data = append([]byte(nil), orig...)
 	sum := toc[sectionTokenSummary]
@@ -378,6 +412,9 @@ func TestTokenFilterCorruptionIsolated(t *testing.T) {
 		if !ok || !errors.As(err, &ce) || ce.Offset != int64(sum.Offset) || ce.File != bad {
 			t.Fatalf("block %d with a damaged summary: %v %v", i, ok, err)
 		}
+	}
+	if may, err := rb.BlocksMayContainTokens([]uint64{12345}); !IsCorruption(err) || slices.Contains(may, false) {
+		t.Fatalf("batch lookup with a damaged summary: %v %v", may, err)
 	}
 }
 
@@ -476,7 +513,9 @@ func FuzzDecodeTokenFilter(f *testing.F) {
 		if d.err != nil {
 			return
 		}
-		if (n == 0) != (len(v.bits) == 0) || len(v.bits)%8 != 0 || (len(v.bits) > 0 && (v.k < 1 || v.k > maxTokenK)) {
+		// Without bits the token count is unchecked here: callers decide
+		// (a saturated summary has tokens and no bits; a block filter may not).
+		if len(v.bits)%8 != 0 || (len(v.bits) > 0 && (n == 0 || v.k < 1 || v.k > maxTokenK)) {
 			t.Fatalf("accepted filter: %d tokens, %d bytes, k %d", n, len(v.bits), v.k)
 		}
 		v.testAll([]uint64{h, ^h})

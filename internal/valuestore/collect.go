@@ -1,0 +1,382 @@
+package valuestore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+)
+
+// CollectStats reports what one Collect did.
+type CollectStats struct {
+	Live           int   // distinct stored values the live set named
+	Missing        int   // refs in the live set the store does not hold (dangling references)
+	Deleted        int   // values removed from the index
+	PacksDeleted   int   // packs deleted because no live value was left in them
+	PacksRewritten int   // packs whose live values were copied to new packs, then deleted
+	PacksWritten   int   // new packs written by the rewrite
+	BytesCopied    int64 // record bytes copied
+	BytesFreed     int64 // pack bytes deleted minus bytes written
+	Corrupt        []*CorruptionError
+}
+
+// move is one live record copied by Collect.
+type move struct {
+	ref  Ref
+	from loc
+	to   loc
+}
+
+// Collect deletes the values that no published segment references.
+//
+// live must yield every Ref still referenced by a published segment (the
+// caller walks its published segments). CONTRACT: a value Put before Collect
+// started and referenced only by a segment that is not yet published (being
+// written or sealed) is not in live and WILL BE DELETED. The caller must
+// serialise Collect with the publication of segments (the engine runs it
+// between seals), or include such refs in live. Values Put during Collect, or
+// Put again (deduplicated) during Collect, are kept whatever live says.
+//
+// Dead values leave the index at once (Has reports false, Get ErrNotFound).
+// Packs with no live value are deleted; packs whose live bytes fall below
+// Options.RewriteLiveFraction of their size, and small packs (under 1/4 of
+// PackBytes, when there are at least two), have their live values copied into
+// new packs, which are fsynced and indexed, then published through the
+// manifest, and only then are the old packs deleted. A crash at any point
+// leaves either the old or the new manifest, and every value either lists
+// intact. Dead values in packs that are kept may reappear after a restart
+// (they are collected again by the next Collect). Packs found damaged at Open
+// are never deleted.
+func (s *Store) Collect(live func(yield func(Ref) bool)) (CollectStats, error) {
+	s.collectMu.Lock()
+	defer s.collectMu.Unlock()
+	var st CollectStats
+	s.wmu.Lock()
+	err := s.writableLocked()
+	s.wmu.Unlock()
+	if err != nil {
+		return st, err
+	}
+
+	// Mark: every live ref gets the new epoch. Puts during Collect set it too.
+	s.mu.Lock()
+	s.epoch++
+	epoch := s.epoch
+	s.mu.Unlock()
+	batch := make([]Ref, 0, 256)
+	flush := func() {
+		s.mu.Lock()
+		for _, r := range batch {
+			l, ok := s.index[r]
+			switch {
+			case !ok:
+				st.Missing++
+			case l.gen != epoch:
+				l.gen = epoch
+				s.index[r] = l
+				st.Live++
+			}
+		}
+		s.mu.Unlock()
+		batch = batch[:0]
+	}
+	live(func(r Ref) bool {
+		batch = append(batch, r)
+		if len(batch) == cap(batch) {
+			flush()
+		}
+		return true
+	})
+	flush()
+
+	// Sweep and plan, with appends stopped.
+	s.wmu.Lock()
+	if err := s.writableLocked(); err != nil {
+		s.wmu.Unlock()
+		return st, err
+	}
+	deadIn := map[uint32]bool{}
+	s.mu.Lock()
+	for r, l := range s.index {
+		if l.gen != epoch {
+			delete(s.index, r)
+			p := s.packs[l.pack]
+			p.liveBytes -= l.recordBytes()
+			p.liveCount--
+			deadIn[l.pack] = true
+			st.Deleted++
+		}
+	}
+	s.mu.Unlock()
+	if a := s.active; a != nil && deadIn[a.seq] {
+		// The active pack holds dead values: seal it so it can be rewritten.
+		if err := s.sealLocked(a); err != nil {
+			err = s.failLocked(fmt.Errorf("collect: seal pack %s: %w", a.path, err))
+			s.wmu.Unlock()
+			return st, err
+		}
+		s.active = nil
+	}
+	var drop, rewrite, small []*pack
+	var liveTotal int64
+	s.mu.RLock()
+	for _, p := range s.packs {
+		if p == s.active || p.damaged {
+			continue
+		}
+		body := float64(p.size - packHeaderSize)
+		switch {
+		case p.liveCount == 0:
+			drop = append(drop, p)
+		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body:
+			rewrite = append(rewrite, p)
+			liveTotal += p.liveBytes
+		case p.size < s.opts.PackBytes/4:
+			small = append(small, p)
+		}
+	}
+	if len(small) >= 2 {
+		for _, p := range small {
+			rewrite = append(rewrite, p)
+			liveTotal += p.liveBytes
+		}
+	}
+	rewriting := map[uint32]bool{}
+	for _, p := range rewrite {
+		rewriting[p.seq] = true
+	}
+	var moves []move
+	if len(rewrite) > 0 {
+		for r, l := range s.index {
+			if rewriting[l.pack] {
+				moves = append(moves, move{ref: r, from: l})
+			}
+		}
+	}
+	s.mu.RUnlock()
+	// Reserve sequences for the output packs: one per PackBytes of live bytes,
+	// plus one for the record that crosses each boundary.
+	firstSeq := s.nextSeq
+	reserved := uint32(0)
+	if len(moves) > 0 {
+		reserved = uint32(liveTotal/s.opts.PackBytes) + 2
+	}
+	s.nextSeq += reserved
+	s.wmu.Unlock()
+
+	// Copy, with no lock held: the packs being rewritten are sealed and only
+	// this Collect deletes or moves index entries.
+	slices.SortFunc(moves, func(a, b move) int {
+		if a.from.pack != b.from.pack {
+			return int(int64(a.from.pack) - int64(b.from.pack))
+		}
+		return int(int64(a.from.off) - int64(b.from.off))
+	})
+	outs, kept, err := s.copyLive(moves, firstSeq, reserved, &st)
+	if err != nil {
+		s.discard(outs)
+		return st, fmt.Errorf("collect: %w", err)
+	}
+
+	// Publish: the output packs in, the dropped and rewritten packs out.
+	s.wmu.Lock()
+	if err := s.writableLocked(); err != nil {
+		s.wmu.Unlock()
+		s.discard(outs)
+		return st, err
+	}
+	var retire []*pack
+	for _, p := range drop {
+		retire = append(retire, p)
+	}
+	for _, p := range rewrite {
+		if !kept[p.seq] {
+			retire = append(retire, p)
+		}
+	}
+	if len(retire) == 0 && len(outs) == 0 {
+		s.wmu.Unlock()
+		return st, nil
+	}
+	gone := map[uint32]bool{}
+	for _, p := range retire {
+		gone[p.seq] = true
+	}
+	var list []uint32
+	for _, seq := range s.packListLocked() {
+		if !gone[seq] {
+			list = append(list, seq)
+		}
+	}
+	for _, p := range outs {
+		list = append(list, p.seq)
+	}
+	slices.Sort(list)
+	if err := s.publishManifestLocked(list); err != nil {
+		// The manifest on disk is now the old or the new one: keep every file.
+		err = s.failLocked(fmt.Errorf("collect: %w", err))
+		s.wmu.Unlock()
+		return st, err
+	}
+	s.mu.Lock()
+	for _, p := range outs {
+		s.packs[p.seq] = p
+	}
+	for _, m := range moves {
+		if kept[m.from.pack] || m.to.pack == 0 {
+			continue
+		}
+		if cur, ok := s.index[m.ref]; ok && cur.pack == m.from.pack && cur.off == m.from.off {
+			m.to.gen = cur.gen
+			s.index[m.ref] = m.to
+			s.packs[m.from.pack].liveBytes -= m.from.recordBytes()
+			s.packs[m.from.pack].liveCount--
+			s.packs[m.to.pack].liveBytes += m.to.recordBytes()
+			s.packs[m.to.pack].liveCount++
+		}
+	}
+	for _, p := range retire {
+		delete(s.packs, p.seq)
+	}
+	s.mu.Unlock()
+	s.wmu.Unlock()
+
+	// Delete the retired files. A crash before this leaves packs the manifest
+	// does not list, which Open removes.
+	var written int64
+	for _, p := range outs {
+		written += p.size + p.idxSize
+	}
+	var freed int64
+	for _, p := range retire {
+		freed += p.size + p.idxSize
+		p.release()
+		if err := s.fs.Remove(p.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return st, fmt.Errorf("collect: remove %s: %w", p.path, err)
+		}
+		if p.idxSize > 0 {
+			if err := s.fs.Remove(s.path(idxName(p.seq))); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return st, fmt.Errorf("collect: remove index of %s: %w", p.path, err)
+			}
+		}
+		if rewriting[p.seq] {
+			st.PacksRewritten++
+		} else {
+			st.PacksDeleted++
+		}
+	}
+	st.PacksWritten = len(outs)
+	st.BytesFreed = freed - written
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return st, fmt.Errorf("collect: sync value store dir %s: %w", s.dir, err)
+	}
+	return st, nil
+}
+
+// copyLive copies the records of moves into new packs numbered from firstSeq,
+// fills in each move's destination, and makes the new packs durable with
+// their indexes (not yet published). A source pack with a record that fails
+// verification is kept as it is (kept[seq]) and its moves are abandoned.
+func (s *Store) copyLive(moves []move, firstSeq, reserved uint32, st *CollectStats) ([]*pack, map[uint32]bool, error) {
+	kept := map[uint32]bool{}
+	var outs []*pack
+	var out *pack
+	finish := func() error {
+		if out == nil {
+			return nil
+		}
+		if err := out.f.Sync(); err != nil {
+			return fmt.Errorf("sync pack %s: %w", out.path, err)
+		}
+		out.synced = out.size
+		return nil
+	}
+	s.mu.RLock()
+	srcs := map[uint32]*pack{}
+	for _, m := range moves {
+		if _, ok := srcs[m.from.pack]; !ok {
+			p := s.packs[m.from.pack]
+			p.acquire()
+			srcs[m.from.pack] = p
+		}
+	}
+	s.mu.RUnlock()
+	defer func() {
+		for _, p := range srcs {
+			p.release()
+		}
+	}()
+	var buf []byte
+	for i := range moves {
+		m := &moves[i]
+		if kept[m.from.pack] {
+			continue
+		}
+		src := srcs[m.from.pack]
+		n := int(m.from.recordBytes())
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if k, err := src.f.ReadAt(buf, int64(m.from.off)); k < n {
+			return outs, kept, fmt.Errorf("read pack %s at %d: %w", src.path, m.from.off, err)
+		}
+		h, err := parseRecordHeader(buf)
+		if err == nil && (h.ref != m.ref || h.storedLen != m.from.stored || crc(buf[recordHeaderSize:]) != h.bodyCRC) {
+			err = errors.New("record does not match its index entry or its checksum")
+		}
+		if err != nil {
+			st.Corrupt = append(st.Corrupt, &CorruptionError{File: src.path, Offset: int64(m.from.off), Msg: err.Error() + "; pack kept as is"})
+			kept[m.from.pack] = true
+			continue
+		}
+		if out == nil || out.size >= s.opts.PackBytes {
+			if err := finish(); err != nil {
+				return outs, kept, err
+			}
+			if uint32(len(outs)) == reserved {
+				return outs, kept, errors.New("ran out of reserved pack sequences (bug)")
+			}
+			out, err = s.createPack(firstSeq + uint32(len(outs)))
+			if err != nil {
+				return outs, kept, err
+			}
+			out.sealed = true
+			outs = append(outs, out)
+		}
+		if _, err := out.f.WriteAt(buf, out.size); err != nil {
+			return outs, kept, fmt.Errorf("write pack %s: %w", out.path, err)
+		}
+		m.to = loc{pack: out.seq, off: uint32(out.size), stored: m.from.stored}
+		out.size += int64(n)
+		st.BytesCopied += int64(n)
+	}
+	if err := finish(); err != nil {
+		return outs, kept, err
+	}
+	// Records copied from a pack that was then kept are left out of the index:
+	// their bytes are dead in the new pack.
+	byPack := map[uint32][]idxEntry{}
+	for _, m := range moves {
+		if m.to.pack != 0 && !kept[m.from.pack] {
+			byPack[m.to.pack] = append(byPack[m.to.pack], idxEntry{ref: m.ref, off: uint64(m.to.off), storedLen: m.to.stored})
+		}
+	}
+	for _, p := range outs {
+		b := encodeIndex(p.seq, p.size, byPack[p.seq])
+		if err := s.writeFileAtomic(idxName(p.seq), b); err != nil {
+			return outs, kept, fmt.Errorf("write index of pack %s: %w", p.path, err)
+		}
+		p.indexed, p.idxSize = p.size, int64(len(b))
+	}
+	return outs, kept, nil
+}
+
+// discard closes and removes output packs of a Collect that was not published.
+func (s *Store) discard(outs []*pack) {
+	for _, p := range outs {
+		p.release()
+		_ = s.fs.Remove(p.path)
+		_ = s.fs.Remove(s.path(idxName(p.seq)))
+	}
+}
