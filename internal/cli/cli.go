@@ -100,14 +100,31 @@ func newFlagSet(env *Env, name, synopsis string) *flag.FlagSet {
 }
 
 // parseFlags parses args, mapping flag errors (other than -h) to errUsage.
+// Flags may come before or after positional arguments ("rastro trace ID
+// --server URL"); everything after a "--" is positional.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
+	var pos, tail []string
+	for i, a := range args {
+		if a == "--" {
+			args, tail = args[:i], args[i+1:]
+			break
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return nil
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	// Leave the positional arguments in fs.Args().
+	return fs.Parse(append([]string{"--"}, append(pos, tail...)...))
 }
 
 // envDefaults sets each flag that was not given on the command line from its

@@ -93,3 +93,19 @@ func TestEnvironmentTwinsSetFlags(t *testing.T) {
 		t.Fatalf("bad env value not reported by name: %v", err)
 	}
 }
+
+func TestFlagsAfterPositionalArguments(t *testing.T) {
+	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: os.Getenv}
+	fs := newFlagSet(env, "search", "")
+	server := fs.String("server", "", "")
+	limit := fs.Int("limit", 0, "")
+	if err := parseFlags(fs, []string{"{ a = 1 }", "--server", "http://x", "more", "--limit=3", "--", "--literal"}); err != nil {
+		t.Fatal(err)
+	}
+	if *server != "http://x" || *limit != 3 {
+		t.Fatalf("flags after arguments not parsed: server %q limit %d", *server, *limit)
+	}
+	if got := strings.Join(fs.Args(), "|"); got != "{ a = 1 }|more|--literal" {
+		t.Fatalf("positional arguments: %q", got)
+	}
+}
