@@ -20,7 +20,7 @@ func runCLI(t *testing.T, name string, args ...string) (string, string, error) {
 func TestHarnessCommandsDocumentEveryFlag(t *testing.T) {
 	for name, flags := range map[string][]string{
 		"load":  {"endpoint", "protocol", "corpus", "concurrency", "batch", "rate", "spans", "duration", "gzip", "keepalive", "project", "seed", "window", "json", "progress"},
-		"demo":  {"endpoint", "hours", "spans-per-hour", "rate", "live", "live-rate", "live-for", "project", "seed"},
+		"demo":  {"server", "endpoint", "hours", "spans-per-hour", "rate", "live", "live-rate", "live-for", "project", "seed"},
 		"bench": {"binary", "runs", "spans", "batch", "samples", "seed", "only", "out-dir", "no-write", "json", "list", "tmp-dir", "quiet"},
 	} {
 		_, stderr, err := runCLI(t, name, "--help")

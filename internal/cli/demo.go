@@ -18,7 +18,8 @@ func init() {
 
 func runDemo(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "demo", "[flags]")
-	endpoint := fs.String("endpoint", "http://127.0.0.1:4318", "OTLP/HTTP address of the running rastro server (loopback only)")
+	endpoint := fs.String("server", "http://127.0.0.1:4318", "URL of the running rastro server, where the demo data is sent over OTLP/HTTP (loopback only)")
+	fs.StringVar(endpoint, "endpoint", "http://127.0.0.1:4318", "same as --server (kept for compatibility)")
 	hours := fs.Float64("hours", 6, "hours of history to backfill, ending now")
 	perHour := fs.Int("spans-per-hour", 5000, "spans per hour of history, for each of the llm and api corpora")
 	rate := fs.Float64("rate", 20_000, "backfill send rate in spans/s")
