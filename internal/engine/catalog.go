@@ -50,7 +50,8 @@ func (c *catalog) addKVs(prefix string, kvs []model.KeyValue) {
 			c.attrs[key] = vals
 		}
 		v := kvs[i].Value
-		if v.Type == model.ValueArray || v.Type == model.ValueKvList || v.Type == model.ValueBytes {
+		// Stored-value references stand for strings far above catalogMaxValLen.
+		if v.Type == model.ValueArray || v.Type == model.ValueKvList || v.Type == model.ValueBytes || v.IsRef() {
 			continue
 		}
 		s := v.AsString()

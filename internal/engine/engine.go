@@ -3,8 +3,8 @@
 // query execution over both.
 //
 // Locking: mu guards the read view (active, frozen, segs). It is held only to
-// swap pointers, never across I/O. pubMu serialises seals and manifest writes;
-// queries never take it. The WAL's commit goroutine is the only writer into
+// swap pointers, never across I/O. pubMu serialises seals, manifest writes
+// and value collection (CollectValues); queries never take it. The WAL's commit goroutine is the only writer into
 // the active memtable, so ingest never waits on a query or a seal.
 //
 // Goroutines: Open starts the seal loop; Close stops it and waits for it.
@@ -26,6 +26,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/text"
+	"github.com/rastro-dev/rastro/internal/valuestore"
 	"github.com/rastro-dev/rastro/internal/wal"
 )
 
@@ -71,6 +72,16 @@ type Options struct {
 	// content search then scans (see internal/text for what is indexed).
 	NoContentIndex bool
 
+	// ValueThreshold: string values of span, event and link attributes of
+	// at least this many bytes are stored apart, once per distinct value, in
+	// the value store (DATA_DIR/values), and segments reference them by
+	// SHA-256. 0 means DefaultValueThreshold (1 KiB); negative keeps every
+	// value inline.
+	ValueThreshold int
+
+	// valueFS replaces the value store's filesystem (tests inject faults).
+	valueFS valuestore.FS
+
 	Logger *slog.Logger
 }
 
@@ -112,6 +123,9 @@ func (o *Options) Validate() error {
 	if o.Prices == nil {
 		o.Prices = llm.DefaultPrices()
 	}
+	if o.ValueThreshold == 0 {
+		o.ValueThreshold = DefaultValueThreshold
+	}
 	return nil
 }
 
@@ -139,7 +153,16 @@ type Engine struct {
 	closed  atomic.Bool
 	sealErr atomic.Pointer[error]
 
+	// testBeforeManifest, when set by a test, runs after a segment is written
+	// and its values synced, before the manifest names it; an error stops
+	// the seal there, as a crash would (nothing is cleaned up).
+	testBeforeManifest func(segment string) error
+
 	cache *blockCache
+
+	// values holds large attribute values apart from segments (values.go).
+	// It is safe for concurrent use; Puts and Syncs happen under pubMu.
+	values *valuestore.Store
 
 	m counters
 }
@@ -158,6 +181,8 @@ type counters struct {
 	// those that had to be read.
 	contentSegPruned, contentSegExamined     atomic.Int64
 	contentBlockPruned, contentBlockExamined atomic.Int64
+	// Stored values that could not be read for a result (placeholder shown).
+	valueErrors atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -168,6 +193,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	segDir := filepath.Join(opts.Dir, "segments")
 	walDir := filepath.Join(opts.Dir, "wal")
+	valDir := filepath.Join(opts.Dir, "values")
 	for _, d := range []string{opts.Dir, segDir, walDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
@@ -186,6 +212,16 @@ func Open(opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	// The fastest zstd level: new values are compressed while sealing, on
+	// the ingest machine's critical path for sealing throughput.
+	values, err := valuestore.Open(valuestore.Options{Dir: valDir, ZstdLevel: 1, Logger: opts.Logger.With("component", "valuestore"), FS: opts.valueFS})
+	if err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open value store: %w", err)
+	}
+	for _, c := range values.Corruptions() {
+		opts.Logger.Error("value store damage isolated", "err", c)
+	}
 	e := &Engine{
 		opts:     opts,
 		log:      opts.Logger,
@@ -196,6 +232,7 @@ func Open(opts Options) (*Engine, error) {
 		stop:     make(chan struct{}),
 		active:   newMemtable(time.Now()),
 		cache:    newBlockCache(opts.BlockCacheBytes),
+		values:   values,
 	}
 	e.openSegments()
 	e.removeOrphans()
@@ -211,6 +248,7 @@ func Open(opts Options) (*Engine, error) {
 	})
 	if err != nil {
 		e.closeSegments()
+		values.Close()
 		lock.Close()
 		return nil, fmt.Errorf("open wal: %w", err)
 	}
@@ -218,6 +256,7 @@ func Open(opts Options) (*Engine, error) {
 	if err := e.replay(); err != nil {
 		w.Close()
 		e.closeSegments()
+		values.Close()
 		lock.Close()
 		return nil, err
 	}
@@ -470,9 +509,25 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		if !e.opts.NoContentIndex {
 			wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
 		}
+		if e.opts.ValueThreshold > 0 {
+			wo.StoreValue, wo.ValueThreshold = e.storeValue, e.opts.ValueThreshold
+		}
 		info, err := segment.Write(e.dir, name, byProject, wo)
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
+		}
+		// A published segment must never reference a value that a crash
+		// could lose: make the values durable before the manifest names it.
+		if info.ValueRefs > 0 {
+			if err := e.values.Sync(); err != nil {
+				os.Remove(filepath.Join(e.dir, name))
+				return fmt.Errorf("seal segment %s: sync value store: %w", name, err)
+			}
+		}
+		if hook := e.testBeforeManifest; hook != nil {
+			if err := hook(name); err != nil {
+				return err
+			}
 		}
 		r, err := segment.Open(filepath.Join(e.dir, name))
 		if err != nil {
@@ -536,6 +591,9 @@ func (e *Engine) Close() error {
 	}
 	werr := e.wal.Close()
 	e.closeSegments()
+	if err := e.values.Close(); err != nil && werr == nil {
+		werr = fmt.Errorf("close value store: %w", err)
+	}
 	e.lock.Close()
 	return werr
 }

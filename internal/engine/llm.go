@@ -196,8 +196,12 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 func (e *Engine) llmScan(ctx context.Context, project string, f *query.Filter, res *Result,
 	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
 	v := e.view()
+	rv := e.newResolver(res)
 	visit := func(s *model.Span) {
-		if s.LLM != nil && f.Match(s) {
+		if s.LLM == nil {
+			return
+		}
+		if _, ok := rv.match(f, s); ok {
 			span(s)
 		}
 	}

@@ -65,8 +65,14 @@ func (e *Engine) corrupt(res *Result, seg string, err error) {
 }
 
 // Trace returns every span of a trace, ordered by start time, each span once
-// (the newest copy of a re-sent span).
+// (the newest copy of a re-sent span), with stored values read back.
 func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, Result, error) {
+	return e.trace(ctx, project, id, true)
+}
+
+// trace is Trace; without resolve, spans from segments keep their
+// stored-value references (for callers that do not return attributes).
+func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, resolve bool) ([]model.Span, Result, error) {
 	var res Result
 	v := e.view()
 	seen := map[model.SpanID]bool{}
@@ -96,6 +102,9 @@ func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([
 		}
 	}
 	sortByStart(out)
+	if resolve {
+		e.newResolver(&res).spans(out)
+	}
 	return out, res, nil
 }
 
@@ -226,6 +235,7 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 		return nil, nil, res, err
 	}
 	out := top.sorted()
+	e.newResolver(&res).spans(out)
 	var next *Cursor
 	if len(out) > limit {
 		out = out[:limit]
@@ -246,6 +256,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
 	v := e.view()
 	sh := newShadower(e, v, project, res)
+	rv := e.newResolver(res)
 	hints := f.Hints()
 	var cands []candidate
 	for rank, m := range v.mems {
@@ -320,8 +331,11 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			continue
 		}
 		for i := range spans {
-			if cursor.admits(&spans[i]) && f.Match(&spans[i]) {
-				sp := &spans[i]
+			if !cursor.admits(&spans[i]) {
+				continue
+			}
+			// Memtable spans never hold stored-value references; these may.
+			if sp, ok := rv.match(f, &spans[i]); ok {
 				emit(sp, func() bool { return sh.shadowed(c.rank, sp) })
 			}
 		}
@@ -459,7 +473,7 @@ func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filt
 	}
 	out := make([]TraceSummary, 0, len(order))
 	for _, id := range order {
-		spans, r, err := e.Trace(ctx, project, id)
+		spans, r, err := e.trace(ctx, project, id, false) // a summary needs no attribute values
 		res.Warnings = append(res.Warnings, r.Warnings...)
 		if err != nil {
 			return nil, res, err

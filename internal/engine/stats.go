@@ -12,6 +12,8 @@ type Stats struct {
 	BufferSpans  int64    `json:"buffer_spans"`
 	BufferBytes  int64    `json:"buffer_bytes"`
 	WALBytes     int64    `json:"wal_bytes"`
+	ValueBytes   int64    `json:"value_bytes"`           // the store of large values (all projects)
+	Values       int64    `json:"values"`                // distinct large values stored apart (all projects)
 	Quarantined  []string `json:"quarantined,omitempty"` // segments not served because they failed verification
 	SealError    string   `json:"seal_error,omitempty"`  // the last seal's error, while seals are failing
 }
@@ -44,7 +46,9 @@ func (e *Engine) Stats(project string) Stats {
 	}
 	st.Segments = len(v.segs)
 	st.WALBytes = e.wal.Size()
-	st.DiskBytes = st.SegmentBytes + st.WALBytes
+	vs := e.values.Stats()
+	st.ValueBytes, st.Values = vs.DiskBytes, int64(vs.Values)
+	st.DiskBytes = st.SegmentBytes + st.WALBytes + st.ValueBytes
 	e.mu.RLock()
 	st.Quarantined = append([]string(nil), e.quarantined...)
 	e.mu.RUnlock()
@@ -68,7 +72,10 @@ type Counters struct {
 	// those read.
 	ContentSegPruned, ContentSegExamined     int64
 	ContentBlockPruned, ContentBlockExamined int64
-	WAL                                      wal.Stats
+	// ValueErrors counts stored values that could not be read for a result
+	// (a placeholder was returned instead).
+	ValueErrors int64
+	WAL         wal.Stats
 }
 
 // Counters returns a snapshot of the engine's cumulative metrics.
@@ -82,6 +89,7 @@ func (e *Engine) Counters() Counters {
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
-		WAL: e.wal.Stats(),
+		ValueErrors: e.m.valueErrors.Load(),
+		WAL:         e.wal.Stats(),
 	}
 }

@@ -99,6 +99,8 @@ func fixKVs(kvs []KeyValue, bad *bool) {
 	}
 }
 
+// fixValue repairs strings in place. A ValueRef's Str is a binary hash, not
+// text, and is left alone (decoders never produce refs anyway).
 func fixValue(v *Value, bad *bool) {
 	switch v.Type {
 	case ValueString:

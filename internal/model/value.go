@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"math"
 	"strconv"
 )
@@ -18,9 +19,14 @@ const (
 	ValueArray                   // array_value
 	ValueKvList                  // kvlist_value
 	ValueBytes                   // bytes_value
+	// ValueRef is not an OTLP variant: it is a string value kept in the value
+	// store (internal/valuestore) that has not been read back. Segments
+	// return it for large strings; the engine resolves it to the ValueString
+	// it stands for before a result leaves it. Decoders never produce it.
+	ValueRef
 )
 
-var valueTypeNames = [...]string{"empty", "string", "bool", "int", "double", "array", "kvlist", "bytes"}
+var valueTypeNames = [...]string{"empty", "string", "bool", "int", "double", "array", "kvlist", "bytes", "ref"}
 
 func (t ValueType) String() string {
 	if int(t) < len(valueTypeNames) {
@@ -41,6 +47,8 @@ func (t ValueType) String() string {
 //	ValueDouble  Double
 //	ValueArray   List.Array (List is nil when the array is empty)
 //	ValueKvList  List.KvList (List is nil when the list is empty)
+//	ValueRef     Str holds the 32 raw bytes of the SHA-256 of the stored
+//	             string, Int its length in bytes
 //
 // A ValueBytes and a ValueString with the same Str are different values.
 // Copies of a Value share its List, as they shared slices before. Values are
@@ -101,6 +109,26 @@ func KvListValue(fields []KeyValue) Value {
 	return v
 }
 
+// RefValue builds a ValueRef: a reference to a string of length bytes whose
+// SHA-256 is ref, kept in the value store. It always resolves to a
+// ValueString.
+func RefValue(ref [32]byte, length int) Value {
+	return Value{Type: ValueRef, Str: string(ref[:]), Int: int64(length)}
+}
+
+// IsRef reports whether v is an unresolved stored-value reference.
+func (v Value) IsRef() bool { return v.Type == ValueRef }
+
+// Ref returns the SHA-256 held by a ValueRef (zero for any other value, or
+// for a ref whose Str is not 32 bytes).
+func (v Value) Ref() [32]byte {
+	var r [32]byte
+	if v.Type == ValueRef && len(v.Str) == len(r) {
+		copy(r[:], v.Str)
+	}
+	return r
+}
+
 // Elems returns the elements of a ValueArray (nil for any other value).
 func (v Value) Elems() []Value {
 	if v.Type != ValueArray || v.List == nil {
@@ -131,8 +159,13 @@ func (v Value) Bool() bool { return v.Int != 0 }
 
 // AsString renders the value as text: strings as they are, numbers in Go's
 // shortest form, bytes as base64, arrays and kvlists as compact JSON-like text.
+// An unresolved ValueRef renders as a placeholder,
+// "<stored value sha256:HEX, N bytes>", never as the stored string: callers
+// that need the text resolve the reference first.
 func (v Value) AsString() string {
 	switch v.Type {
+	case ValueRef:
+		return "<stored value sha256:" + hex.EncodeToString([]byte(v.Str)) + ", " + strconv.FormatInt(v.Int, 10) + " bytes>"
 	case ValueString:
 		return v.Str
 	case ValueBool:
@@ -169,7 +202,7 @@ func (v Value) AsString() string {
 
 func appendJSONish(b []byte, v Value) []byte {
 	switch v.Type {
-	case ValueString, ValueBytes:
+	case ValueString, ValueBytes, ValueRef:
 		return strconv.AppendQuote(b, v.AsString())
 	case ValueEmpty:
 		return append(b, "null"...)
@@ -189,6 +222,8 @@ func (v Value) AsFloat() (float64, bool) {
 }
 
 // Equal reports deep equality. Doubles compare bit-for-bit so NaN equals NaN.
+// A ValueRef equals only a ValueRef with the same hash and length: it is not
+// equal to the string it stands for (resolve it first to compare text).
 func (v Value) Equal(o Value) bool {
 	if v.Type != o.Type {
 		return false
@@ -202,6 +237,8 @@ func (v Value) Equal(o Value) bool {
 		return math.Float64bits(v.Double) == math.Float64bits(o.Double)
 	case ValueBytes:
 		return v.Str == o.Str
+	case ValueRef:
+		return v.Str == o.Str && v.Int == o.Int
 	case ValueArray:
 		a, b := v.Elems(), o.Elems()
 		if len(a) != len(b) {

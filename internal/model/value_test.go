@@ -105,3 +105,38 @@ func TestNormalizeRepairsNestedStringsButNotBytes(t *testing.T) {
 		t.Errorf("kvlist after Normalize = %q", got)
 	}
 }
+
+func TestRefValue(t *testing.T) {
+	var h [32]byte
+	for i := range h {
+		h[i] = byte(i)
+	}
+	v := RefValue(h, 5000)
+	if !v.IsRef() || v.Type.String() != "ref" || v.Ref() != h || v.Int != 5000 {
+		t.Fatalf("RefValue = %+v (type %s)", v, v.Type)
+	}
+	if StringValue(v.Str).IsRef() || StringValue("x").Ref() != ([32]byte{}) {
+		t.Errorf("a string is a ref")
+	}
+	want := "<stored value sha256:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f, 5000 bytes>"
+	if got := v.AsString(); got != want {
+		t.Errorf("AsString = %s", got)
+	}
+	if !v.Equal(RefValue(h, 5000)) || v.Equal(RefValue(h, 4999)) || v.Equal(StringValue(v.Str)) {
+		t.Errorf("ref equality is wrong")
+	}
+	h2 := h
+	h2[31] = 0xff
+	if v.Equal(RefValue(h2, 5000)) {
+		t.Errorf("refs with different hashes compare equal")
+	}
+	if got := ArrayValue([]Value{v}).AsString(); got != `["`+want+`"]` {
+		t.Errorf("AsString(array of ref) = %s", got)
+	}
+	s := Span{Attributes: []KeyValue{{Key: "k", Value: RefValue([32]byte{0xff, 0xfe}, 3)}}}
+	var p Problems
+	Normalize(&s, &p)
+	if p.InvalidUTF8 != 0 || s.Attributes[0].Value.Ref() != ([32]byte{0xff, 0xfe}) {
+		t.Errorf("Normalize rewrote a ref's binary hash: %+v", p)
+	}
+}

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"math"
 
@@ -58,7 +59,7 @@ func (r *Reader) loadBlock(i int) (*blockData, error) {
 func (r *Reader) colErr(bd *blockData, id uint32, err error) error {
 	c, _ := bd.entry.col(id)
 	off := int64(bd.entry.Offset + c.Offset)
-	if err == errValueRef {
+	if errors.Is(err, ErrUnsupported) {
 		return fmt.Errorf("read segment %s at offset %d, column %s: %w", r.path, off, columnNames[id], err)
 	}
 	return r.corrupt(off, "column %s: %v", columnNames[id], err)

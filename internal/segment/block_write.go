@@ -143,6 +143,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	}
 
 	e.kv.reset()
+	e.kv.apart = true
 	for i := range spans {
 		e.mark(colAttrs, i, len(e.kv.body))
 		e.kv.kvs(spans[i].Attributes, 0)
@@ -165,6 +166,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.raw = raw
 
 	e.kv.reset()
+	e.kv.apart = true
 	for i := range spans {
 		s := &spans[i]
 		e.mark(colEvents, i, len(e.kv.body))
@@ -182,6 +184,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	}
 
 	e.kv.reset()
+	e.kv.apart = true
 	for i := range spans {
 		s := &spans[i]
 		e.mark(colLinks, i, len(e.kv.body))
@@ -269,6 +272,7 @@ func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, fie
 func (e *blockEncoder) tableColumn(id uint32, spans []model.Span, ptr func(*model.Span) any,
 	enc func(e *kvEnc, p any)) error {
 	e.kv.reset()
+	e.kv.apart = false // resources and scopes are shared and stay inline (docs/format/segment.md)
 	clear(e.ptrs)
 	clear(e.cont)
 	e.idx = e.idx[:0]

@@ -114,12 +114,17 @@ func exercise(path string, traces []traceRef) []error {
 			errs = append(errs, err)
 		}
 	}
+	if err := r.ValueRefs(func([32]byte) bool { return true }); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
 }
 
 func TestCorruption(t *testing.T) {
 	corpus := genCorpus(11, 2, 100, 40)
-	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100, ContentTokens: StandInTokens})
+	addLargeValues(corpus, 11)
+	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100, ContentTokens: StandInTokens,
+		StoreValue: newMemValues().put, ValueThreshold: testThreshold})
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +147,9 @@ func TestCorruption(t *testing.T) {
 	}
 	if filters != 1+len(r.blocks) {
 		t.Fatalf("layout lists %d token filter parts for %d blocks", filters, len(r.blocks))
+	}
+	if !r.HasValueRefs() {
+		t.Fatalf("corpus has no stored-value references: section 9 is not exercised")
 	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.rseg")

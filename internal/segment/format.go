@@ -39,8 +39,9 @@ const (
 	// filters read on demand, and their resident summary and directory.
 	sectionTokenFilters = 7
 	sectionTokenSummary = 8
-	// Reserved; version 1 writers never emit it.
-	sectionValueRefs      = 9  // issue 5: stored-value hashes this segment references
+	// Optional (WriterOptions.StoreValue): the distinct stored-value hashes
+	// the blocks reference; written with sectionRequired set.
+	sectionValueRefs      = 9
 	sectionLLMAggDir      = 10 // directory of section 6: one part per block and per project rollup
 	sectionFirstUserRange = 64
 )
@@ -101,7 +102,7 @@ const (
 	tagArray    = 5
 	tagKvList   = 6
 	tagBytes    = 7
-	tagValueRef = 8 // RESERVED (issue 5): 32-byte content hash of a value kept in the value store
+	tagValueRef = 8 // stored-value reference: SHA-256 (32 bytes) | uvarint length | original tag (1)
 )
 
 // Limits that bound what a reader allocates or recurses on hostile input.

@@ -27,6 +27,9 @@ func FuzzOpen(f *testing.F) {
 	f.Add(small)
 	f.Add(segmentBytes(f, genCorpus(23, 1, 3, 6), WriterOptions{BlockSpans: 4, ContentTokens: StandInTokens}))
 	f.Add(segmentBytes(f, nil, WriterOptions{}))
+	refs := genCorpus(24, 1, 3, 6)
+	addLargeValues(refs, 24)
+	f.Add(segmentBytes(f, refs, WriterOptions{BlockSpans: 4, StoreValue: newMemValues().put, ValueThreshold: testThreshold}))
 	f.Add(small[:len(small)/2])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "f.rseg")
@@ -67,6 +70,7 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 		r.SegmentMayContainTokens([]uint64{1, 2})
+		check(r.ValueRefs(func([32]byte) bool { return true }))
 		may, err := r.BlocksMayContainTokens([]uint64{1, 2})
 		check(err)
 		if len(may) != len(r.Blocks()) {
@@ -91,6 +95,21 @@ func FuzzDecodeColumns(f *testing.F) {
 		seed = append(seed, bd.cols[id]...)
 	}
 	f.Add(uint16(r.Blocks()[0].Spans), uint16(1), uint16(3), seed)
+	// A block holding stored-value references (value tag 8).
+	refs := genCorpus(25, 1, 3, 10)
+	addLargeValues(refs, 25)
+	rpath, _ := writeCorpus(f, refs, WriterOptions{BlockSpans: 16, StoreValue: newMemValues().put, ValueThreshold: testThreshold})
+	rr := openT(f, rpath)
+	rbd, err := rr.loadBlock(0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var rseed []byte
+	for id := 1; id <= numColumns; id++ {
+		rseed = binary.AppendUvarint(rseed, uint64(len(rbd.cols[id])))
+		rseed = append(rseed, rbd.cols[id]...)
+	}
+	f.Add(uint16(rr.Blocks()[0].Spans), uint16(0), uint16(2), rseed)
 	f.Add(uint16(1), uint16(0), uint16(1), []byte{})
 	f.Fuzz(func(t *testing.T, n, lo, hi uint16, data []byte) {
 		spans := int(n%4096) + 1

@@ -30,7 +30,22 @@ type WriterOptions struct {
 	// TokenFilterFP is the target false-positive rate of a per-block token
 	// filter, in (0, 0.5]; 0 selects DefaultTokenFilterFP.
 	TokenFilterFP float64
+	// StoreValue, when set, stores a large string apart (in the value store)
+	// and returns its SHA-256. String values of span, event and link
+	// attributes (at any nesting depth) of at least ValueThreshold bytes are
+	// handed to it and written as stored-value references (value tag 8);
+	// section 9 lists the distinct references. Resource and scope attributes
+	// always stay inline. Token filters, attribute filters and LLM aggregates
+	// are computed from the full values. An error from StoreValue fails the
+	// write. Nil keeps every value inline.
+	StoreValue func(v string) ([32]byte, error)
+	// ValueThreshold is the length in bytes from which StoreValue is used;
+	// 0 selects DefaultValueThreshold. Ignored without StoreValue.
+	ValueThreshold int
 }
+
+// DefaultValueThreshold is the default WriterOptions.ValueThreshold (1 KiB).
+const DefaultValueThreshold = 1024
 
 // Validate reports options that cannot be used.
 func (o WriterOptions) Validate() error {
@@ -42,6 +57,9 @@ func (o WriterOptions) Validate() error {
 	}
 	if o.TokenFilterFP < 0 || o.TokenFilterFP > 0.5 || o.TokenFilterFP != o.TokenFilterFP {
 		return fmt.Errorf("segment writer: TokenFilterFP %v out of range (0, 0.5]", o.TokenFilterFP)
+	}
+	if o.ValueThreshold < 0 {
+		return fmt.Errorf("segment writer: ValueThreshold %d is negative", o.ValueThreshold)
 	}
 	return nil
 }
@@ -55,6 +73,9 @@ func (o WriterOptions) withDefaults() WriterOptions {
 	}
 	if o.TokenFilterFP == 0 {
 		o.TokenFilterFP = DefaultTokenFilterFP
+	}
+	if o.ValueThreshold == 0 {
+		o.ValueThreshold = DefaultValueThreshold
 	}
 	return o
 }

@@ -29,6 +29,7 @@ type Reader struct {
 	tix      traceIndex
 	aggs     aggIndex
 	tok      tokenIndex
+	vrefs    valueRefsIndex
 	resident int
 }
 
@@ -125,7 +126,7 @@ func (r *Reader) open() error {
 		if _, dup := sections[e.Type]; dup {
 			return r.corrupt(entOff, "section type %d listed twice", e.Type)
 		}
-		known := e.Type <= sectionLLMAggDir && e.Type != sectionValueRefs
+		known := e.Type <= sectionLLMAggDir
 		if !known {
 			if e.Flags&sectionRequired != 0 {
 				return fmt.Errorf("open segment %s: required section type %d: %w", r.path, e.Type, ErrUnsupported)
@@ -218,6 +219,7 @@ func (r *Reader) open() error {
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
 	r.openAggs(sections, load)
 	r.openTokens(sections, load)
+	r.openValueRefs(sections)
 	return nil
 }
 

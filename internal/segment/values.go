@@ -11,11 +11,21 @@ import (
 
 // kvEnc encodes attribute lists into a column body while collecting the
 // column's key dictionary. finish writes the dictionary, then the body.
+//
+// With store set and apart true (span, event and link attributes), string
+// values of at least threshold bytes are handed to store and written as
+// stored-value references (tag 8); refs collects every reference written,
+// across blocks (reset does not clear it).
 type kvEnc struct {
 	keyIdx map[string]uint64
 	keys   []string
 	body   []byte
 	err    error
+
+	store     func(string) ([32]byte, error)
+	threshold int
+	apart     bool
+	refs      map[[32]byte]struct{}
 }
 
 func (e *kvEnc) reset() {
@@ -65,8 +75,30 @@ func (e *kvEnc) value(v *model.Value, depth int) {
 	case model.ValueEmpty:
 		e.body = append(e.body, tagEmpty)
 	case model.ValueString:
+		if e.apart && e.store != nil && len(v.Str) >= e.threshold {
+			ref, err := e.store(v.Str)
+			if err != nil {
+				if e.err == nil {
+					e.err = fmt.Errorf("store value of %d bytes apart: %w", len(v.Str), err)
+				}
+				e.body = append(e.body, tagEmpty)
+				return
+			}
+			e.ref(ref, int64(len(v.Str)))
+			return
+		}
 		e.body = append(e.body, tagString)
 		e.str(v.Str)
+	case model.ValueRef:
+		// A span read back from a segment (a rewrite): keep the reference.
+		if len(v.Str) != 32 || v.Int < 0 {
+			if e.err == nil {
+				e.err = fmt.Errorf("malformed stored-value reference (%d-byte hash, length %d)", len(v.Str), v.Int)
+			}
+			e.body = append(e.body, tagEmpty)
+			return
+		}
+		e.ref(v.Ref(), v.Int)
 	case model.ValueBool:
 		// Value.Int holds the bool; keep it exactly (normally 0 or 1).
 		e.body = append(e.body, tagBool)
@@ -103,6 +135,19 @@ func (e *kvEnc) value(v *model.Value, depth int) {
 	}
 }
 
+// ref writes a stored-value reference: tag 8 | 32-byte SHA-256 | uvarint
+// length | original tag (1 = string).
+func (e *kvEnc) ref(h [32]byte, n int64) {
+	e.body = append(e.body, tagValueRef)
+	e.body = append(e.body, h[:]...)
+	e.body = binary.AppendUvarint(e.body, uint64(n))
+	e.body = append(e.body, tagString)
+	if e.refs == nil {
+		e.refs = make(map[[32]byte]struct{})
+	}
+	e.refs[h] = struct{}{}
+}
+
 // finish appends the key dictionary and the body to dst.
 func (e *kvEnc) finish(dst []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(e.keys)))
@@ -112,8 +157,6 @@ func (e *kvEnc) finish(dst []byte) []byte {
 	}
 	return append(dst, e.body...)
 }
-
-var errValueRef = fmt.Errorf("stored-value reference (tag %d): %w", tagValueRef, ErrUnsupported)
 
 // kvDec decodes attribute lists written by kvEnc.
 type kvDec struct {
@@ -195,7 +238,14 @@ func (d *kvDec) value(v *model.Value, depth int) {
 			}
 		}
 	case tagValueRef:
-		d.fail(errValueRef)
+		h := d.fixed(32)
+		n := d.i64()
+		if orig := d.byte1(); orig != tagString && d.err == nil {
+			d.fail(fmt.Errorf("stored-value reference to a value of tag %d: %w", orig, ErrUnsupported))
+		}
+		v.Type = model.ValueRef
+		v.Str = h // aliases the block like strings do
+		v.Int = n
 	default:
 		if d.err == nil {
 			d.fail(fmt.Errorf("unknown value tag %d", tag))
@@ -236,7 +286,11 @@ func (d *kvDec) skipValue(depth int) {
 			d.skipValue(depth + 1)
 		}
 	case tagValueRef:
-		d.fail(errValueRef)
+		d.fixed(32)
+		d.uvarint()
+		if orig := d.byte1(); orig != tagString && d.err == nil {
+			d.fail(fmt.Errorf("stored-value reference to a value of tag %d: %w", orig, ErrUnsupported))
+		}
 	default:
 		if d.err == nil {
 			d.fail(errors.New("unknown value tag"))

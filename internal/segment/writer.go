@@ -27,6 +27,10 @@ type Info struct {
 	// has none). It is not part of section 1: the reader derives it from
 	// section 8.
 	Tokens TokenStats
+	// ValueRefs is the number of distinct stored values the segment
+	// references (section 9). Not part of section 1: the reader derives it
+	// from section 9's length.
+	ValueRefs int
 }
 
 // ProjectInfo summarises one project's spans in a segment.
@@ -95,6 +99,7 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 	}
 	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(),
 		tokens: newTokenWriter(opts)}
+	w.enc.kv.store, w.enc.kv.threshold = opts.StoreValue, opts.ValueThreshold
 	if err := w.write(appendHeader(nil)); err != nil {
 		w.Abort()
 		return nil, err
@@ -293,6 +298,7 @@ func (w *Writer) close() (Info, error) {
 
 	var toc []tocEntry
 	var out []byte
+	var flags uint32
 	section := func(typ uint32, raw []byte, compress bool) {
 		start := len(out)
 		codec := uint32(codecNone)
@@ -301,7 +307,7 @@ func (w *Writer) close() (Info, error) {
 		} else {
 			out = append(out, raw...)
 		}
-		toc = append(toc, tocEntry{Type: typ, Codec: codec, CRC: crc(out[start:]),
+		toc = append(toc, tocEntry{Type: typ, Flags: flags, Codec: codec, CRC: crc(out[start:]),
 			Offset: uint64(w.off) + uint64(start), Length: uint64(len(out) - start), RawLen: uint64(len(raw))})
 	}
 	section(sectionInfo, encodeInfo(info), true)
@@ -317,6 +323,14 @@ func (w *Writer) close() (Info, error) {
 		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
 		section(sectionTokenSummary, sum, true)
 		info.Tokens = st
+	}
+	if refs := w.enc.kv.refs; len(refs) > 0 {
+		// Required: a reader that does not know stored-value references
+		// must refuse the file rather than fail on its blocks later.
+		flags = sectionRequired
+		section(sectionValueRefs, encodeValueRefs(refs), false) // hashes do not compress
+		flags = 0
+		info.ValueRefs = len(refs)
 	}
 	tocOff := uint64(w.off) + uint64(len(out))
 	tocStart := len(out)

@@ -80,6 +80,7 @@ func newMetrics(s *Server) *metrics {
 	counter("rastro_content_segments_examined_total", "Segments a content search had to look into (summary said maybe).", func(c engine.Counters) int64 { return c.ContentSegExamined })
 	counter("rastro_content_blocks_pruned_total", "Blocks a content search skipped on their token filter.", func(c engine.Counters) int64 { return c.ContentBlockPruned })
 	counter("rastro_content_blocks_examined_total", "Blocks a content search read after their token filter said maybe.", func(c engine.Counters) int64 { return c.ContentBlockExamined })
+	counter("rastro_value_errors_total", "Large values stored apart that could not be read for a result (placeholder shown, warning returned).", func(c engine.Counters) int64 { return c.ValueErrors })
 	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
 	reg.MustRegister(&storeCollector{s: s})
 	return m
@@ -97,6 +98,7 @@ var storeGauges = []struct {
 	{prometheus.NewDesc("rastro_buffer_spans", "Spans in the in-memory write buffers (active and being sealed).", nil, nil), func(st *engine.Stats) int64 { return st.BufferSpans }},
 	{prometheus.NewDesc("rastro_buffer_bytes", "Estimated bytes of the in-memory write buffers.", nil, nil), func(st *engine.Stats) int64 { return st.BufferBytes }},
 	{prometheus.NewDesc("rastro_wal_bytes", "Bytes in live WAL files.", nil, nil), func(st *engine.Stats) int64 { return st.WALBytes }},
+	{prometheus.NewDesc("rastro_value_store_bytes", "Bytes of the store of large values kept apart from segments.", nil, nil), func(st *engine.Stats) int64 { return st.ValueBytes }},
 	{prometheus.NewDesc("rastro_segment_bytes", "Bytes in published segment files.", nil, nil), func(st *engine.Stats) int64 { return st.SegmentBytes }},
 	{prometheus.NewDesc("rastro_quarantined_segments", "Segments not served because they failed verification at open.", nil, nil), func(st *engine.Stats) int64 { return int64(len(st.Quarantined)) }},
 }

@@ -1,0 +1,83 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+)
+
+// TestLLMCorpusBytesPerSpan is the "memory" measurement of the llm
+// corpus: bytes on disk per span (segments plus stored values) with large
+// values stored apart and deduplicated (default threshold) and with every
+// value inline (negative threshold). It logs both figures and their ratio
+// and asserts that every distinct large value is stored exactly once.
+//
+// Measured (seed 9, 20,000 spans): 146 B/span stored apart versus 136 B/span
+// inline, 0.93x: the 3x target is not met on this corpus. Its large values
+// are 1-2 KiB, only 10 of 424 distinct ones repeat whole, and the unique
+// ones embed a shared system prompt, which the blocks' zstd already removes
+// when the values are inline; compressed one by one in the value store they
+// cost more. See docs/architecture.md.
+func TestLLMCorpusBytesPerSpan(t *testing.T) {
+	spans, err := bench.Generate("llm", bench.CorpusOptions{Seed: 9, Spans: 20000,
+		Start: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	occurrences, distinct := 0, map[string]bool{}
+	for i := range spans {
+		count := func(kvs []model.KeyValue) {
+			for _, kv := range kvs {
+				if kv.Value.Type == model.ValueString && len(kv.Value.Str) >= engine.DefaultValueThreshold {
+					occurrences++
+					distinct[kv.Value.Str] = true
+				}
+			}
+		}
+		count(spans[i].Attributes)
+		for _, ev := range spans[i].Events {
+			count(ev.Attributes)
+		}
+		for _, l := range spans[i].Links {
+			count(l.Attributes)
+		}
+	}
+	perSpan := map[int]float64{}
+	for _, threshold := range []int{0, -1} {
+		e, err := engine.Open(engine.Options{Dir: t.TempDir(), ValueThreshold: threshold, Durability: engine.DurabilityBuffered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for lo := 0; lo < len(spans); lo += 500 {
+			body := otlp.EncodeProto(spans[lo:min(lo+500, len(spans))])
+			b, err := otlp.DecodeProto(body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Append("default", engine.RecordOTLPProto, body, b.Spans); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		st, vs := e.Stats("default"), e.ValueStats()
+		disk := st.SegmentBytes + vs.DiskBytes
+		perSpan[threshold] = float64(disk) / float64(len(spans))
+		t.Logf("threshold %d: %d spans, segments %d B + values %d B (%d distinct, %d dedup hits) = %.1f B/span",
+			threshold, len(spans), st.SegmentBytes, vs.DiskBytes, vs.Values, vs.DedupHits, perSpan[threshold])
+		if threshold == 0 && (vs.Values != len(distinct) || vs.DedupHits != int64(occurrences-len(distinct))) {
+			t.Errorf("value store holds %d values with %d dedup hits; the corpus has %d distinct large values in %d occurrences",
+				vs.Values, vs.DedupHits, len(distinct), occurrences)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("llm corpus: %.1f B/span with values stored apart, %.1f B/span inline: ratio %.2f (target >= 3)",
+		perSpan[0], perSpan[-1], perSpan[-1]/perSpan[0])
+}
