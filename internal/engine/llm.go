@@ -98,6 +98,9 @@ type projection struct {
 	dims string // sorted group-by dimensions joined by ','
 	hour bool   // keep the hour (time series, or grouping by hour)
 	day  bool   // keep the hour truncated to the day
+	// noSketches drops latency sketches: for answers that show no
+	// percentiles (the sessions list), merging sketches is most of the cost.
+	noSketches bool
 }
 
 func newProjection(groupBy []string, keepHour bool) projection {
@@ -151,7 +154,11 @@ func (p projection) apply(entries []segment.AggEntry) []segment.AggEntry {
 			idx[k] = j
 			out = append(out, segment.AggEntry{Key: k})
 		}
-		mergeMeasures(&out[j].M, &entries[i].M)
+		m := entries[i].M
+		if p.noSketches {
+			m.Latency, m.TTFT = nil, nil
+		}
+		mergeMeasures(&out[j].M, &m)
 	}
 	return out
 }
@@ -162,7 +169,7 @@ const maxProjections = 8192
 // projected returns the stored aggregates of block i (or of the whole
 // segment for project when i < 0), projected onto p, cached.
 func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([]segment.AggEntry, error) {
-	key := fmt.Sprintf("%d|%s|%s|%t|%t", i, project, p.dims, p.hour, p.day)
+	key := fmt.Sprintf("%d|%s|%s|%t|%t|%t", i, project, p.dims, p.hour, p.day, p.noSketches)
 	s.aggs.mu.Lock()
 	got, ok := s.aggs.proj[key]
 	s.aggs.mu.Unlock()

@@ -17,10 +17,13 @@ type SessionSummary struct {
 	M     segment.AggMeasures // First = M.MinStart, Last = M.MaxEnd
 }
 
-// Sessions summarises every session of the LLM spans matching f.
+// Sessions summarises every session of the LLM spans matching f. Summaries
+// carry no latency percentiles (M.Latency and M.TTFT are nil).
 func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]SessionSummary, Result, error) {
 	var res Result
-	entries, err := e.llmEntries(ctx, project, f, newProjection([]string{"session", "user"}, false), &res)
+	p := newProjection([]string{"session", "user"}, false)
+	p.noSketches = true
+	entries, err := e.llmEntries(ctx, project, f, p, &res)
 	if err != nil {
 		return nil, res, err
 	}
