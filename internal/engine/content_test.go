@@ -67,9 +67,19 @@ func randomContentQuery(r *rand.Rand, rare int) string {
 // filters, over segments and the write buffer; with filters, absent and rare
 // words prune segments and blocks.
 func TestContentSearchEqualsBruteForce(t *testing.T) {
-	for _, noIndex := range []bool{false, true} {
-		t.Run(fmt.Sprintf("noIndex=%v", noIndex), func(t *testing.T) {
-			e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 64, NoContentIndex: noIndex, Durability: DurabilityBuffered})
+	for _, tc := range []struct {
+		noIndex    bool
+		blockSpans int
+	}{{false, 64}, {true, 64}, {false, 256}} {
+		// Without a block cache every block read goes to the segment, so the
+		// row-group reads are exercised.
+		cacheBytes := int64(0)
+		if tc.blockSpans > 64 {
+			cacheBytes = -1
+		}
+		noIndex := tc.noIndex
+		t.Run(fmt.Sprintf("noIndex=%v/blockSpans=%d", noIndex, tc.blockSpans), func(t *testing.T) {
+			e, err := Open(Options{Dir: t.TempDir(), BlockSpans: tc.blockSpans, BlockCacheBytes: cacheBytes, RowGroupTokenFilters: tc.blockSpans > 64, NoContentIndex: noIndex, Durability: DurabilityBuffered})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,12 +115,30 @@ func TestContentSearchEqualsBruteForce(t *testing.T) {
 					t.Fatalf("content %q: got %d spans, want %d", q, len(got), len(want))
 				}
 			}
+			if !noIndex && tc.blockSpans > 64 {
+				// Every rare word, wherever its row lies in its group.
+				for i := range rare {
+					cq, err := text.ParseQuery(fmt.Sprintf("rareword%d", i))
+					if err != nil {
+						t.Fatal(err)
+					}
+					f := query.Filter{Content: cq}
+					want := keys(bruteForce(corpus, &f))
+					if got := keys(searchAll(t, e, "default", &f, 50)); !slices.Equal(got, want) {
+						t.Fatalf("rareword%d: got %d spans, want %d", i, len(got), len(want))
+					}
+				}
+			}
 			c := e.Counters()
 			if noIndex && (c.ContentSegPruned+c.ContentBlockPruned != 0) {
 				t.Fatalf("pruned without an index: %+v", c)
 			}
 			if !noIndex && (c.ContentSegPruned == 0 || c.ContentBlockPruned == 0) {
 				t.Fatalf("token filters never pruned: %d segments, %d blocks", c.ContentSegPruned, c.ContentBlockPruned)
+			}
+			// Rare words narrow blocks of several row groups to one.
+			if !noIndex && tc.blockSpans > 64 && (c.ContentGroupPruned == 0 || c.ContentGroupExamined == 0) {
+				t.Fatalf("row-group filters never used: %+v", c)
 			}
 		})
 	}

@@ -64,6 +64,11 @@ type Options struct {
 	// BlockCacheBytes bounds the cache of decoded segment blocks (estimated
 	// resident bytes); default 128 MiB; negative disables it.
 	BlockCacheBytes int64
+	// RowGroupTokenFilters writes a token filter per 64-row group of every
+	// block (segment.WriterOptions.RowGroupTokenFilters): rare words read
+	// about 64 rows instead of a block, for about 6% more disk on
+	// text-heavy spans. Off by default.
+	RowGroupTokenFilters bool
 
 	// Prices prices LLM calls at ingest; nil means llm.DefaultPrices().
 	Prices *llm.Prices
@@ -181,6 +186,10 @@ type counters struct {
 	// those that had to be read.
 	contentSegPruned, contentSegExamined     atomic.Int64
 	contentBlockPruned, contentBlockExamined atomic.Int64
+	// Of the segments the resident summary passed, those the disk summary
+	// pruned; 64-row groups skipped and read by row-group filters.
+	contentSegDiskPruned                     atomic.Int64
+	contentGroupPruned, contentGroupExamined atomic.Int64
 	// Stored values that could not be read for a result (placeholder shown).
 	valueErrors atomic.Int64
 }
@@ -508,6 +517,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans}
 		if !e.opts.NoContentIndex {
 			wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
+			wo.RowGroupTokenFilters = e.opts.RowGroupTokenFilters
 		}
 		if e.opts.ValueThreshold > 0 {
 			wo.StoreValue, wo.ValueThreshold = e.storeValue, e.opts.ValueThreshold

@@ -203,6 +203,7 @@ func (h *topK) sorted() []model.Span {
 type candidate struct {
 	maxStart uint64
 	seg      *segHandle // a segment block ...
+	segIdx   int        // the segment's index in the view
 	block    int
 	chunk    *chunk // ... or a memtable chunk
 	rows     int
@@ -270,21 +271,14 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	content := len(hints.ContentHashes) > 0
+	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, segs: make([]segContent, len(v.segs))}
 	for si, s := range v.segs {
-		var mayHold []bool // per block: may hold the content words (nil = unknown, scan)
-		if content && s.r.HasTokenFilters() {
-			// The resident summary rejects a segment without any I/O.
-			if !s.r.SegmentMayContainTokens(hints.ContentHashes) {
-				e.m.contentSegPruned.Add(1)
-				continue
-			}
-			e.m.contentSegExamined.Add(1)
-			// One batched read of the block filters (neighbours read together).
-			var err error
-			if mayHold, err = s.r.BlocksMayContainTokens(hints.ContentHashes); err != nil {
-				e.corrupt(res, s.name, err) // a damaged filter: scan the blocks
-				mayHold = nil
-			}
+		// The resident summary rejects a segment without any I/O; the disk
+		// summary and block filters are read only when the scan reaches
+		// the segment (a query that stops early never reads them).
+		if content && s.r.HasTokenFilters() && !s.r.SegmentMayContainTokens(hints.ContentHashes) {
+			e.m.contentSegPruned.Add(1)
+			continue
 		}
 		for i := range s.blocks {
 			b := &s.blocks[i]
@@ -295,14 +289,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 				e.m.blocksPruned.Add(1)
 				continue
 			}
-			if mayHold != nil {
-				if !mayHold[i] {
-					e.m.contentBlockPruned.Add(1)
-					continue
-				}
-				e.m.contentBlockExamined.Add(1)
-			}
-			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, block: i, rank: len(v.mems) + si})
+			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, segIdx: si, block: i, rank: len(v.mems) + si})
 		}
 	}
 	// Newest first; memtables before segments among equals, so that the newest
@@ -324,8 +311,17 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			}
 			continue
 		}
-		e.m.blocksExamined.Add(1)
-		spans, err := e.readBlock(c.seg, c.block)
+		var spans []model.Span
+		var err error
+		if content && c.seg.r.HasTokenFilters() {
+			var ok bool
+			if spans, ok, err = cs.read(c.seg, c.segIdx, c.block); !ok {
+				continue
+			}
+		} else {
+			e.m.blocksExamined.Add(1)
+			spans, err = e.readBlock(c.seg, c.block)
+		}
 		if err != nil {
 			e.corrupt(res, c.seg.name, err)
 			continue
@@ -341,6 +337,125 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	return nil
+}
+
+// segContent is a segment's token-filter state within one content scan.
+type segContent struct {
+	checked bool
+	pruned  bool   // the disk summary rejected the segment
+	may     []bool // per block: may hold the words (nil = unknown, scan)
+}
+
+// contentScan consults the token filters of a content query as the scan
+// reaches each segment and block: the disk summary (one small page per
+// word), then the segment's block filters (batched reads), then the
+// row-group filters of each block that passed, so that a rare word decodes
+// and matches about 64 rows rather than a block. It is adaptive: once the
+// block filters have passed most of the blocks they were asked about, the
+// words are common and the filters cost more than they save, so the rest of
+// the scan reads whole blocks without consulting them.
+type contentScan struct {
+	e      *Engine
+	res    *Result
+	hashes []uint64
+	segs   []segContent
+	// Block filters consulted and passed so far in this scan.
+	tested, passed int
+}
+
+// commonAfter is how many block-filter answers the scan sees before it may
+// decide that the words are common.
+const commonAfter = 16
+
+func (cs *contentScan) common() bool {
+	return cs.tested >= commonAfter && 2*cs.passed > cs.tested
+}
+
+// read returns the spans of block i of s that may hold the words: ok is
+// false when the filters rule the block out.
+func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok bool, err error) {
+	e := cs.e
+	st := &cs.segs[si]
+	if !st.checked {
+		st.checked = true
+		cs.checkSegment(s, st)
+	}
+	if st.pruned {
+		return nil, false, nil
+	}
+	if st.may != nil {
+		if !st.may[i] {
+			e.m.contentBlockPruned.Add(1)
+			return nil, false, nil
+		}
+	}
+	e.m.contentBlockExamined.Add(1)
+	e.m.blocksExamined.Add(1)
+	n := s.blocks[i].Spans
+	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
+	if st.may == nil || cs.common() || !s.r.HasRowGroupFilters() {
+		spans, err = e.readBlock(s, i)
+		return spans, true, err
+	}
+	if cached, hit := e.cache.get(blockRef{s, i}); hit {
+		return cached, true, nil
+	}
+	ranges, gerr := s.r.BlockRowsMayContainTokens(i, cs.hashes)
+	if gerr != nil {
+		e.corrupt(cs.res, s.name, gerr) // a damaged filter: read the whole block
+		spans, err = e.readBlock(s, i)
+		return spans, true, err
+	}
+	rows := 0
+	for _, r := range ranges {
+		rows += r.Hi - r.Lo
+	}
+	passed := (rows + segment.RowGroupRows - 1) / segment.RowGroupRows
+	e.m.contentGroupExamined.Add(int64(passed))
+	e.m.contentGroupPruned.Add(int64(groups - passed))
+	switch {
+	case rows == 0:
+		return nil, false, nil
+	case 2*rows > n:
+		// Most of the block: read it whole, through the cache.
+		spans, err = e.readBlock(s, i)
+	default:
+		spans, err = s.r.ReadBlockRows(i, ranges)
+	}
+	return spans, true, err
+}
+
+// checkSegment consults the disk summary and the block filters of s.
+func (cs *contentScan) checkSegment(s *segHandle, st *segContent) {
+	e := cs.e
+	if cs.common() {
+		e.m.contentSegExamined.Add(1)
+		return
+	}
+	ok, err := s.r.SegmentMayContainTokensDisk(cs.hashes)
+	if err != nil {
+		e.corrupt(cs.res, s.name, err) // a damaged page: consult the block filters
+	}
+	if !ok {
+		e.m.contentSegPruned.Add(1)
+		e.m.contentSegDiskPruned.Add(1)
+		st.pruned = true
+		return
+	}
+	e.m.contentSegExamined.Add(1)
+	// One batched read of the block filters (neighbours read together).
+	may, err := s.r.BlocksMayContainTokens(cs.hashes)
+	if err != nil {
+		e.corrupt(cs.res, s.name, err) // a damaged filter: scan the blocks
+		return
+	}
+	st.may = may
+	for _, m := range may {
+		cs.tested++
+		if m {
+			cs.passed++
+		}
+	}
 }
 
 // blockMayMatch prunes a block with its resident metadata and filters.

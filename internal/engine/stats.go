@@ -72,6 +72,11 @@ type Counters struct {
 	// those read.
 	ContentSegPruned, ContentSegExamined     int64
 	ContentBlockPruned, ContentBlockExamined int64
+	// ContentSegDiskPruned counts segments (also in ContentSegPruned) that
+	// passed the resident summary and were pruned by the disk summary;
+	// ContentGroup* count 64-row groups of examined blocks skipped and read.
+	ContentSegDiskPruned                     int64
+	ContentGroupPruned, ContentGroupExamined int64
 	// ValueErrors counts stored values that could not be read for a result
 	// (a placeholder was returned instead).
 	ValueErrors int64
@@ -89,6 +94,8 @@ func (e *Engine) Counters() Counters {
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
+		ContentSegDiskPruned: e.m.contentSegDiskPruned.Load(),
+		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
 		ValueErrors: e.m.valueErrors.Load(),
 		WAL:         e.wal.Stats(),
 	}

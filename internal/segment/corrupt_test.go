@@ -59,6 +59,21 @@ func fileLayout(t *testing.T, data []byte, r *Reader) []part {
 			}
 			continue
 		}
+		if typ == sectionTokenGroups {
+			for k := 0; k+1 < len(r.grp.offs); k++ {
+				if lo, hi := r.grp.offs[k], r.grp.offs[k+1]; lo < hi {
+					parts = append(parts, part{fmt.Sprintf("token filter of block %d groups", k), off + int64(lo), off + int64(hi)})
+				}
+			}
+			continue
+		}
+		if typ == sectionTokenPages {
+			for pg := 0; pg < r.grp.pages; pg++ {
+				o := off + int64(pg)*diskPageStride
+				parts = append(parts, part{fmt.Sprintf("disk token page %d", pg), o, o + diskPageStride})
+			}
+			continue
+		}
 		parts = append(parts, part{fmt.Sprintf("section %d", typ), off, off + length})
 	}
 	for i, b := range r.blocks {
@@ -114,6 +129,14 @@ func exercise(path string, traces []traceRef) []error {
 			errs = append(errs, err)
 		}
 	}
+	for i := range r.Blocks() {
+		if _, err := r.BlockRowsMayContainTokens(i, []uint64{1}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.verifyDiskPages(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := r.ValueRefs(func([32]byte) bool { return true }); err != nil {
 		errs = append(errs, err)
 	}
@@ -123,7 +146,7 @@ func exercise(path string, traces []traceRef) []error {
 func TestCorruption(t *testing.T) {
 	corpus := genCorpus(11, 2, 100, 40)
 	addLargeValues(corpus, 11)
-	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100, ContentTokens: StandInTokens,
+	path, _ := writeCorpus(t, corpus, WriterOptions{BlockSpans: 100, ContentTokens: StandInTokens, RowGroupTokenFilters: true,
 		StoreValue: newMemValues().put, ValueThreshold: testThreshold})
 	orig, err := os.ReadFile(path)
 	if err != nil {
@@ -141,7 +164,7 @@ func TestCorruption(t *testing.T) {
 	}
 	filters := 0
 	for _, p := range parts {
-		if strings.HasPrefix(p.name, "token filter of block ") || p.name == fmt.Sprintf("section %d", sectionTokenSummary) {
+		if strings.HasPrefix(p.name, "token filter of block ") && !strings.HasSuffix(p.name, "groups") || p.name == fmt.Sprintf("section %d", sectionTokenSummary) {
 			filters++
 		}
 	}
@@ -191,7 +214,8 @@ func TestCorruption(t *testing.T) {
 		for _, p := range parts {
 			if strings.HasPrefix(p.name, "block ") && !sampled[p.name[:strings.Index(p.name, "column")]] ||
 				strings.HasPrefix(p.name, "aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "aggregates of ")] ||
-				strings.HasPrefix(p.name, "token filter of block ") && !sampled[strings.TrimPrefix(p.name, "token filter of ")] {
+				strings.HasPrefix(p.name, "token filter of block ") && !sampled[strings.TrimSuffix(strings.TrimPrefix(p.name, "token filter of "), "groups")] ||
+				strings.HasPrefix(p.name, "disk token page ") && p.name != "disk token page 0" {
 				continue
 			}
 			for _, at := range []int64{p.start, (p.start + p.end) / 2, p.end - 1} {

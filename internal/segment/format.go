@@ -41,8 +41,15 @@ const (
 	sectionTokenSummary = 8
 	// Optional (WriterOptions.StoreValue): the distinct stored-value hashes
 	// the blocks reference; written with sectionRequired set.
-	sectionValueRefs      = 9
-	sectionLLMAggDir      = 10 // directory of section 6: one part per block and per project rollup
+	sectionValueRefs = 9
+	sectionLLMAggDir = 10 // directory of section 6: one part per block and per project rollup
+	// Optional (with sections 7 and 8): the disk summary of the segment's
+	// tokens (blocked bloom, one 68-byte page per lookup), the per-block
+	// row-group token filters, and their resident directory.
+	sectionTokenPages     = 11
+	sectionTokenGroups    = 12
+	sectionTokenGroupDir  = 13
+	lastKnownSection      = sectionTokenGroupDir
 	sectionFirstUserRange = 64
 )
 

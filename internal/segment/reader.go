@@ -29,6 +29,7 @@ type Reader struct {
 	tix      traceIndex
 	aggs     aggIndex
 	tok      tokenIndex
+	grp      groupIndex
 	vrefs    valueRefsIndex
 	resident int
 }
@@ -126,7 +127,7 @@ func (r *Reader) open() error {
 		if _, dup := sections[e.Type]; dup {
 			return r.corrupt(entOff, "section type %d listed twice", e.Type)
 		}
-		known := e.Type <= sectionLLMAggDir
+		known := e.Type <= lastKnownSection
 		if !known {
 			if e.Flags&sectionRequired != 0 {
 				return fmt.Errorf("open segment %s: required section type %d: %w", r.path, e.Type, ErrUnsupported)
@@ -219,6 +220,9 @@ func (r *Reader) open() error {
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
 	r.openAggs(sections, load)
 	r.openTokens(sections, load)
+	if r.tok.present {
+		r.openGroups(sections, load)
+	}
 	r.openValueRefs(sections)
 	return nil
 }

@@ -30,11 +30,21 @@ type TokenStats struct {
 	SummaryFP float64
 	// BlockFilterBytes is the size on disk of the per-block filters (section 7).
 	BlockFilterBytes int64
+	// DiskSummaryBytes is the size on disk of the per-segment disk summary
+	// (section 11), read one 68-byte page per token; 0 when absent.
+	DiskSummaryBytes int64
+	// RowGroupFilterBytes is the size on disk of the row-group filters
+	// (section 12); 0 when absent.
+	RowGroupFilterBytes int64
 	// ResidentBytes is what a Reader keeps of the token index: the summary
-	// and the directory of the block filters (12 bytes a block). The writer
-	// keeps it within 32 KiB unless the segment has over 2,700 blocks.
+	// and the directories of the block and row-group filters (24 bytes a
+	// block). The writer keeps it within 32 KiB unless the segment has over
+	// 1,300 blocks.
 	ResidentBytes int
 }
+
+// groupDirResident is the resident cost of section 13.
+func groupDirResident(blocks int) int { return tokenDirEntryBytes*blocks + 64 }
 
 func summaryStats(distinct int, saturated bool, words, k, blocks int) TokenStats {
 	st := TokenStats{Indexed: true, DistinctTokens: distinct, Saturated: saturated, SummaryBytes: 8 * words,
@@ -66,42 +76,93 @@ type tokenWriter struct {
 	data      []byte            // section 7: filters back to back
 	lens      []uint64          // stored length of each block's filter
 	crcs      []uint32
+	// Row-group filters (section 12): a part per block, when rowGroups.
+	rowGroups bool
+	emitGroup func(hash uint64) // group.add, bound once
+	group     hashSet           // distinct tokens of the row group being built
+	gfilters  []tokenBloom
+	gdistinct []int
+	gdata     []byte
+	glens     []uint64
+	gcrcs     []uint32
 }
 
 func newTokenWriter(opts WriterOptions) *tokenWriter {
 	if opts.ContentTokens == nil {
 		return nil
 	}
-	t := &tokenWriter{fn: opts.ContentTokens, fp: opts.TokenFilterFP}
+	t := &tokenWriter{fn: opts.ContentTokens, fp: opts.TokenFilterFP, rowGroups: opts.RowGroupTokenFilters}
 	t.emit = t.block.add
+	t.emitGroup = t.group.add
 	return t
 }
 
-// addBlock builds the filter of a block being flushed.
+// addBlock builds the filter of a block being flushed and the filters of
+// its row groups.
 func (t *tokenWriter) addBlock(spans []model.Span) {
 	t.block.reset()
-	for i := range spans {
-		t.fn(&spans[i], t.emit)
+	t.gfilters, t.gdistinct = t.gfilters[:0], t.gdistinct[:0]
+	if !t.rowGroups {
+		for i := range spans {
+			t.fn(&spans[i], t.emit)
+		}
+	}
+	for lo := 0; t.rowGroups && lo < len(spans); lo += groupRows {
+		t.group.reset()
+		for i := lo; i < min(lo+groupRows, len(spans)); i++ {
+			t.fn(&spans[i], t.emitGroup)
+		}
+		n := t.group.len()
+		var f tokenBloom
+		if n > 0 {
+			w := min(bloomWordsFor(n, groupFilterFP), maxBlockTokenFilterWords)
+			f = newTokenBloom(w, bloomK(n, w))
+			t.group.each(f.add)
+			t.group.each(t.emit)
+		}
+		t.gfilters = append(t.gfilters, f)
+		t.gdistinct = append(t.gdistinct, n)
 	}
 	n := t.block.len()
-	start := len(t.data)
+	start, gstart := len(t.data), len(t.gdata)
 	if n > 0 {
 		w := min(bloomWordsFor(n, t.fp), maxBlockTokenFilterWords)
 		f := newTokenBloom(w, bloomK(n, w))
 		t.block.each(f.add)
 		t.data = appendTokenBloom(t.data, n, &f)
+		if t.rowGroups {
+			t.gdata = appendGroupFilters(t.gdata, len(spans), t.gfilters, t.gdistinct)
+		}
 	}
 	t.lens = append(t.lens, uint64(len(t.data)-start))
 	t.crcs = append(t.crcs, crc(t.data[start:]))
+	if t.rowGroups {
+		t.glens = append(t.glens, uint64(len(t.gdata)-gstart))
+		t.gcrcs = append(t.gcrcs, crc(t.gdata[gstart:]))
+	}
 	if t.saturated {
 		return
 	}
 	t.block.each(t.seg.add)
 	t.segCount = t.seg.len()
-	if t.segCount > summaryMaxTokens {
+	if t.segCount > diskMaxTokens {
 		t.saturated = true
 		t.seg = hashSet{}
 	}
+}
+
+// groups builds sections 11 (the disk summary), 12 (row-group filters) and
+// 13 (their directory).
+func (t *tokenWriter) groups() (disk, dir []byte) {
+	pages := 0
+	if !t.saturated {
+		disk, pages = buildDiskSummary(&t.seg)
+	}
+	distinct := 0
+	if pages > 0 {
+		distinct = t.segCount
+	}
+	return disk, encodeGroupDir(!t.rowGroups, pages, distinct, t.glens, t.gcrcs)
 }
 
 // summary builds section 8: the summary filter sized for summaryFP within
@@ -109,9 +170,10 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 //
 //	uvarint flags | filter (appendTokenBloom) | uvarint n blocks | n x (uvarint length | crc32c u32 LE)
 func (t *tokenWriter) summary() ([]byte, TokenStats) {
-	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens) - 8) / 8
+	// Both directories (sections 8 and 13) are resident.
+	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens) - groupDirResident(len(t.glens)) - 8) / 8
 	var f tokenBloom
-	saturated := t.saturated
+	saturated := t.saturated || t.segCount > summaryMaxTokens
 	if !saturated && t.segCount > 0 {
 		w := min(bloomWordsFor(t.segCount, summaryFP), budget)
 		if budget < summaryMinWords {
@@ -134,6 +196,11 @@ func (t *tokenWriter) summary() ([]byte, TokenStats) {
 	}
 	st := summaryStats(t.segCount, saturated, len(f.words), f.k, len(t.lens))
 	st.BlockFilterBytes = int64(len(t.data))
+	st.RowGroupFilterBytes = int64(len(t.gdata))
+	if !t.saturated {
+		st.DiskSummaryBytes = int64(diskPagesFor(t.segCount) * diskPageStride)
+	}
+	st.ResidentBytes += groupDirResident(len(t.glens))
 	return b, st
 }
 

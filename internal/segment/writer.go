@@ -322,6 +322,10 @@ func (w *Writer) close() (Info, error) {
 		sum, st := w.tokens.summary()
 		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
 		section(sectionTokenSummary, sum, true)
+		disk, dir := w.tokens.groups()
+		section(sectionTokenPages, disk, false)            // read one page at a time
+		section(sectionTokenGroups, w.tokens.gdata, false) // read one block's part at a time
+		section(sectionTokenGroupDir, dir, true)
 		info.Tokens = st
 	}
 	if refs := w.enc.kv.refs; len(refs) > 0 {
