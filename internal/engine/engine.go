@@ -163,7 +163,8 @@ type Engine struct {
 	// the seal there, as a crash would (nothing is cleaned up).
 	testBeforeManifest func(segment string) error
 
-	cache *blockCache
+	cache    *blockCache
+	llmCache llmResultCache
 
 	// values holds large attribute values apart from segments (values.go).
 	// It is safe for concurrent use; Puts and Syncs happen under pubMu.
@@ -241,6 +242,7 @@ func Open(opts Options) (*Engine, error) {
 		stop:     make(chan struct{}),
 		active:   newMemtable(time.Now()),
 		cache:    newBlockCache(opts.BlockCacheBytes),
+		llmCache: llmResultCache{max: 1 << 20},
 		values:   values,
 	}
 	e.openSegments()

@@ -61,10 +61,35 @@ func overlaps(lo, hi, start, end uint64) bool {
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *Result) ([]segment.AggEntry, error) {
+	v := e.view()
 	usable := aggregatesUsable(f)
+	// The segments' part: immutable, so with stored aggregates usable it is
+	// cached per (segment list, project, projection, window).
+	var key string
+	if usable {
+		key = llmCacheKey(v.segs, project, p, f)
+		if got, ok := e.llmCache.get(key); ok {
+			mem, err := e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
+			return append(slices.Clip(got), mem...), err
+		}
+	}
+	seg, err := e.llmPart(ctx, view{segs: v.segs}, project, f, p, usable, res)
+	if err != nil {
+		return nil, err
+	}
+	seg = p.apply(seg)
+	if usable && len(res.Warnings) == 0 {
+		e.llmCache.put(key, seg)
+	}
+	mem, err := e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
+	return append(slices.Clip(seg), mem...), err
+}
+
+// llmPart gathers the entries of one part of a view; see llmEntries.
+func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.Filter, p projection, usable bool, res *Result) ([]segment.AggEntry, error) {
 	rows := segment.NewAggregator()
 	var out []segment.AggEntry
-	err := e.llmScan(ctx, project, f, res, func(s *segHandle, project string) bool {
+	err := e.llmScan(ctx, v, project, f, res, func(s *segHandle, project string) bool {
 		if !usable {
 			return false
 		}
@@ -91,6 +116,59 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 		return nil, err
 	}
 	return append(out, p.apply(rows.Entries())...), nil
+}
+
+// llmCacheKey identifies the segments' part of an LLM query.
+func llmCacheKey(segs []*segHandle, project string, p projection, f *query.Filter) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s|%s|%t|%t|%t|%d|%d", project, p.dims, p.hour, p.day, p.noSketches, f.Start, f.End)
+	for _, s := range segs {
+		b.WriteByte('|')
+		b.WriteString(s.name)
+	}
+	return b.String()
+}
+
+// llmResultCache keeps the merged segment parts of recent LLM queries (a
+// dashboard repeats the same ones). Entries are keyed by the segment list,
+// so a seal or any change of segments makes old entries unreachable; they
+// age out by LRU order. Bounded by the number of aggregate entries held.
+type llmResultCache struct {
+	mu      sync.Mutex
+	max     int // aggregate entries held at most
+	held    int
+	order   []string // oldest first
+	entries map[string][]segment.AggEntry
+}
+
+func (c *llmResultCache) get(key string) ([]segment.AggEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.entries[key]
+	return got, ok
+}
+
+func (c *llmResultCache) put(key string, entries []segment.AggEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(entries) > c.max/4 {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[string][]segment.AggEntry{}
+	}
+	if _, ok := c.entries[key]; ok {
+		return
+	}
+	c.entries[key] = entries
+	c.order = append(c.order, key)
+	c.held += len(entries)
+	for c.held > c.max && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.held -= len(c.entries[old])
+		delete(c.entries, old)
+	}
 }
 
 // projection is the set of aggregate key fields a query keeps.
@@ -200,9 +278,8 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 // inside the window it first offers wholeSeg, then for each block wholly
 // inside the window wholeBlock; when the offer is taken (true), those spans
 // are accounted for and not visited. Everything else goes to span.
-func (e *Engine) llmScan(ctx context.Context, project string, f *query.Filter, res *Result,
+func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.Filter, res *Result,
 	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
-	v := e.view()
 	rv := e.newResolver(res)
 	visit := func(s *model.Span) {
 		if s.LLM == nil {
@@ -461,7 +538,7 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery,
 	} else {
 		// Finer than the stored hourly keys: aggregate rows per bucket.
 		byBucket := map[int64]*segment.Aggregator{}
-		err := e.llmScan(ctx, project, &q.Filter, &res,
+		err := e.llmScan(ctx, e.view(), project, &q.Filter, &res,
 			func(*segHandle, string) bool { return false }, func(*segHandle, int) bool { return false },
 			func(s *model.Span) {
 				b := int64(s.StartTimeUnixNano) / int64(step) * int64(step/time.Second)

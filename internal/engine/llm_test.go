@@ -158,3 +158,55 @@ func TestLLMStatsEqualBruteForce(t *testing.T) {
 			c.LLMAggSegments, c.LLMAggBlocks, c.LLMRowBlocks)
 	}
 }
+
+// TestLLMStatsCacheFollowsNewData: a repeated query (answered from the
+// result cache) reflects spans appended and sealed after the first answer.
+func TestLLMStatsCacheFollowsNewData(t *testing.T) {
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	spans, err := bench.Generate("llm", bench.CorpusOptions{Seed: 5, Spans: 4000, Start: start, Window: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.Open(engine.Options{Dir: t.TempDir(), Durability: engine.DurabilityBuffered, BlockSpans: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	total := func() int64 {
+		g, _, err := e.LLMStats(context.Background(), "default", &engine.LLMQuery{GroupBy: []string{"model"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for i := range g {
+			n += g[i].M.Spans
+		}
+		return n
+	}
+	llm.Enrich(spans, llm.DefaultPrices())
+	var want int64
+	for half := range 2 {
+		part := spans[half*2000 : (half+1)*2000]
+		body := otlp.EncodeProto(part)
+		b, err := otlp.DecodeProto(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Append("default", engine.RecordOTLPProto, body, b.Spans); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Seal(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range part {
+			if part[i].LLM != nil {
+				want++
+			}
+		}
+		for range 2 { // the second asks the cache
+			if got := total(); got != want {
+				t.Fatalf("after part %d: %d LLM spans, want %d", half, got, want)
+			}
+		}
+	}
+}
