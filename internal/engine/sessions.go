@@ -17,8 +17,9 @@ type SessionSummary struct {
 	M     segment.AggMeasures // First = M.MinStart, Last = M.MaxEnd
 }
 
-// Sessions summarises every session of the LLM spans matching f. Summaries
-// carry no latency percentiles (M.Latency and M.TTFT are nil).
+// Sessions summarises every session of the LLM spans matching f, in no
+// particular order (callers sort). Summaries carry no latency percentiles
+// (M.Latency and M.TTFT are nil).
 func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]SessionSummary, Result, error) {
 	var res Result
 	p := newProjection([]string{"session", "user"}, false)
@@ -27,38 +28,28 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 	if err != nil {
 		return nil, res, err
 	}
-	byID := map[string]*SessionSummary{}
-	users := map[string]map[string]bool{}
+	byID := make(map[string]int, 1024) // session -> index in out
+	var out []SessionSummary
 	for i := range entries {
 		en := &entries[i]
 		if en.Key.Session == "" {
 			continue
 		}
-		s := byID[en.Key.Session]
-		if s == nil {
-			s = &SessionSummary{ID: en.Key.Session}
-			byID[en.Key.Session] = s
-			users[en.Key.Session] = map[string]bool{}
+		j, ok := byID[en.Key.Session]
+		if !ok {
+			j = len(out)
+			byID[en.Key.Session] = j
+			out = append(out, SessionSummary{ID: en.Key.Session})
 		}
+		s := &out[j]
 		mergeMeasures(&s.M, &en.M)
-		if en.Key.User != "" {
-			users[en.Key.Session][en.Key.User] = true
-		}
-	}
-	out := make([]SessionSummary, 0, len(byID))
-	for id, s := range byID {
-		for u := range users[id] {
+		if u := en.Key.User; u != "" && !slices.Contains(s.Users, u) {
 			s.Users = append(s.Users, u)
 		}
-		slices.Sort(s.Users)
-		out = append(out, *s)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].M.MaxEnd != out[j].M.MaxEnd {
-			return out[i].M.MaxEnd > out[j].M.MaxEnd
-		}
-		return out[i].ID < out[j].ID
-	})
+	for i := range out {
+		slices.Sort(out[i].Users)
+	}
 	return out, res, nil
 }
 
