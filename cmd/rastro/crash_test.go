@@ -83,6 +83,13 @@ func startChild(t *testing.T, dir string, extra ...string) *child {
 		cmd.Process.Kill()
 		t.Fatalf("server did not report its address; logs:\n%s", c.logs)
 	}
+	defer func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("server logs:\n%s", c.logs)
+			mu.Unlock()
+		}
+	}()
 	waitFor(t, 60*time.Second, "server ready", func() bool {
 		resp, err := http.Get(c.base + "/readyz")
 		if err != nil {

@@ -13,6 +13,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -221,6 +222,15 @@ func Open(opts Options) (*Engine, error) {
 	if err != nil {
 		lock.Close()
 		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(opts.Dir, manifestName)); errors.Is(err, fs.ErrNotExist) {
+		// A new store gets its manifest before anything else, so that a
+		// segment file without a manifest beside it always means a lost
+		// manifest (refused above), never a crash before the first seal.
+		if _, err := writeManifest(opts.Dir, man); err != nil {
+			lock.Close()
+			return nil, fmt.Errorf("create manifest: %w", err)
+		}
 	}
 	// The fastest zstd level: new values are compressed while sealing, on
 	// the ingest machine's critical path for sealing throughput.

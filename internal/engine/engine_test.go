@@ -506,3 +506,23 @@ func TestMissingManifestWithSegmentsIsRefused(t *testing.T) {
 		t.Fatal("segments were deleted")
 	}
 }
+
+// TestCrashBeforeFirstManifest: a segment file left by a crash before the
+// store's first seal was published is removed, not mistaken for a lost
+// manifest.
+func TestCrashBeforeFirstManifest(t *testing.T) {
+	dir := t.TempDir()
+	e := openTest(t, dir)
+	spans := newGen(7).spans(5)
+	appendSpans(t, e, "default", spans)
+	e.stopForTest()
+	// What a crash between writing the first segment and publishing it leaves.
+	if err := os.WriteFile(filepath.Join(dir, "segments", "0000000000000001.seg"), []byte("partial"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e2 := openTest(t, dir)
+	defer e2.Close()
+	if got := e2.Stats("default").Spans; got != int64(len(spans)) {
+		t.Fatalf("after restart %d spans, want %d", got, len(spans))
+	}
+}
