@@ -38,7 +38,8 @@ type LLMQuery struct {
 // summarise every LLM span of a block, so only a filter that constrains
 // nothing but the time window can use them.
 func aggregatesUsable(f *query.Filter) bool {
-	return f.Expr == nil && f.Service == "" && f.Name == "" && !f.HasStatus && f.MinDuration == 0 && f.MaxDuration == 0
+	return f.Expr == nil && f.Content == nil && f.Service == "" && f.Name == "" && !f.HasStatus &&
+		f.MinDuration == 0 && f.MaxDuration == 0
 }
 
 // inWindow reports whether [lo, hi] lies inside [start, end) (0 = unbounded).
@@ -519,8 +520,8 @@ func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *s
 // aggregates where possible; finer steps read the spans.
 func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery, step time.Duration) ([]LLMGroup, Result, error) {
 	var res Result
-	if step <= 0 {
-		return nil, res, fmt.Errorf("step must be positive")
+	if step < time.Second || step%time.Second != 0 {
+		return nil, res, fmt.Errorf("step %s is not a whole number of seconds of at least 1s", step)
 	}
 	for _, g := range q.GroupBy {
 		if !ValidGroupKey(g) {

@@ -13,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 type sums struct {
@@ -87,12 +88,18 @@ func TestLLMStatsEqualBruteForce(t *testing.T) {
 		t.Fatalf("only %d of %d corpus spans have LLM fields", withLLM, len(spans))
 	}
 	dims := []string{"model", "provider", "service", "operation", "session", "user", "agent", "hour", "day"}
-	filters := []string{"", `{ status = error }`, `{ duration > 500ms }`, `{ resource.service.name != "gateway" }`}
+	filters := []string{"", `{ status = error }`, `{ duration > 500ms }`, `{ resource.service.name != "gateway" }`,
+		`{ content = "the" }`, `{ content = "refund" }`}
 	r := rand.New(rand.NewPCG(9, 9))
 	for iter := range 60 {
 		var f query.Filter
-		if q := filters[r.IntN(len(filters))]; q != "" {
+		if q := filters[r.IntN(len(filters))]; q != "" && iter%8 != 0 { // every 8th: no filter at all
 			if f.Expr, err = query.ParseTraceQL(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if iter%4 == 2 { // the content= parameter, outside the TraceQL expression
+			if f.Content, err = text.ParseQuery([]string{"refund", "the", "weather"}[r.IntN(3)]); err != nil {
 				t.Fatal(err)
 			}
 		}

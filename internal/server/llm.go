@@ -269,7 +269,9 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engin
 		return
 	}
 	sort.SliceStable(all, func(i, j int) bool { return less(&all[i], &all[j]) })
-	page := all[min(offset, len(all)):min(offset+limit, len(all))]
+	lo := min(offset, len(all))
+	hi := lo + min(limit, len(all)-lo)
+	page := all[lo:hi]
 	out := make([]sessionJSON, 0, len(page))
 	for i := range page {
 		users := page[i].Users
@@ -279,8 +281,8 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engin
 		out = append(out, sessionJSON{SessionID: page[i].ID, Users: users, measuresJSON: measures(&page[i].M)})
 	}
 	resp := map[string]any{"sessions": out, "total": len(all)}
-	if offset+limit < len(all) {
-		resp["next_offset"] = offset + limit
+	if hi < len(all) {
+		resp["next_offset"] = hi
 	}
 	if len(res.Warnings) > 0 {
 		resp["warnings"] = res.Warnings

@@ -164,3 +164,20 @@ func TestLLMEndpoints(t *testing.T) {
 		t.Fatalf("unknown session: %d", code)
 	}
 }
+
+func TestSessionsPagingBounds(t *testing.T) {
+	ts := startServer(t, Options{})
+	var e struct {
+		Error string `json:"error"`
+	}
+	var list struct {
+		Sessions []any `json:"sessions"`
+		Total    int   `json:"total"`
+	}
+	if code := ts.get("/api/v1/sessions?offset=9223372036854775807", &list); code != 200 || len(list.Sessions) != 0 {
+		t.Fatalf("huge offset: %d, %d sessions", code, len(list.Sessions))
+	}
+	if code := ts.get("/api/v1/sessions?offset=-1", &e); code != 400 {
+		t.Fatalf("negative offset: %d", code)
+	}
+}
