@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"path/filepath"
 	"flag"
 	"fmt"
 	"os"
@@ -107,5 +108,16 @@ func TestFlagsAfterPositionalArguments(t *testing.T) {
 	}
 	if got := strings.Join(fs.Args(), "|"); got != "{ a = 1 }|more|--literal" {
 		t.Fatalf("positional arguments: %q", got)
+	}
+}
+
+func TestServeRejectsABadPriceFile(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "prices.json")
+	os.WriteFile(bad, []byte(`{"models": [{"model": 5}]}`), 0o644)
+	var out, errb bytes.Buffer
+	code := Main(t.Context(), []string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", "",
+		"--prices", bad}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "--prices") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }

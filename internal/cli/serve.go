@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/server"
 )
 
@@ -19,6 +20,7 @@ func init() {
 // serveConfig holds the values of rastro serve's flags.
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
+	pricesFile                                        string
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
@@ -41,6 +43,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
+	fs.StringVar(&c.pricesFile, "prices", "", "JSON price table overriding and extending the built-in LLM prices (format: docs/llm.md)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -71,6 +74,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
 
+	prices := llm.DefaultPrices()
+	if c.pricesFile != "" {
+		var err error
+		if prices, err = llm.LoadPrices(c.pricesFile); err != nil {
+			return fmt.Errorf("%w: --prices: %v", errUsage, err)
+		}
+	}
+
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		MaxBodyBytes: int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
@@ -86,7 +97,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
-		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Logger: log,
+		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 	})
 	if err != nil {
 		shutdown(srv, log)
