@@ -2,10 +2,10 @@ package cli
 
 import (
 	"bytes"
-	"path/filepath"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
