@@ -190,8 +190,6 @@ func newProjection(groupBy []string, keepHour bool) projection {
 	return p
 }
 
-func (p projection) has(dim string) bool { return slices.Contains(strings.Split(p.dims, ","), dim) }
-
 func (p projection) key(k segment.AggKey) segment.AggKey {
 	out := segment.AggKey{}
 	for _, d := range strings.Split(p.dims, ",") {

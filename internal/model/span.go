@@ -41,21 +41,6 @@ func ParseTraceID(s string) (TraceID, error) {
 	return t, nil
 }
 
-// ParseSpanID parses 16 hex digits (either case). The all-zero id is rejected.
-func ParseSpanID(s string) (SpanID, error) {
-	var id SpanID
-	if len(s) != 16 {
-		return id, errors.New("span id must be 16 hex digits, got " + strconv.Itoa(len(s)) + " characters")
-	}
-	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
-		return id, errors.New("span id is not hex: " + quoteShort(s))
-	}
-	if id.IsZero() {
-		return id, errors.New("span id is all zeros")
-	}
-	return id, nil
-}
-
 // SpanKind mirrors OTLP's Span.SpanKind enum values.
 type SpanKind int32
 

@@ -254,10 +254,6 @@ func (l literal) appendTo(b []byte) []byte {
 	return append(b, "nil"...)
 }
 
-func (l literal) numeric() bool {
-	return l.kind == litInt || l.kind == litFloat || l.kind == litDuration
-}
-
 // cond is one `field op value` comparison.
 type cond struct {
 	f   field

@@ -169,9 +169,6 @@ func (a *Aggregator) Add(s *model.Span) {
 	}
 }
 
-// Len returns the number of distinct keys seen.
-func (a *Aggregator) Len() int { return len(a.groups) }
-
 // Entries returns the aggregates, sorted by key. The entries own their
 // sketches; the Aggregator must not be used afterwards except for Reset.
 func (a *Aggregator) Entries() []AggEntry {
