@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // manifestName is the file that names the published segments. It is the
@@ -99,19 +101,7 @@ func writeFileAtomic(dir, name string, data []byte) (renamed bool, err error) {
 		os.Remove(tmp)
 		return false, fmt.Errorf("publish %s: %w", name, err)
 	}
-	return true, syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
+	return true, durable.SyncDir(dir)
 }
 
 // CorruptionError reports damaged bytes in a store file, with where they are.

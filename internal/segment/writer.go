@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/rastro-dev/rastro/internal/durable"
+
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -355,7 +357,7 @@ func (w *Writer) close() (Info, error) {
 	if err := os.Rename(w.tmp, final); err != nil {
 		return Info{}, fmt.Errorf("publish segment %s: %w", final, err)
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := durable.SyncDir(w.dir); err != nil {
 		// The file is complete under its final name; only the rename's
 		// durability is in doubt. Report it without removing the file.
 		w.done = true
@@ -412,18 +414,6 @@ func (w *Writer) Abort() {
 	}
 	_ = os.Remove(w.tmp)
 	w.block, w.trace, w.entries, w.blooms, w.aggs, w.tokens = nil, nil, nil, nil, nil, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Write writes a memory buffer grouped by project as one segment: it sorts

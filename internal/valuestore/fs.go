@@ -1,9 +1,10 @@
 package valuestore
 
 import (
-	"fmt"
 	"io"
 	"os"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // FS is the seam under the store: every file operation it performs goes
@@ -72,22 +73,12 @@ func (OSFS) Rename(oldname, newname string) error { return os.Rename(oldname, ne
 func (OSFS) Remove(name string) error { return os.Remove(name) }
 
 // SyncDir implements FS.
-func (OSFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
-	}
-	return nil
-}
+func (OSFS) SyncDir(dir string) error { return durable.SyncDir(dir) }
 
 type osFile struct{ *os.File }
+
+// Sync flushes the file's data (fdatasync on Linux).
+func (f osFile) Sync() error { return durable.DataSync(f.File) }
 
 func (f osFile) Size() (int64, error) {
 	info, err := f.Stat()

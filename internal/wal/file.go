@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // file is the seam under the commit goroutine: what it needs from an open
@@ -21,6 +23,9 @@ type file interface {
 // osFile is a log file on the operating system's filesystem. Its Sync is
 // defined per platform (fdatasync on Linux).
 type osFile struct{ *os.File }
+
+// Sync flushes the file's data (fdatasync on Linux).
+func (f osFile) Sync() error { return durable.DataSync(f.File) }
 
 func createOSFile(path string) (file, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
@@ -68,20 +73,4 @@ func listFiles(dir string) ([]liveFile, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].seq < files[j].seq })
 	return files, nil
-}
-
-// syncDir fsyncs a directory so that file creations and removals in it survive a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open wal dir %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync wal dir %s: %w", dir, err)
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // WAL is an open write-ahead log. Its methods are safe for concurrent use.
@@ -139,7 +141,7 @@ func (w *WAL) createLogFile(seq uint64) (file, error) {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = syncDir(w.opts.Dir)
+		err = durable.SyncDir(w.opts.Dir)
 	}
 	if err != nil {
 		_ = f.Close()
@@ -273,7 +275,7 @@ func (w *WAL) RemoveBefore(seq uint64) error {
 		sort.Slice(w.files, func(i, j int) bool { return w.files[i].seq < w.files[j].seq })
 		w.mu.Unlock()
 	}
-	if err := syncDir(w.opts.Dir); err != nil {
+	if err := durable.SyncDir(w.opts.Dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

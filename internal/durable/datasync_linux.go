@@ -1,17 +1,17 @@
-package wal
+package durable
 
 import (
 	"os"
 	"syscall"
 )
 
-// Sync flushes the file's data with fdatasync: appends change the file size,
+// DataSync flushes f's data with fdatasync: appends change the file size,
 // which fdatasync also flushes, so the data is readable after a crash;
 // timestamps are not needed.
-func (f osFile) Sync() error {
-	rc, err := f.File.SyscallConn()
+func DataSync(f *os.File) error {
+	rc, err := f.SyscallConn()
 	if err != nil {
-		return f.File.Sync()
+		return f.Sync()
 	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {

@@ -1,0 +1,26 @@
+// Package durable holds the two file-system calls every on-disk structure of
+// Rastro relies on to survive a crash: syncing a file's data, and syncing a
+// directory so that creations, renames and removals in it persist.
+package durable
+
+import (
+	"fmt"
+	"os"
+)
+
+// SyncDir fsyncs a directory so that file creations, renames and removals
+// in it survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
