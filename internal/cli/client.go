@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -28,15 +29,28 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 // get fetches path?params from the server and returns the body of a 2xx
 // response; other responses become errors carrying the server's message.
 func (c *clientFlags) get(ctx context.Context, path string, params url.Values) ([]byte, error) {
+	return c.do(ctx, http.MethodGet, path, params, nil, 60*time.Second)
+}
+
+// do sends one request (body: JSON, or nil) and returns the body of a 2xx
+// response, like get.
+func (c *clientFlags) do(ctx context.Context, method, path string, params url.Values, body []byte, timeout time.Duration) ([]byte, error) {
 	u := strings.TrimRight(c.server, "/") + path
 	if len(params) > 0 {
 		u += "?" + params.Encode()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --server %q: %v", errUsage, c.server, err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.project != "" {
 		req.Header.Set("X-Scope-OrgID", c.project)
@@ -46,7 +60,7 @@ func (c *clientFlags) get(ctx context.Context, path string, params url.Values) (
 		return nil, fmt.Errorf("cannot reach the server at %s (is 'rastro serve' running?): %w", c.server, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read response from %s: %w", u, err)
 	}
@@ -54,12 +68,12 @@ func (c *clientFlags) get(ctx context.Context, path string, params url.Values) (
 		var e struct {
 			Error string `json:"error"`
 		}
-		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		if json.Unmarshal(out, &e) == nil && e.Error != "" {
 			return nil, fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
 		}
 		return nil, fmt.Errorf("server answered %s", resp.Status)
 	}
-	return body, nil
+	return out, nil
 }
 
 // apiSpan is the subset of the API's span JSON the CLI prints.

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // byteSize is a flag value for sizes: plain bytes or a number with a unit
@@ -45,5 +47,86 @@ func (b *byteSize) Set(s string) error {
 		return fmt.Errorf("invalid size %q: use bytes or a number with KiB, MiB or GiB", s)
 	}
 	*b = byteSize(n * mult)
+	return nil
+}
+
+// days is a duration flag that also accepts days ("7d", "1.5d") besides
+// time.ParseDuration's forms ("36h"); "0" means none.
+type days time.Duration
+
+func (d *days) String() string {
+	v := time.Duration(*d)
+	if v != 0 && v%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(v/(24*time.Hour)), 10) + "d"
+	}
+	return v.String()
+}
+
+func (d *days) Set(s string) error {
+	v, err := parseDays(s)
+	if err != nil {
+		return err
+	}
+	*d = days(v)
+	return nil
+}
+
+func parseDays(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if t == "0" {
+		return 0, nil
+	}
+	if n, ok := strings.CutSuffix(t, "d"); ok {
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil || f < 0 {
+			return 0, fmt.Errorf("invalid duration %q: use e.g. 7d, 36h or 90m", s)
+		}
+		return time.Duration(f * float64(24*time.Hour)), nil
+	}
+	v, err := time.ParseDuration(t)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("invalid duration %q: use e.g. 7d, 36h or 90m", s)
+	}
+	return v, nil
+}
+
+// projectDays is a flag holding per-project durations: "a=7d,b=36h".
+type projectDays struct{ m map[string]time.Duration }
+
+func (p *projectDays) String() string {
+	if p == nil || len(p.m) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(p.m))
+	for n := range p.m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		d := days(p.m[n])
+		parts[i] = n + "=" + d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *projectDays) Set(s string) error {
+	m := map[string]time.Duration{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(part, "=")
+		if !ok || strings.TrimSpace(name) == "" {
+			return fmt.Errorf("invalid entry %q: want PROJECT=DURATION, e.g. staging=1d", part)
+		}
+		d, err := parseDays(val)
+		if err != nil {
+			return fmt.Errorf("project %q: %v", name, err)
+		}
+		m[strings.TrimSpace(name)] = d
+	}
+	p.m = m
 	return nil
 }

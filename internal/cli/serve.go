@@ -24,13 +24,21 @@ type serveConfig struct {
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
+
+	compaction                    bool
+	compactionMax                 byteSize
+	compactionFanout              int
+	retention                     days
+	retentionProject              projectDays
+	eraseDelay, lifecycleInterval time.Duration
 }
 
 // newServeFlags declares rastro serve's flags; the README's configuration
 // table is generated from it (see readme_test.go).
 func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
-	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20}
+	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
+		compactionMax: engine.DefaultCompactionMaxSegmentBytes}
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -43,6 +51,13 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
+	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
+	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
+	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
+	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
+	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
+	fs.DurationVar(&c.eraseDelay, "erase-delay", 10*time.Second, "the most an acknowledged erasure waits before its spans are physically removed (requests within it share one pass)")
+	fs.DurationVar(&c.lifecycleInterval, "lifecycle-interval", 10*time.Second, "how often the background loop looks for merges, expired segments and due erasures")
 	fs.StringVar(&c.pricesFile, "prices", "", "JSON price table overriding and extending the built-in LLM prices (format: docs/llm.md)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
@@ -98,6 +113,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	eng, err := engine.Open(engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
+		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
+		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 	})
 	if err != nil {
 		shutdown(srv, log)

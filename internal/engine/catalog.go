@@ -114,6 +114,7 @@ func (e *Engine) blockCatalog(s *segHandle, i int) (*catalog, error) {
 // (0 = unbounded). Segment blocks are included whole when they overlap the
 // window, so counts are exact for memtables and block-granular for segments.
 func (e *Engine) discover(ctx context.Context, project string, start, end uint64, res *Result) (*catalog, error) {
+	start = max(start, e.cutoff(project))
 	v := e.view()
 	out := newCatalog()
 	for _, m := range v.mems {

@@ -11,12 +11,14 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +87,34 @@ type Options struct {
 	// value inline.
 	ValueThreshold int
 
+	// NoCompaction turns background compaction off (Compact still works).
+	NoCompaction bool
+	// CompactionMaxSegmentBytes caps the size of a merged segment; segments
+	// of half of it or more are not merged again. Default 1 GiB.
+	CompactionMaxSegmentBytes int64
+	// CompactionFanout is how many adjacent segments of one size tier
+	// trigger a merge, and the most one merge reads. Default 8, at most 64.
+	CompactionFanout int
+
+	// Retention hides, then removes, spans whose start is older than this
+	// (0 keeps everything); ProjectRetention overrides it per project (a
+	// zero value there keeps that project's spans forever).
+	Retention        time.Duration
+	ProjectRetention map[string]time.Duration
+
+	// EraseDelay is the most an acknowledged erasure waits before its
+	// physical pass starts (requests within it share one pass). Default 10s.
+	EraseDelay time.Duration
+	// LifecycleInterval is how often the background loop looks for merges,
+	// expired segments and due erasures. Default 10s.
+	LifecycleInterval time.Duration
+	// RetireGrace is how long a merged-away segment's file stays open for
+	// queries that started before the merge. Default 1m.
+	RetireGrace time.Duration
+
+	// now replaces the clock (tests); nil means time.Now.
+	now func() time.Time
+
 	// valueFS replaces the value store's filesystem (tests inject faults).
 	valueFS valuestore.FS
 
@@ -132,6 +162,35 @@ func (o *Options) Validate() error {
 	if o.ValueThreshold == 0 {
 		o.ValueThreshold = DefaultValueThreshold
 	}
+	if o.CompactionMaxSegmentBytes <= 0 {
+		o.CompactionMaxSegmentBytes = DefaultCompactionMaxSegmentBytes
+	}
+	if o.CompactionFanout == 0 {
+		o.CompactionFanout = DefaultCompactionFanout
+	}
+	if o.CompactionFanout < 2 || o.CompactionFanout > maxMergeInputs {
+		return fmt.Errorf("engine: compaction fan-out %d out of range [2, %d]", o.CompactionFanout, maxMergeInputs)
+	}
+	if o.Retention < 0 {
+		return fmt.Errorf("engine: negative retention %v", o.Retention)
+	}
+	for p, d := range o.ProjectRetention {
+		if d < 0 {
+			return fmt.Errorf("engine: negative retention %v for project %q", d, p)
+		}
+	}
+	if o.EraseDelay <= 0 {
+		o.EraseDelay = 10 * time.Second
+	}
+	if o.LifecycleInterval <= 0 {
+		o.LifecycleInterval = 10 * time.Second
+	}
+	if o.RetireGrace <= 0 {
+		o.RetireGrace = time.Minute
+	}
+	if o.now == nil {
+		o.now = time.Now
+	}
 	return nil
 }
 
@@ -171,8 +230,30 @@ type Engine struct {
 	// It is safe for concurrent use; Puts and Syncs happen under pubMu.
 	values *valuestore.Store
 
+	// Lifecycle (lifecycle.go): lcMu serialises merges, retention sweeps and
+	// erasure passes; the background loop and Compact take it.
+	lcMu        sync.Mutex
+	mergeFailed map[string]bool // guarded by lcMu: inputs of a failed merge, not retried until restart
+	lcKick      chan struct{}
+	lcCtx       context.Context // cancelled by Close: stops a merge in progress
+	lcCancel    context.CancelFunc
+	lastSweep   time.Time // guarded by lcMu
+
+	retMu   sync.Mutex
+	retired []retiredSegment // guarded by retMu
+
+	// Erasure (erase.go): hide is what queries must not show; erMu guards
+	// the ERASURES file and erasures.
+	hide      atomic.Pointer[hideSet]
+	erMu      sync.Mutex
+	erasures  erasureFile
+	eraseWake *time.Timer
+
 	m counters
 }
+
+// now is the engine's clock.
+func (e *Engine) now() time.Time { return e.opts.now() }
 
 // counters are engine-side metrics, read by the server for /metrics.
 type counters struct {
@@ -194,6 +275,11 @@ type counters struct {
 	contentGroupPruned, contentGroupExamined atomic.Int64
 	// Stored values that could not be read for a result (placeholder shown).
 	valueErrors atomic.Int64
+	// Lifecycle: merges, input segments merged away, output bytes and time;
+	// segments dropped whole and rewritten by retention; spans erased.
+	merges, segmentsMerged, mergeBytes, mergeNanos, mergeErrors atomic.Int64
+	retentionDropped, retentionRewritten                        atomic.Int64
+	erasePasses, erasedSpans                                    atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -254,6 +340,15 @@ func Open(opts Options) (*Engine, error) {
 		cache:    newBlockCache(opts.BlockCacheBytes),
 		llmCache: llmResultCache{max: 1 << 20},
 		values:   values,
+
+		mergeFailed: map[string]bool{},
+		lcKick:      make(chan struct{}, 1),
+	}
+	e.lcCtx, e.lcCancel = context.WithCancel(context.Background())
+	if err := e.loadErasures(); err != nil {
+		values.Close()
+		lock.Close()
+		return nil, err
 	}
 	e.openSegments()
 	e.removeOrphans()
@@ -281,8 +376,9 @@ func Open(opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.sealLoop()
+	go e.lifecycleLoop()
 	return e, nil
 }
 
@@ -523,18 +619,20 @@ func (e *Engine) sealFrozen() error {
 func (e *Engine) sealOneLocked(m *memtable) error {
 	start := time.Now()
 	byProject := m.byProject()
+	// Expired spans and erased traces are not written (hide.go).
+	drop := e.dropper()
+	for p, spans := range byProject {
+		spans = slices.DeleteFunc(spans, func(s model.Span) bool { return drop(p, &s) })
+		if len(spans) == 0 {
+			delete(byProject, p)
+		} else {
+			byProject[p] = spans
+		}
+	}
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans}
-		if !e.opts.NoContentIndex {
-			wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
-			wo.RowGroupTokenFilters = e.opts.RowGroupTokenFilters
-		}
-		if e.opts.ValueThreshold > 0 {
-			wo.StoreValue, wo.ValueThreshold = e.storeValue, e.opts.ValueThreshold
-		}
-		info, err := segment.Write(e.dir, name, byProject, wo)
+		info, err := segment.Write(e.dir, name, byProject, e.writerOptions())
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}
@@ -599,14 +697,33 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	return nil
 }
 
+// writerOptions are the segment writer's options for seals and merges.
+func (e *Engine) writerOptions() segment.WriterOptions {
+	wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans}
+	if !e.opts.NoContentIndex {
+		wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
+		wo.RowGroupTokenFilters = e.opts.RowGroupTokenFilters
+	}
+	if e.opts.ValueThreshold > 0 {
+		wo.StoreValue, wo.ValueThreshold = e.storeValue, e.opts.ValueThreshold
+	}
+	return wo
+}
+
 // Close stops the seal loop, seals what is buffered, and closes the WAL and
 // every segment. Callers must have stopped issuing Appends and queries.
 func (e *Engine) Close() error {
 	if !e.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	e.lcCancel()
 	close(e.stop)
 	e.wg.Wait()
+	e.erMu.Lock()
+	if e.eraseWake != nil {
+		e.eraseWake.Stop()
+	}
+	e.erMu.Unlock()
 	sealErr := e.Seal()
 	if sealErr != nil {
 		e.log.Error("final seal failed; the WAL keeps the data", "err", sealErr)
@@ -628,4 +745,5 @@ func (e *Engine) closeSegments() {
 		s.r.Close()
 	}
 	e.segs = nil
+	e.closeRetired(true)
 }

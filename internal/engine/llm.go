@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,13 +63,14 @@ func overlaps(lo, hi, start, end uint64) bool {
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *Result) ([]segment.AggEntry, error) {
+	f = e.visible(project, f)
 	v := e.view()
 	usable := aggregatesUsable(f)
 	// The segments' part: immutable, so with stored aggregates usable it is
 	// cached per (segment list, project, projection, window).
 	var key string
 	if usable {
-		key = llmCacheKey(v.segs, project, p, f)
+		key = llmCacheKey(v.segs, project, p, f) + "|" + strconv.FormatUint(e.hidden().gen, 10)
 		if got, ok := e.llmCache.get(key); ok {
 			mem, err := e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
 			return append(slices.Clip(got), mem...), err
@@ -279,9 +281,11 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 // are accounted for and not visited. Everything else goes to span.
 func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.Filter, res *Result,
 	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
+	f = e.visible(project, f)
+	hs := e.hidden()
 	rv := e.newResolver(res)
 	visit := func(s *model.Span) {
-		if s.LLM == nil {
+		if s.LLM == nil || hs.has(project, s.TraceID) {
 			return
 		}
 		if _, ok := rv.match(f, s); ok {
@@ -304,7 +308,10 @@ func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.F
 		if pi == nil || !overlaps(pi.MinStart, pi.MaxStart, f.Start, f.End) {
 			continue
 		}
-		if inWindow(pi.MinStart, pi.MaxStart, f.Start, f.End) && wholeSeg(s, project) {
+		// Stored aggregates include erased spans until the erasure pass
+		// rewrites the segment: read the blocks holding them row by row.
+		tainted, taintFailed := e.taintedBlocks(s, project)
+		if len(tainted) == 0 && !taintFailed && inWindow(pi.MinStart, pi.MaxStart, f.Start, f.End) && wholeSeg(s, project) {
 			e.m.llmAggSegments.Add(1)
 			continue
 		}
@@ -313,7 +320,7 @@ func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.F
 			if b.Project != project || !overlaps(b.MinStart, b.MaxStart, f.Start, f.End) {
 				continue
 			}
-			if inWindow(b.MinStart, b.MaxStart, f.Start, f.End) && wholeBlock(s, i) {
+			if !tainted[i] && !taintFailed && inWindow(b.MinStart, b.MaxStart, f.Start, f.End) && wholeBlock(s, i) {
 				e.m.llmAggBlocks.Add(1)
 				continue
 			}

@@ -41,21 +41,9 @@ func readManifest(dir string) (manifest, error) {
 	if err != nil {
 		return manifest{}, fmt.Errorf("read manifest: %w", err)
 	}
-	i := bytes.LastIndexByte(bytes.TrimRight(b, "\n"), '\n')
-	if i < 0 {
-		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: "manifest has no checksum line"}
-	}
-	body, sumLine := b[:i], bytes.TrimSpace(b[i+1:])
-	want, err := strconv.ParseUint(string(sumLine), 16, 32)
-	if err != nil {
-		return manifest{}, &CorruptionError{File: path, Offset: int64(i + 1), Msg: "manifest checksum line is not hex"}
-	}
-	if got := crc32.Checksum(body, castagnoli); got != uint32(want) {
-		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: fmt.Sprintf("manifest checksum mismatch: stored %08x, computed %08x", want, got)}
-	}
 	var m manifest
-	if err := json.Unmarshal(body, &m); err != nil {
-		return manifest{}, &CorruptionError{File: path, Offset: 0, Msg: "manifest is not valid JSON: " + err.Error()}
+	if err := decodeFramed(path, "manifest", b, &m); err != nil {
+		return manifest{}, err
 	}
 	if m.Version != manifestVersion {
 		return manifest{}, fmt.Errorf("manifest %s: unsupported version %d (this build reads %d)", path, m.Version, manifestVersion)
@@ -68,13 +56,44 @@ func readManifest(dir string) (manifest, error) {
 // manifest may be what a restart reads, even when err (a failed directory
 // fsync) is not nil.
 func writeManifest(dir string, m manifest) (renamed bool, err error) {
-	body, err := json.MarshalIndent(m, "", "  ")
+	buf, err := encodeFramed(m)
 	if err != nil {
 		return false, fmt.Errorf("encode manifest: %w", err)
 	}
-	buf := append(body, '\n')
-	buf = append(buf, fmt.Sprintf("%08x\n", crc32.Checksum(body, castagnoli))...)
 	return writeFileAtomic(dir, manifestName, buf)
+}
+
+// encodeFramed encodes v as the store's small metadata files are framed
+// (MANIFEST, ERASURES): indented JSON, then a line with the CRC-32C of the
+// JSON bytes in hex.
+func encodeFramed(v any) ([]byte, error) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	buf := append(body, '\n')
+	return append(buf, fmt.Sprintf("%08x\n", crc32.Checksum(body, castagnoli))...), nil
+}
+
+// decodeFramed checks and decodes a file written by encodeFramed; what
+// names the file's kind in errors.
+func decodeFramed(path, what string, b []byte, v any) error {
+	i := bytes.LastIndexByte(bytes.TrimRight(b, "\n"), '\n')
+	if i < 0 {
+		return &CorruptionError{File: path, Offset: 0, Msg: what + " has no checksum line"}
+	}
+	body, sumLine := b[:i], bytes.TrimSpace(b[i+1:])
+	want, err := strconv.ParseUint(string(sumLine), 16, 32)
+	if err != nil {
+		return &CorruptionError{File: path, Offset: int64(i + 1), Msg: what + " checksum line is not hex"}
+	}
+	if got := crc32.Checksum(body, castagnoli); got != uint32(want) {
+		return &CorruptionError{File: path, Offset: 0, Msg: fmt.Sprintf("%s checksum mismatch: stored %08x, computed %08x", what, want, got)}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return &CorruptionError{File: path, Offset: 0, Msg: what + " is not valid JSON: " + err.Error()}
+	}
+	return nil
 }
 
 func writeFileAtomic(dir, name string, data []byte) (renamed bool, err error) {

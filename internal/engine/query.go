@@ -25,6 +25,12 @@ type segHandle struct {
 	cats  map[int]*catalog // per block, built lazily by discovery queries
 
 	aggs aggCache // LLM aggregates read so far
+
+	// Blocks holding erased traces, per project, for the hide-set
+	// generation taintGen (hide.go).
+	taintMu  sync.Mutex
+	taintGen uint64
+	taint    map[string]taint
 }
 
 func newSegHandle(name string, r *segment.Reader) *segHandle {
@@ -74,6 +80,9 @@ func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([
 // stored-value references (for callers that do not return attributes).
 func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, resolve bool) ([]model.Span, Result, error) {
 	var res Result
+	if e.hidden().has(project, id) {
+		return nil, res, nil
+	}
 	v := e.view()
 	seen := map[model.SpanID]bool{}
 	var out []model.Span
@@ -100,6 +109,9 @@ func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, re
 				out = append(out, spans[i])
 			}
 		}
+	}
+	if c := e.cutoff(project); c != 0 {
+		out = slices.DeleteFunc(out, func(s model.Span) bool { return s.StartTimeUnixNano < c })
 	}
 	sortByStart(out)
 	if resolve {
@@ -255,6 +267,15 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 // letting the scan end early.
 func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *Cursor, res *Result,
 	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
+	f = e.visible(project, f)
+	if hs := e.hidden(); len(hs.traces) > 0 {
+		inner := emit
+		emit = func(s *model.Span, shadowed func() bool) {
+			if !hs.has(project, s.TraceID) {
+				inner(s, shadowed)
+			}
+		}
+	}
 	v := e.view()
 	sh := newShadower(e, v, project, res)
 	rv := e.newResolver(res)

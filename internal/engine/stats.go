@@ -80,7 +80,13 @@ type Counters struct {
 	// ValueErrors counts stored values that could not be read for a result
 	// (a placeholder was returned instead).
 	ValueErrors int64
-	WAL         wal.Stats
+	// Lifecycle: merges done and failed, input segments merged away, bytes
+	// written and time spent by merges; segments dropped whole and rewritten
+	// by retention; erasure passes and spans they removed.
+	Merges, MergeErrors, SegmentsMerged, MergeBytes, MergeNanos int64
+	RetentionDropped, RetentionRewritten                        int64
+	ErasePasses, ErasedSpans                                    int64
+	WAL                                                         wal.Stats
 }
 
 // Counters returns a snapshot of the engine's cumulative metrics.
@@ -97,6 +103,10 @@ func (e *Engine) Counters() Counters {
 		ContentSegDiskPruned: e.m.contentSegDiskPruned.Load(),
 		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
 		ValueErrors: e.m.valueErrors.Load(),
-		WAL:         e.wal.Stats(),
+		Merges:      e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
+		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
+		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),
+		ErasePasses: e.m.erasePasses.Load(), ErasedSpans: e.m.erasedSpans.Load(),
+		WAL: e.wal.Stats(),
 	}
 }

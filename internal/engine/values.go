@@ -222,9 +222,14 @@ func (rv *resolver) match(f *query.Filter, s *model.Span) (*model.Span, bool) {
 // quarantined at Open, or both unreadable — nothing is deleted and an error
 // is returned: a value it may reference must not be lost.
 //
-// Nothing calls it automatically yet: compaction and retention, which drop
-// the last references to values, will (issue 6).
+// Compaction, retention and erasure call it after they remove segments.
 func (e *Engine) CollectValues() (valuestore.CollectStats, error) {
+	return e.collectValues(false)
+}
+
+// collectValues is CollectValues; purge also rewrites every value pack that
+// held a deleted value, so its bytes leave the disk (erasure).
+func (e *Engine) collectValues(purge bool) (valuestore.CollectStats, error) {
 	e.pubMu.Lock()
 	defer e.pubMu.Unlock()
 	if e.closed.Load() {
@@ -244,7 +249,11 @@ func (e *Engine) CollectValues() (valuestore.CollectStats, error) {
 			return valuestore.CollectStats{}, fmt.Errorf("collect values: references of segment %s: %w; nothing deleted", s.name, err)
 		}
 	}
-	st, err := e.values.Collect(func(yield func(valuestore.Ref) bool) {
+	collect := e.values.Collect
+	if purge {
+		collect = e.values.Purge
+	}
+	st, err := collect(func(yield func(valuestore.Ref) bool) {
 		for h := range live {
 			if !yield(valuestore.Ref(h)) {
 				return

@@ -48,6 +48,11 @@ type WriterOptions struct {
 	// ValueThreshold is the length in bytes from which StoreValue is used;
 	// 0 selects DefaultValueThreshold. Ignored without StoreValue.
 	ValueThreshold int
+	// AnyTraceOrder lets traces come in any order (each trace still in one
+	// run, its spans in (start, span id) order). Compaction needs it: a
+	// merged trace's earliest span may be dropped (retention, a newer copy
+	// of a re-sent span), moving its start after the next trace's.
+	AnyTraceOrder bool
 }
 
 // DefaultValueThreshold is the default WriterOptions.ValueThreshold (1 KiB).

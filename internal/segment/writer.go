@@ -167,7 +167,7 @@ func (w *Writer) Append(project string, spans []model.Span) error {
 					w.name, s.SpanID, s.TraceID))
 			}
 		} else {
-			if w.haveTrace && (s.StartTimeUnixNano < w.traceMin ||
+			if w.haveTrace && !w.opts.AnyTraceOrder && (s.StartTimeUnixNano < w.traceMin ||
 				(s.StartTimeUnixNano == w.traceMin && string(s.TraceID[:]) <= string(w.traceID[:]))) {
 				return w.fail(fmt.Errorf("append to segment %s: trace %s out of order (trace start %d, trace id) after trace %s",
 					w.name, s.TraceID, s.StartTimeUnixNano, w.traceID))

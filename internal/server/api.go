@@ -35,6 +35,11 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/sessions", s.met.timed("sessions", s.withEngine(s.handleSessions)))
 	mux.HandleFunc("GET /api/v1/sessions/{session_id}", s.met.timed("session", s.withEngine(s.handleSession)))
 	mux.HandleFunc("GET /api/v1/stats", s.met.timed("stats", s.withEngine(s.handleStats)))
+	mux.HandleFunc("DELETE /api/v1/traces/{trace_id}", s.met.timed("erase_trace", s.withEngine(s.handleEraseTrace)))
+	mux.HandleFunc("POST /api/v1/erase", s.met.timed("erase", s.withEngine(s.handleErase)))
+	mux.HandleFunc("GET /api/v1/erasures", s.met.timed("erasures", s.withEngine(s.handleErasures)))
+	mux.HandleFunc("GET /api/v1/erasures/{id}", s.met.timed("erasure", s.withEngine(s.handleErasure)))
+	mux.HandleFunc("POST /api/v1/admin/compact", s.met.timed("compact", s.withEngine(s.handleCompact)))
 
 	mux.Handle("GET /metrics", s.met.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {

@@ -48,6 +48,18 @@ type move struct {
 // (they are collected again by the next Collect). Packs found damaged at Open
 // are never deleted.
 func (s *Store) Collect(live func(yield func(Ref) bool)) (CollectStats, error) {
+	return s.collect(live, false)
+}
+
+// Purge is Collect that also rewrites every pack holding a value it deletes,
+// however small the dead part, so that the deleted values' bytes leave the
+// disk (erasure), not only the index. Packs found damaged at Open are still
+// kept.
+func (s *Store) Purge(live func(yield func(Ref) bool)) (CollectStats, error) {
+	return s.collect(live, true)
+}
+
+func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectStats, error) {
 	s.collectMu.Lock()
 	defer s.collectMu.Unlock()
 	var st CollectStats
@@ -128,7 +140,7 @@ func (s *Store) Collect(live func(yield func(Ref) bool)) (CollectStats, error) {
 		switch {
 		case p.liveCount == 0:
 			drop = append(drop, p)
-		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body:
+		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body || (purge && float64(p.liveBytes) < body):
 			rewrite = append(rewrite, p)
 			liveTotal += p.liveBytes
 		case p.size < s.opts.PackBytes/4:

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+func init() {
+	register(&Command{Name: "erase", Short: "erase a trace, or every trace matching a TraceQL filter, for good", Run: runErase})
+	register(&Command{Name: "compact", Short: "merge the server's small segments now (background compaction does it over time)", Run: runCompact})
+}
+
+// apiErasure is the server's erasure status.
+type apiErasure struct {
+	ID          uint64 `json:"id"`
+	Project     string `json:"project"`
+	Query       string `json:"query"`
+	TraceID     string `json:"trace_id"`
+	State       string `json:"state"`
+	Traces      int    `json:"traces"`
+	SpansErased int64  `json:"spans_erased"`
+}
+
+func runErase(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "erase", `[flags] { 'QUERY' | --trace TRACE_ID }   e.g. rastro erase '{ span.user.id = "u_42" }'`)
+	var c clientFlags
+	c.register(fs)
+	trace := fs.String("trace", "", "erase this trace id instead of a query")
+	wait := fs.Bool("wait", false, "wait until the spans are physically gone (state done), not only hidden")
+	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait, give up after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var body []byte
+	switch {
+	case *trace != "" && fs.NArg() == 0:
+		body, _ = json.Marshal(map[string]string{"trace_id": *trace})
+	case *trace == "" && fs.NArg() == 1:
+		body, _ = json.Marshal(map[string]string{"query": fs.Arg(0)})
+	default:
+		return fmt.Errorf("%w: give one TraceQL query argument, or --trace TRACE_ID", errUsage)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/api/v1/erase", nil, body, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	var st apiErasure
+	if err := json.Unmarshal(resp, &st); err != nil {
+		return fmt.Errorf("decode server response: %w", err)
+	}
+	if !c.json {
+		fmt.Fprintf(env.Stdout, "erasure %d: %d traces hidden from every query; physical removal follows (state %s)\n", st.ID, st.Traces, st.State)
+	}
+	if *wait {
+		deadline := time.Now().Add(*timeout)
+		for st.State != "done" {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("erasure %d still %s after %s (GET /api/v1/erasures/%d follows it)", st.ID, st.State, *timeout, st.ID)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(500 * time.Millisecond):
+			}
+			if resp, err = c.get(ctx, "/api/v1/erasures/"+strconv.FormatUint(st.ID, 10), nil); err != nil {
+				return err
+			}
+			if err := json.Unmarshal(resp, &st); err != nil {
+				return fmt.Errorf("decode server response: %w", err)
+			}
+		}
+		if !c.json {
+			fmt.Fprintf(env.Stdout, "erasure %d done: %d spans removed from segments, WAL and value store\n", st.ID, st.SpansErased)
+		}
+	}
+	if c.json {
+		_, err := env.Stdout.Write(resp)
+		return err
+	}
+	return nil
+}
+
+func runCompact(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "compact", "[flags]")
+	var c clientFlags
+	c.register(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/api/v1/admin/compact", nil, []byte("{}"), 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err := env.Stdout.Write(resp)
+		return err
+	}
+	var r struct {
+		Merges         int     `json:"merges"`
+		SegmentsBefore int     `json:"segments_before"`
+		SegmentsAfter  int     `json:"segments_after"`
+		BytesWritten   int64   `json:"bytes_written"`
+		TookMs         float64 `json:"took_ms"`
+	}
+	if err := json.Unmarshal(resp, &r); err != nil {
+		return fmt.Errorf("decode server response: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "%d merges: %d segments -> %d, %d bytes written in %.1fs\n", r.Merges, r.SegmentsBefore, r.SegmentsAfter, r.BytesWritten, r.TookMs/1000)
+	return nil
+}
