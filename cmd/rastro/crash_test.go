@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -236,4 +237,155 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 		t.Fatalf("graceful shutdown: %v; logs:\n%s", err, c.logs)
 	}
 	t.Logf("%d iterations, %d acknowledged traces verified", iterations, n)
+}
+
+// TestCrashDuringMergesAndErasures kills the server at random moments while
+// background compaction merges continuously (fan-out 2, small seals) and
+// erasures are requested and carried out. After each restart every
+// acknowledged span of a trace not erased is there exactly once, and no span
+// of an acknowledged erasure comes back.
+func TestCrashDuringMergesAndErasures(t *testing.T) {
+	iterations := 4
+	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
+		iterations = v
+	}
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	var mu sync.Mutex
+	acked := map[model.TraceID]int{} // trace -> spans; 0 once its erasure was acknowledged
+	unsure := map[model.TraceID]bool{} // erasure sent, answer lost in the crash: either outcome is right
+	verify := func(c *child) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		for id, want := range acked {
+			if unsure[id] {
+				continue
+			}
+			resp, err := http.Get(c.base + "/api/v1/traces/" + id.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tr struct {
+				Spans []struct {
+					SpanID string `json:"span_id"`
+				} `json:"spans"`
+			}
+			json.NewDecoder(resp.Body).Decode(&tr)
+			resp.Body.Close()
+			seen := map[string]bool{}
+			for _, s := range tr.Spans {
+				if seen[s.SpanID] {
+					t.Fatalf("trace %s: span %s returned twice", id, s.SpanID)
+				}
+				seen[s.SpanID] = true
+			}
+			if len(tr.Spans) != want {
+				t.Fatalf("trace %s: %d spans after restart, want %d (0 = erased); logs:\n%s", id, len(tr.Spans), want, c.logs)
+			}
+		}
+	}
+	merged, passes := false, false
+	args := []string{"--seal-bytes", "128KiB", "--compaction-fanout", "2", "--lifecycle-interval", "20ms", "--erase-delay", "50ms"}
+	for it := range iterations {
+		c := startChild(t, dir, args...)
+		verify(c)
+		killAfter := int64(20 + r.IntN(60))
+		var acks atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &http.Client{Timeout: 10 * time.Second}
+				for n := 0; ctx.Err() == nil && n < 5000; n++ {
+					spans := batch(100+it, w, n)
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
+					req.Header.Set("Content-Type", "application/x-protobuf")
+					resp, err := client.Do(req)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						continue
+					}
+					mu.Lock()
+					for i := range spans {
+						acked[spans[i].TraceID]++
+					}
+					mu.Unlock()
+					acks.Add(1)
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() { // erase acknowledged traces now and then
+			defer wg.Done()
+			client := &http.Client{Timeout: 10 * time.Second}
+			er := rand.New(rand.NewPCG(uint64(it), 3))
+			for ctx.Err() == nil {
+				mu.Lock()
+				var id model.TraceID
+				found := false
+				for k, v := range acked {
+					if v > 0 && !unsure[k] && er.IntN(4) == 0 {
+						id, found = k, true
+						break
+					}
+				}
+				if found {
+					unsure[id] = true
+				}
+				mu.Unlock()
+				if !found {
+					continue
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, c.base+"/api/v1/traces/"+id.String(), nil)
+				resp, err := client.Do(req)
+				if err != nil {
+					return // the answer is lost: the trace stays unsure
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted {
+					mu.Lock()
+					acked[id], unsure[id] = 0, false
+					mu.Unlock()
+				}
+			}
+		}()
+		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		c.cmd.Wait()
+		cancel()
+		wg.Wait()
+		logs := c.logs.String()
+		merged = merged || strings.Contains(logs, "segments rewritten")
+		passes = passes || strings.Contains(logs, "erasure pass done")
+	}
+	c := startChild(t, dir, args...)
+	verify(c)
+	// The runs must have merged and erased, so the kills hit those too.
+	if !merged || !passes {
+		t.Fatalf("merges seen: %t, erasure passes seen: %t; want both during the crash runs", merged, passes)
+	}
+	mu.Lock()
+	erased := 0
+	for _, v := range acked {
+		if v == 0 {
+			erased++
+		}
+	}
+	mu.Unlock()
+	if erased == 0 {
+		t.Fatal("no erasure was acknowledged during the crash runs")
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("graceful shutdown: %v; logs:\n%s", err, c.logs)
+	}
+	t.Logf("%d iterations, %d traces acknowledged, %d erased", iterations, len(acked), erased)
 }
