@@ -252,7 +252,7 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var mu sync.Mutex
-	acked := map[model.TraceID]int{} // trace -> spans; 0 once its erasure was acknowledged
+	acked := map[model.TraceID]int{}   // trace -> spans; 0 once its erasure was acknowledged
 	unsure := map[model.TraceID]bool{} // erasure sent, answer lost in the crash: either outcome is right
 	verify := func(c *child) {
 		t.Helper()

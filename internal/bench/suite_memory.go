@@ -187,7 +187,7 @@ func planMemory(ctx context.Context, cfg Config) ([]Scenario, error) {
 	}
 	seal := "server default (64MiB)"
 	if p.sealBytes > 0 {
-		seal = strconv.FormatInt(p.sealBytes, 10)
+		seal = fmt.Sprintf("%.1f MiB", float64(p.sealBytes)/mib)
 	}
 	return []Scenario{{
 		Name: memoryScenario,
