@@ -293,3 +293,45 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 		t.Fatalf("erased trace returned")
 	}
 }
+
+// TestDamagedErasureListIsFoundAndRefused: the erasure list is checksummed;
+// fsck names it, and the store refuses to open rather than let erased traces
+// reappear.
+func TestDamagedErasureListIsFoundAndRefused(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Open(Options{Dir: dir, NoCompaction: true, EraseDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus := eraseCorpus()
+	appendSpans(t, e, "default", corpus)
+	if _, err := e.Erase(context.Background(), EraseRequest{Project: "default", TraceID: &corpus[0].TraceID}); err != nil {
+		t.Fatal(err)
+	}
+	e.stopForTest()
+	path := filepath.Join(dir, erasuresName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[10] ^= 0x20
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Fsck(dir, FsckOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range rep.Problems {
+		if p.File == path {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("fsck did not report the damaged erasure list: %+v", rep.Problems)
+	}
+	if _, err := Open(Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), erasuresName) {
+		t.Fatalf("open with a damaged erasure list: %v, want an error naming it", err)
+	}
+}

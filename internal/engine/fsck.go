@@ -226,6 +226,20 @@ func fsckCheck(dir string) (*fsckState, error) {
 	for _, e := range ents {
 		switch n := e.Name(); {
 		case n == manifestName || n == "LOCK" || n == "segments" || n == "wal" || n == "values":
+		case n == erasuresName:
+			// A damaged erasure list is not repairable from the data: the
+			// server refuses to open (erased traces could reappear).
+			if f, err := readErasures(dir); err != nil {
+				s.problem(filepath.Join(dir, n), corruptionOffset(err), "%v (restore it from a backup; the server refuses to open without it)", err)
+			} else {
+				for _, r := range f.Erasures {
+					if r.State != EraseDone {
+						s.note("%s: erasure %d is %s: the server finishes it after it starts", filepath.Join(dir, n), r.ID, r.State)
+					}
+				}
+			}
+		case n == erasuresName+".tmp":
+			s.note("%s: temporary file of an interrupted erasure-list write (ignored)", filepath.Join(dir, n))
 		case n == manifestName+".tmp":
 			s.note("%s: temporary file of an interrupted manifest publication (ignored)", filepath.Join(dir, n))
 		case n == quarantineDir:
@@ -544,4 +558,13 @@ func (s *fsckState) rebuild(src, name string, eo Options) (segment.Salvaged, err
 		return st, err
 	}
 	return st, nil
+}
+
+// corruptionOffset is the offset a CorruptionError names, or 0.
+func corruptionOffset(err error) int64 {
+	var ce *CorruptionError
+	if errors.As(err, &ce) {
+		return ce.Offset
+	}
+	return 0
 }
