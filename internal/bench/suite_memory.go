@@ -27,8 +27,8 @@ func init() {
 		DefaultSpans: 10_000_000,
 		Plan:         planMemory,
 		Method: `Each run builds a store and measures the server's memory from the operating system, in a fresh child process.
-(1) The real ` + "`rastro serve --compaction=false`" + ` (wal durability; ` + "`--seal-bytes`" + ` as in the table, so that the uncompacted store
-holds at least 16 segments) ingests the canonical corpus over OTLP/HTTP protobuf (4 workers, 429s retried as an OTLP
+(1) The real ` + "`rastro serve --compaction=false`" + ` (wal durability; ` + "`--seal-bytes`" + ` as in the table: the server default, or
+smaller when the default would leave fewer than about 16 segments to compact) ingests the canonical corpus over OTLP/HTTP protobuf (4 workers, 429s retried as an OTLP
 exporter does), is stopped gracefully and its data directory measured; a copy of the directory is kept for step 6.
 (2) The server is started again: RSS on open is VmRSS of the child from ` + "`/proc/PID/status`" + ` as soon as ` + "`/readyz`" + ` answers
 200, with VmHWM and the Go heap in use (` + "`go_memstats_heap_inuse_bytes`" + `). (3) Uncompacted queries: trace by id and the

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"time"
 )
@@ -143,6 +145,9 @@ func (e *Engine) Compact(ctx context.Context) (CompactResult, error) {
 	if _, err := e.collectAfterRewrite(false); err != nil {
 		e.log.Warn("value collection after compaction failed", "err", err)
 	}
+	if res.Merges > 0 {
+		releaseMemory()
+	}
 	res.SegmentsAfter, res.Took = e.segmentCount(), time.Since(start)
 	return res, nil
 }
@@ -184,7 +189,9 @@ func (e *Engine) rewrite(ctx context.Context, run []*segHandle, drop dropFunc) (
 		return mergeResult{}, ErrClosed
 	}
 	name := e.allocSegmentName()
-	res, err := e.merge(ctx, run, name, drop)
+	var res mergeResult
+	var err error
+	atLowPriority(func() { res, err = e.merge(ctx, run, name, drop) })
 	if err != nil {
 		os.Remove(filepath.Join(e.dir, name))
 		return res, err
@@ -309,3 +316,26 @@ func (e *Engine) collectAfterRewrite(purge bool) (int, error) {
 	st, err := e.collectValues(purge)
 	return st.Deleted, err
 }
+
+// mergeNice is the nice value of the thread running a merge: under full
+// ingest load the merge yields the CPU (CFS weight 110 against 1024 for
+// ingest's threads), and uses it all when the machine is otherwise idle.
+const mergeNice = 10
+
+// atLowPriority runs f on an OS thread of its own with a lower scheduling
+// priority; the thread exits with f (it is never handed back to the Go
+// scheduler with the lowered priority).
+func atLowPriority(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
+		_ = lowerThreadPriority(mergeNice)
+		f()
+	}()
+	<-done
+}
+
+// releaseMemory returns the memory a merge used to the operating system at
+// once, instead of leaving it to the background scavenger.
+func releaseMemory() { debug.FreeOSMemory() }

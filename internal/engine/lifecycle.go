@@ -68,6 +68,7 @@ func (e *Engine) lifecycleOnce(ctx context.Context) {
 		if merged {
 			_, err := e.collectAfterRewrite(false)
 			logErr("value collection", err)
+			releaseMemory()
 		}
 	}
 	e.closeRetired(false)
