@@ -236,6 +236,13 @@ func (e *Engine) replaceSegments(run []*segHandle, out *segHandle) error {
 			return fmt.Errorf("replace segments: %s and %s are not adjacent in the manifest", run[0].name, h.name)
 		}
 	}
+	e.mu.RLock()
+	i := slices.Index(e.segs, run[0])
+	served := i >= 0 && i+len(run) <= len(e.segs) && slices.Equal(e.segs[i:i+len(run)], run)
+	e.mu.RUnlock()
+	if !served {
+		return fmt.Errorf("replace segments: %s..%s are not served together", run[0].name, run[len(run)-1].name)
+	}
 	next := e.manifest
 	next.Segments = slices.Clone(e.manifest.Segments[:at])
 	if out != nil {
@@ -248,7 +255,6 @@ func (e *Engine) replaceSegments(run []*segHandle, out *segHandle) error {
 	}
 	e.manifest = next
 	e.mu.Lock()
-	i := slices.Index(e.segs, run[0])
 	var segs []*segHandle
 	segs = append(segs, e.segs[:i]...)
 	if out != nil {
