@@ -145,6 +145,9 @@ func (q *Query) String() string {
 // tokens of one text. minLen is as for Sources. It does not allocate.
 // A phrase of more than 64 words (which ParseQuery rejects) never matches.
 func (q *Query) Matches(s *model.Span, minLen int) bool {
+	if !q.mayMatch(s, minLen) {
+		return false // most spans a rare word's scan reads: no tokenising
+	}
 	terms, phrases := q.Terms, q.Phrases
 	// Match in groups that fit the bit sets of matchGroup.
 	for len(terms) > 0 || len(phrases) > 0 {

@@ -1,8 +1,10 @@
 package text
 
 import (
+	"encoding/binary"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -346,6 +348,12 @@ func (p *jsonScanner) container(object, skip bool, emit sourceFunc) bool {
 func (p *jsonScanner) str() (raw string, escaped, ok bool) {
 	start := p.i + 1
 	for j := start; j < len(p.s); j++ {
+		for j+8 <= len(p.s) && !jsonSpecial8(load64(p.s, j)) {
+			j += 8 // eight bytes that are none of " \ and controls
+		}
+		if j >= len(p.s) {
+			break
+		}
 		switch c := p.s[j]; {
 		case c == '"':
 			p.i = j + 1
@@ -358,6 +366,20 @@ func (p *jsonScanner) str() (raw string, escaped, ok bool) {
 		}
 	}
 	return "", false, false
+}
+
+// jsonSpecial8 reports whether one of the 8 bytes of w may be a quote, a
+// backslash or a control character (it may report other bytes too, never
+// miss one).
+func jsonSpecial8(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	hasZero := func(x uint64) uint64 { return (x - ones) &^ x & highs }
+	return hasZero(w^(ones*'"'))|hasZero(w^(ones*'\\'))|((w-ones*0x20)&^w&highs) != 0
+}
+
+// load64 reads s[i:i+8] as a little-endian word.
+func load64(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
 // unescape decodes the JSON escapes of the raw inside of a string literal.
