@@ -373,7 +373,7 @@ func TestFsckNotesAreNotProblems(t *testing.T) {
 	segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
 	b, _ := os.ReadFile(segs[0])
 	os.WriteFile(filepath.Join(dir, "segments", "0000000000000099.seg"), b, 0o644)
-	os.WriteFile(filepath.Join(dir, "ERASURES"), []byte("{}\n0\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "FUTURE-FILE"), []byte("{}\n0\n"), 0o644)
 	wals, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
 	f, _ := os.OpenFile(wals[len(wals)-1], os.O_APPEND|os.O_WRONLY, 0)
 	f.Write([]byte{9, 0, 0, 0, 1, 2})
@@ -388,7 +388,7 @@ func TestFsckNotesAreNotProblems(t *testing.T) {
 			t.Fatalf("notes lack %q: %v", want, rep.Notes)
 		}
 	}
-	if !slices.Contains(rep.Unchecked, filepath.Join(dir, "ERASURES")) {
+	if !slices.Contains(rep.Unchecked, filepath.Join(dir, "FUTURE-FILE")) {
 		t.Fatalf("unchecked: %v", rep.Unchecked)
 	}
 	// A check modifies nothing: the orphan is still there.
