@@ -113,6 +113,33 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// checkTrace asserts that the server returns exactly want spans of the
+// trace (0: the trace is absent), none twice.
+func checkTrace(t *testing.T, c *child, id model.TraceID, want int) {
+	t.Helper()
+	resp, err := http.Get(c.base + "/api/v1/traces/" + id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		Spans []struct {
+			SpanID string `json:"span_id"`
+		} `json:"spans"`
+	}
+	json.NewDecoder(resp.Body).Decode(&tr)
+	resp.Body.Close()
+	seen := map[string]bool{}
+	for _, s := range tr.Spans {
+		if seen[s.SpanID] {
+			t.Fatalf("trace %s: span %s returned twice", id, s.SpanID)
+		}
+		seen[s.SpanID] = true
+	}
+	if len(tr.Spans) != want {
+		t.Fatalf("trace %s: %d spans after restart, want %d (0 = erased); logs:\n%s", id, len(tr.Spans), want, c.logs)
+	}
+}
+
 // batch builds traces of 5 spans with ids unique to (iteration, worker, n).
 func batch(it, worker, n int) []model.Span {
 	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
@@ -147,27 +174,7 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 		ackedMu.Lock()
 		defer ackedMu.Unlock()
 		for id, want := range acked {
-			resp, err := http.Get(c.base + "/api/v1/traces/" + id.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tr struct {
-				Spans []struct {
-					SpanID string `json:"span_id"`
-				} `json:"spans"`
-			}
-			json.NewDecoder(resp.Body).Decode(&tr)
-			resp.Body.Close()
-			seen := map[string]bool{}
-			for _, s := range tr.Spans {
-				if seen[s.SpanID] {
-					t.Fatalf("trace %s: span %s returned twice", id, s.SpanID)
-				}
-				seen[s.SpanID] = true
-			}
-			if len(tr.Spans) != want {
-				t.Fatalf("trace %s: %d spans after restart, want %d acknowledged; logs:\n%s", id, len(tr.Spans), want, c.logs)
-			}
+			checkTrace(t, c, id, want)
 		}
 	}
 	for it := range iterations {
@@ -262,27 +269,7 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 			if unsure[id] {
 				continue
 			}
-			resp, err := http.Get(c.base + "/api/v1/traces/" + id.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			var tr struct {
-				Spans []struct {
-					SpanID string `json:"span_id"`
-				} `json:"spans"`
-			}
-			json.NewDecoder(resp.Body).Decode(&tr)
-			resp.Body.Close()
-			seen := map[string]bool{}
-			for _, s := range tr.Spans {
-				if seen[s.SpanID] {
-					t.Fatalf("trace %s: span %s returned twice", id, s.SpanID)
-				}
-				seen[s.SpanID] = true
-			}
-			if len(tr.Spans) != want {
-				t.Fatalf("trace %s: %d spans after restart, want %d (0 = erased); logs:\n%s", id, len(tr.Spans), want, c.logs)
-			}
+			checkTrace(t, c, id, want)
 		}
 	}
 	merged, passes := false, false

@@ -1,18 +1,15 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -505,28 +502,6 @@ func readContentFilters(dataDir string) (contentFilterStats, error) {
 	return st, nil
 }
 
-// processRSS reads VmRSS of a process (Linux /proc) in bytes.
-func processRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			fs := strings.Fields(v)
-			if len(fs) == 2 && fs[1] == "kB" {
-				n, err := strconv.ParseInt(fs[0], 10, 64)
-				if err == nil {
-					return n << 10, nil
-				}
-			}
-		}
-	}
-	return 0, errors.New("no VmRSS line in /proc/PID/status")
-}
-
 // metricValue returns the first sample named name, NaN when absent.
 func metricValue(m Metrics, name string) float64 {
 	for _, x := range m {
@@ -597,8 +572,8 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 	if err != nil {
 		return refused("restart server: %v", err)
 	}
-	if rss, err := processRSS(srv.cmd.Process.Pid); err == nil {
-		res.Metrics["rss_restart_mib"] = float64(rss) / (1 << 20)
+	if pm, err := readProcMemory(srv.cmd.Process.Pid); err == nil {
+		res.Metrics["rss_restart_mib"] = float64(pm.RSS) / (1 << 20)
 	}
 	if m, err := srv.Metrics(ctx); err == nil {
 		res.Metrics["heap_restart_mib"] = metricValue(m, "go_memstats_heap_inuse_bytes") / (1 << 20)
@@ -660,8 +635,8 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 			res.Metrics[k.name+c.suffix] = (metricValue(after, c.metric) - metricValue(before, c.metric)) / float64(l.Samples)
 		}
 	}
-	if rss, err := processRSS(srv.cmd.Process.Pid); err == nil {
-		res.Metrics["rss_after_queries_mib"] = float64(rss) / (1 << 20)
+	if pm, err := readProcMemory(srv.cmd.Process.Pid); err == nil {
+		res.Metrics["rss_after_queries_mib"] = float64(pm.RSS) / (1 << 20)
 	}
 	if err := srv.Stop(60 * time.Second); err != nil {
 		res.Refusals = append(res.Refusals, "stop restarted server: "+err.Error())
