@@ -142,7 +142,7 @@ func (e *Engine) Compact(ctx context.Context) (CompactResult, error) {
 			break
 		}
 	}
-	if _, err := e.collectAfterRewrite(false); err != nil {
+	if _, err := e.collectValues(false); err != nil {
 		e.log.Warn("value collection after compaction failed", "err", err)
 	}
 	if res.Merges > 0 {
@@ -314,13 +314,6 @@ func (e *Engine) closeRetired(force bool) {
 	}
 	clear(e.retired[len(kept):])
 	e.retired = kept
-}
-
-// collectAfterRewrite deletes stored values no segment references any more
-// (purge: also rewrites the value packs that held them, for erasure).
-func (e *Engine) collectAfterRewrite(purge bool) (int, error) {
-	st, err := e.collectValues(purge)
-	return st.Deleted, err
 }
 
 // mergeNice is the nice value of the thread running a merge: under full

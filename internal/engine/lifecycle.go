@@ -66,7 +66,7 @@ func (e *Engine) lifecycleOnce(ctx context.Context) {
 			merged = true
 		}
 		if merged {
-			_, err := e.collectAfterRewrite(false)
+			_, err := e.collectValues(false)
 			logErr("value collection", err)
 			releaseMemory()
 		}
@@ -135,7 +135,7 @@ func (e *Engine) sweepRetentionLocked(ctx context.Context) error {
 		}
 	}
 	if changed {
-		_, err := e.collectAfterRewrite(false)
+		_, err := e.collectValues(false)
 		return err
 	}
 	return nil
