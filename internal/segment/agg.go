@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/sketch"
@@ -22,6 +23,14 @@ type AggKey struct {
 	User      string
 	Agent     string
 	Hour      int64 // span start, unix seconds, truncated to the hour
+}
+
+// clone returns k with its strings copied.
+func (k AggKey) clone() AggKey {
+	for _, s := range []*string{&k.Model, &k.Provider, &k.Service, &k.Operation, &k.Session, &k.User, &k.Agent} {
+		*s = strings.Clone(*s)
+	}
+	return k
 }
 
 func compareAggKeys(a, b *AggKey) int {

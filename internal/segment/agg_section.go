@@ -66,8 +66,13 @@ func (a *aggWriter) addBlock(w *Writer) {
 		if j, ok := a.rollup[entries[i].Key]; ok {
 			a.entries[j].M.Merge(&entries[i].M)
 		} else {
-			a.rollup[entries[i].Key] = len(a.entries)
-			a.entries = append(a.entries, entries[i])
+			// The key's strings point into the block's decoded columns
+			// when the spans come from a segment (a merge): copy them, or
+			// the rollup would keep a whole input block alive per key.
+			e := entries[i]
+			e.Key = e.Key.clone()
+			a.rollup[e.Key] = len(a.entries)
+			a.entries = append(a.entries, e)
 		}
 	}
 }

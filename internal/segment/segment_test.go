@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -585,6 +586,81 @@ func TestConcurrentReads(t *testing.T) {
 	for g := 0; g < 4; g++ {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestWriterKeepsNoPointerIntoSpans: what a Writer holds until Close (the
+// block index's service and span names, the LLM rollup keys) is its own
+// copy, not a pointer into the spans' memory. A merge appends spans decoded
+// from its inputs' blocks; a pointer into one would keep that whole decoded
+// block alive until the output is closed, so merge memory would grow with the
+// output instead of staying one block per input.
+func TestWriterKeepsNoPointerIntoSpans(t *testing.T) {
+	spans := realisticCorpus(7, 400)
+	addLLM(spans, 7)
+	SortSpans(spans)
+	// Every string field the writer could keep, moved into one arena.
+	var arena []byte
+	type field struct {
+		p   *string
+		off int
+	}
+	var fields []field
+	for i := range spans {
+		s := &spans[i]
+		ps := []*string{&s.Name, &s.Service}
+		for j := range s.Attributes {
+			if s.Attributes[j].Value.Type == model.ValueString {
+				ps = append(ps, &s.Attributes[j].Value.Str)
+			}
+		}
+		for _, p := range ps {
+			fields = append(fields, field{p, len(arena)})
+			arena = append(arena, *p...)
+		}
+	}
+	whole := string(arena)
+	for _, f := range fields {
+		*f.p = whole[f.off : f.off+len(*f.p)]
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.StringData(whole)))
+	hi := lo + uintptr(len(whole))
+	inArena := func(s string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return len(s) > 0 && p >= lo && p < hi
+	}
+
+	w, err := NewWriter(t.TempDir(), "s", WriterOptions{BlockSpans: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := w.Append("p", spans); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.flushBlock(); err != nil { // the last, partial block too
+		t.Fatal(err)
+	}
+	if len(w.blocks) < 5 {
+		t.Fatalf("%d blocks, want several", len(w.blocks))
+	}
+	for i, b := range w.blocks {
+		for _, s := range append(slices.Clone(b.Meta.Names), b.Meta.Services...) {
+			if inArena(s) {
+				t.Fatalf("block %d: index string %q points into the appended spans", i, s)
+			}
+		}
+	}
+	if len(w.aggs.entries) == 0 {
+		t.Fatal("no LLM rollup entries: the corpus has no LLM spans")
+	}
+	for _, e := range w.aggs.entries {
+		k := e.Key
+		for _, s := range []string{k.Model, k.Provider, k.Service, k.Operation, k.Session, k.User, k.Agent} {
+			if inArena(s) {
+				t.Fatalf("rollup key %+v: %q points into the appended spans", k, s)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/rastro-dev/rastro/internal/durable"
 
@@ -78,7 +79,23 @@ type Writer struct {
 	blooms  [][]byte
 	entries []traceEntry
 	aggs    *aggWriter
-	tokens  *tokenWriter // nil without WriterOptions.ContentTokens
+	tokens  *tokenWriter      // nil without WriterOptions.ContentTokens
+	strs    map[string]string // interned block-index strings
+}
+
+// intern replaces each string of ss by the writer's own copy of it.
+func (w *Writer) intern(ss []string) {
+	if w.strs == nil {
+		w.strs = make(map[string]string)
+	}
+	for i, s := range ss {
+		c, ok := w.strs[s]
+		if !ok {
+			c = strings.Clone(s)
+			w.strs[c] = c
+		}
+		ss[i] = c
+	}
 }
 
 // NewWriter creates dir/name.tmp and returns a Writer for it.
@@ -237,6 +254,10 @@ func (w *Writer) flushBlock() error {
 	blockNo := uint32(len(w.blocks))
 	projIdx := len(w.projects) - 1
 	eb.meta.Project = w.project
+	// The block index is held until Close; its strings must not point into
+	// the spans' memory (a merge's decoded input blocks).
+	w.intern(eb.meta.Names)
+	w.intern(eb.meta.Services)
 	w.blocks = append(w.blocks, blockEntry{
 		Offset: uint64(w.off), Length: uint64(len(eb.out)), ProjectIdx: projIdx,
 		Meta: eb.meta, Cols: slices.Clone(eb.cols),
