@@ -116,6 +116,7 @@ func (e *Engine) blockCatalog(s *segHandle, i int) (*catalog, error) {
 func (e *Engine) discover(ctx context.Context, project string, start, end uint64, res *Result) (*catalog, error) {
 	start = max(start, e.cutoff(project))
 	v := e.view()
+	defer v.release()
 	out := newCatalog()
 	for _, m := range v.mems {
 		m.scan(func(r *row) bool {

@@ -273,21 +273,12 @@ func (e *Engine) replaceSegments(run []*segHandle, out *segHandle) error {
 	return nil
 }
 
-// retiredSegment is a segment no longer in the read view whose file stays
-// open for queries that took their view before it left.
-type retiredSegment struct {
-	h  *segHandle
-	at time.Time
-}
-
 // retire takes segments out of service: their cached blocks are dropped and
 // their files removed (with remove), while the open descriptors stay valid
-// for queries already reading them; closeRetired closes them after
-// Options.RetireGrace.
+// for the queries whose views hold them; each is closed when the last of
+// those views is released (at once when none holds it), so a merge's inputs
+// do not outlive the queries that were reading them.
 func (e *Engine) retire(hs []*segHandle, remove bool) {
-	now := time.Now()
-	e.retMu.Lock()
-	defer e.retMu.Unlock()
 	for _, h := range hs {
 		e.cache.dropSegment(h)
 		if remove {
@@ -295,25 +286,8 @@ func (e *Engine) retire(hs []*segHandle, remove bool) {
 				e.log.Warn("could not remove retired segment", "segment", h.name, "err", err)
 			}
 		}
-		e.retired = append(e.retired, retiredSegment{h, now})
+		h.retire()
 	}
-}
-
-// closeRetired closes the retired segments older than the grace period (all
-// with force).
-func (e *Engine) closeRetired(force bool) {
-	e.retMu.Lock()
-	defer e.retMu.Unlock()
-	kept := e.retired[:0]
-	for _, r := range e.retired {
-		if force || time.Since(r.at) >= e.opts.RetireGrace {
-			r.h.r.Close()
-			continue
-		}
-		kept = append(kept, r)
-	}
-	clear(e.retired[len(kept):])
-	e.retired = kept
 }
 
 // mergeNice is the nice value of the thread running a merge: under full

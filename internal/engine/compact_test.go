@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -231,7 +232,7 @@ func TestCompactionKeepsEverySpanOnce(t *testing.T) {
 // store holds.
 func TestQueriesDuringCompactionSeeNoGapOrDuplicate(t *testing.T) {
 	dir := t.TempDir()
-	e, err := Open(Options{Dir: dir, BlockSpans: 16, NoCompaction: true, CompactionFanout: 2, RetireGrace: time.Millisecond})
+	e, err := Open(Options{Dir: dir, BlockSpans: 16, NoCompaction: true, CompactionFanout: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,6 +304,59 @@ func TestQueriesDuringCompactionSeeNoGapOrDuplicate(t *testing.T) {
 		t.Fatalf("compact with fan-out 2 over 9 segments: %+v, want several merges", res)
 	}
 	requireSameAnswers(t, "after compaction", collectAnswers(t, e, want), reference(t, want))
+}
+
+// TestMergedAwaySegmentsCloseWithTheirLastView: a query that took its view
+// before a merge still reads the merged-away segments (unlinked, still open);
+// they are closed as soon as that view is released, not after a timer, so
+// merges do not keep their inputs' indexes resident.
+func TestMergedAwaySegmentsCloseWithTheirLastView(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Open(Options{Dir: dir, BlockSpans: 16, NoCompaction: true, CompactionFanout: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	batches, _ := lifecycleCorpus(4, 4)
+	for _, b := range batches {
+		appendSpans(t, e, "default", b)
+		if err := e.Seal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := e.view()
+	if len(held.segs) != 4 {
+		t.Fatalf("view holds %d segments, want 4", len(held.segs))
+	}
+	// A segment no view holds closes when it is merged away.
+	unheld, release := e.segments()
+	release()
+	if res, err := e.Compact(context.Background()); err != nil || res.SegmentsAfter != 1 {
+		t.Fatalf("compact: %+v, %v", res, err)
+	}
+	for _, h := range held.segs {
+		if _, err := os.Stat(filepath.Join(dir, "segments", h.name)); !os.IsNotExist(err) {
+			t.Fatalf("merged-away segment %s: stat err %v, want it unlinked", h.name, err)
+		}
+		if _, err := h.r.ReadBlock(0); err != nil {
+			t.Fatalf("segment %s held by a view: read after the merge: %v", h.name, err)
+		}
+	}
+	held.release()
+	for _, h := range held.segs {
+		if _, err := h.r.ReadBlock(0); err == nil {
+			t.Fatalf("segment %s: still readable after its last view was released, want it closed", h.name)
+		}
+	}
+	if len(unheld) != 4 || unheld[0] != held.segs[3] {
+		t.Fatalf("segments() and view() disagree: %d segments", len(unheld))
+	}
+	// The merged segment answers, and is not closed by the old views.
+	after := e.view()
+	defer after.release()
+	if _, err := after.segs[0].r.ReadBlock(0); err != nil {
+		t.Fatalf("merged segment: %v", err)
+	}
 }
 
 // TestBackgroundCompactionMerges: with compaction on, the lifecycle loop

@@ -108,10 +108,6 @@ type Options struct {
 	// LifecycleInterval is how often the background loop looks for merges,
 	// expired segments and due erasures. Default 10s.
 	LifecycleInterval time.Duration
-	// RetireGrace is how long a merged-away segment's file stays open for
-	// queries that started before the merge. Default 1m.
-	RetireGrace time.Duration
-
 	// now replaces the clock (tests); nil means time.Now.
 	now func() time.Time
 
@@ -185,9 +181,6 @@ func (o *Options) Validate() error {
 	if o.LifecycleInterval <= 0 {
 		o.LifecycleInterval = 10 * time.Second
 	}
-	if o.RetireGrace <= 0 {
-		o.RetireGrace = time.Minute
-	}
 	if o.now == nil {
 		o.now = time.Now
 	}
@@ -238,9 +231,6 @@ type Engine struct {
 	lcCtx       context.Context // cancelled by Close: stops a merge in progress
 	lcCancel    context.CancelFunc
 	lastSweep   time.Time // guarded by lcMu
-
-	retMu   sync.Mutex
-	retired []retiredSegment // guarded by retMu
 
 	// Erasure (erase.go): hide is what queries must not show; erMu guards
 	// the ERASURES file and erasures.
@@ -742,8 +732,7 @@ func (e *Engine) closeSegments() {
 	defer e.mu.Unlock()
 	for _, s := range e.segs {
 		e.cache.dropSegment(s)
-		s.r.Close()
+		s.close()
 	}
 	e.segs = nil
-	e.closeRetired(true)
 }

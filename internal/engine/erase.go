@@ -387,7 +387,6 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 		}
 		rewritten++
 	}
-	e.closeRetired(true) // the files are unlinked; close them so the space is freed
 	// 3. Values no segment references any more, out of the packs too.
 	if _, err := e.collectValues(true); err != nil {
 		return fmt.Errorf("erasure pass: %w", err)
@@ -465,6 +464,7 @@ func trimDone(rs []erasureRecord) []erasureRecord {
 // bufferHolds reports whether the write buffer holds a span of the traces.
 func (e *Engine) bufferHolds(keys map[traceKey]bool) bool {
 	v := e.view()
+	defer v.release()
 	for _, m := range v.mems {
 		for k := range keys {
 			if len(m.traceRows(k.project, k.trace)) > 0 {

@@ -71,7 +71,6 @@ func (e *Engine) lifecycleOnce(ctx context.Context) {
 			releaseMemory()
 		}
 	}
-	e.closeRetired(false)
 }
 
 func (e *Engine) hasRetention() bool {

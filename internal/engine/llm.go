@@ -65,6 +65,7 @@ func overlaps(lo, hi, start, end uint64) bool {
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *Result) ([]segment.AggEntry, error) {
 	f = e.visible(project, f)
 	v := e.view()
+	defer v.release()
 	usable := aggregatesUsable(f)
 	// The segments' part: immutable, so with stored aggregates usable it is
 	// cached per (segment list, project, projection, window).
@@ -544,7 +545,9 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery,
 	} else {
 		// Finer than the stored hourly keys: aggregate rows per bucket.
 		byBucket := map[int64]*segment.Aggregator{}
-		err := e.llmScan(ctx, e.view(), project, &q.Filter, &res,
+		v := e.view()
+		defer v.release()
+		err := e.llmScan(ctx, v, project, &q.Filter, &res,
 			func(*segHandle, string) bool { return false }, func(*segHandle, int) bool { return false },
 			func(s *model.Span) {
 				b := int64(s.StartTimeUnixNano) / int64(step) * int64(step/time.Second)

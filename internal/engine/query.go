@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
@@ -31,7 +32,36 @@ type segHandle struct {
 	taintMu  sync.Mutex
 	taintGen uint64
 	taint    map[string]taint
+
+	// Lifetime: views hold references; a retired handle's file is closed
+	// (and its resident index left to the collector) when the last view
+	// holding it is released.
+	refs      atomic.Int64
+	retiring  atomic.Bool
+	closeOnce sync.Once
 }
+
+// acquire takes a reference for a view. Callers hold Engine.mu (read), so a
+// handle is never acquired once the published list no longer holds it.
+func (h *segHandle) acquire() { h.refs.Add(1) }
+
+// release drops a view's reference, closing a retired handle with it.
+func (h *segHandle) release() {
+	if h.refs.Add(-1) == 0 && h.retiring.Load() {
+		h.close()
+	}
+}
+
+// retire marks a handle that left the published list; it is closed now if
+// no view holds it, else by the last release.
+func (h *segHandle) retire() {
+	h.retiring.Store(true)
+	if h.refs.Load() == 0 {
+		h.close()
+	}
+}
+
+func (h *segHandle) close() { h.closeOnce.Do(func() { h.r.Close() }) }
 
 func newSegHandle(name string, r *segment.Reader) *segHandle {
 	return &segHandle{name: name, r: r, info: r.Info(), blocks: r.Blocks(), cats: map[int]*catalog{}}
@@ -39,12 +69,13 @@ func newSegHandle(name string, r *segment.Reader) *segHandle {
 
 // view is a consistent snapshot of what queries read: memtables newest
 // first, then segments newest first. Sources earlier in the view hold newer
-// copies of a re-sent span.
+// copies of a re-sent span. A view holds its segments open until release.
 type view struct {
 	mems []*memtable
 	segs []*segHandle
 }
 
+// view takes a snapshot; the caller must call release when done with it.
 func (e *Engine) view() view {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -54,9 +85,33 @@ func (e *Engine) view() view {
 		v.mems = append(v.mems, e.frozen[i])
 	}
 	for i := len(e.segs) - 1; i >= 0; i-- {
+		e.segs[i].acquire()
 		v.segs = append(v.segs, e.segs[i])
 	}
 	return v
+}
+
+// release lets go of the view's segments.
+func (v view) release() {
+	for _, h := range v.segs {
+		h.release()
+	}
+}
+
+// segments returns the published segments, oldest first, held open until
+// release is called (for work outside a view, such as value collection).
+func (e *Engine) segments() (segs []*segHandle, release func()) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	segs = slices.Clone(e.segs)
+	for _, h := range segs {
+		h.acquire()
+	}
+	return segs, func() {
+		for _, h := range segs {
+			h.release()
+		}
+	}
 }
 
 // Result carries query warnings: parts of the store that could not be read.
@@ -84,6 +139,7 @@ func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, re
 		return nil, res, nil
 	}
 	v := e.view()
+	defer v.release()
 	seen := map[model.SpanID]bool{}
 	var out []model.Span
 	for _, m := range v.mems {
@@ -277,6 +333,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	v := e.view()
+	defer v.release()
 	sh := newShadower(e, v, project, res)
 	rv := e.newResolver(res)
 	hints := f.Hints()

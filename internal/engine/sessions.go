@@ -59,7 +59,9 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 func (e *Engine) SessionTraces(ctx context.Context, project, id string, f *query.Filter) ([][]model.Span, Result, error) {
 	var res Result
 	traces := map[model.TraceID]bool{}
-	err := e.llmScan(ctx, e.view(), project, f, &res,
+	v := e.view()
+	defer v.release()
+	err := e.llmScan(ctx, v, project, f, &res,
 		func(*segHandle, string) bool { return false },
 		func(s *segHandle, i int) bool {
 			// Taken (skipped) when the block's aggregates prove the session absent.

@@ -21,6 +21,7 @@ type Stats struct {
 // Stats returns the counts for one project (store-wide sizes are not per project).
 func (e *Engine) Stats(project string) Stats {
 	v := e.view()
+	defer v.release()
 	var st Stats
 	for _, m := range v.mems {
 		traces := map[traceKey]struct{}{}

@@ -237,8 +237,9 @@ func (e *Engine) collectValues(purge bool) (valuestore.CollectStats, error) {
 	}
 	e.mu.RLock()
 	quarantined := append([]string(nil), e.quarantined...)
-	segs := append([]*segHandle(nil), e.segs...)
 	e.mu.RUnlock()
+	segs, release := e.segments()
+	defer release()
 	if len(quarantined) > 0 {
 		return valuestore.CollectStats{}, fmt.Errorf("collect values: %d published segments are quarantined (%s): their references are unknown, nothing deleted",
 			len(quarantined), quarantined[0])
