@@ -27,6 +27,7 @@ type serveConfig struct {
 
 	compaction                    bool
 	compactionMax                 byteSize
+	mergeHeadroom                 byteSize
 	compactionFanout              int
 	retention                     days
 	retentionProject              projectDays
@@ -38,7 +39,7 @@ type serveConfig struct {
 func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
-		compactionMax: engine.DefaultCompactionMaxSegmentBytes}
+		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: engine.DefaultMergeHeadroom}
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -53,6 +54,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
+	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never raised above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
 	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
 	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
@@ -114,7 +116,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
-		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		MergeHeadroom: mergeHeadroom(c.mergeHeadroom),
+		Retention:     time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 	})
 	if err != nil {
@@ -140,4 +143,12 @@ func shutdown(srv *server.Server, log *slog.Logger) {
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("shutdown", "err", err)
 	}
+}
+
+// mergeHeadroom maps the flag's "0 = off" to the engine's negative value.
+func mergeHeadroom(b byteSize) int64 {
+	if b == 0 {
+		return -1
+	}
+	return int64(b)
 }

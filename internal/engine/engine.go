@@ -92,6 +92,11 @@ type Options struct {
 	// CompactionMaxSegmentBytes caps the size of a merged segment; segments
 	// of half of it or more are not merged again. Default 1 GiB.
 	CompactionMaxSegmentBytes int64
+	// MergeHeadroom bounds the garbage a merge (compaction, retention or
+	// erasure rewrite) may leave before the collector runs: while a merge
+	// runs, the Go soft memory limit is held at the live heap plus this
+	// (see memGuard). Default DefaultMergeHeadroom; negative turns it off.
+	MergeHeadroom int64
 	// CompactionFanout is how many adjacent segments of one size tier
 	// trigger a merge, and the most one merge reads. Default 8, at most 64.
 	CompactionFanout int
@@ -163,6 +168,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CompactionFanout == 0 {
 		o.CompactionFanout = DefaultCompactionFanout
+	}
+	if o.MergeHeadroom == 0 {
+		o.MergeHeadroom = DefaultMergeHeadroom
 	}
 	if o.CompactionFanout < 2 || o.CompactionFanout > maxMergeInputs {
 		return fmt.Errorf("engine: compaction fan-out %d out of range [2, %d]", o.CompactionFanout, maxMergeInputs)
