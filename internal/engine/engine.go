@@ -247,6 +247,8 @@ type Engine struct {
 	erasures  erasureFile
 	eraseWake *time.Timer
 
+	lastAppend atomic.Int64 // unix ns of the last Append (memGuard)
+
 	m counters
 }
 
@@ -509,6 +511,7 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 		e.requestSeal()
 		return ErrBufferFull
 	}
+	e.lastAppend.Store(time.Now().UnixNano())
 	llm.Enrich(spans, e.opts.Prices)
 	err := e.wal.Append(wal.Record{Type: uint8(t), Project: project, Body: body}, func() {
 		// Runs in the WAL commit goroutine, serialised with Rotate.
@@ -524,6 +527,11 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 		return fmt.Errorf("append to wal: %w", err)
 	}
 	return nil
+}
+
+// ingestActive reports whether spans were appended within ingestQuiet.
+func (e *Engine) ingestActive() bool {
+	return time.Now().UnixNano()-e.lastAppend.Load() < int64(ingestQuiet)
 }
 
 func (e *Engine) requestSeal() {

@@ -4,13 +4,14 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
 )
 
 // TestMemGuardHoldsLimitNearLiveHeap: while a merge runs the soft memory
 // limit sits at about the live heap plus the headroom, follows the live heap
-// as it grows, never rises above an operator's GOMEMLIMIT, and is restored
-// when the merge ends.
+// as it grows, never rises above an operator's GOMEMLIMIT, stands aside while
+// ingest is active, and is restored when the merge ends.
 func TestMemGuardHoldsLimitNearLiveHeap(t *testing.T) {
 	orig := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(orig)
@@ -18,7 +19,7 @@ func TestMemGuardHoldsLimitNearLiveHeap(t *testing.T) {
 	debug.SetMemoryLimit(math.MaxInt64)
 	runtime.GC()
 	const headroom = 64 << 20
-	g := startMemGuard(headroom)
+	g := startMemGuard(headroom, nil)
 	first := debug.SetMemoryLimit(-1)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -45,7 +46,7 @@ func TestMemGuardHoldsLimitNearLiveHeap(t *testing.T) {
 	// An operator's lower limit is never raised.
 	const operator = 32 << 20
 	debug.SetMemoryLimit(operator)
-	g = startMemGuard(headroom)
+	g = startMemGuard(headroom, nil)
 	if got := debug.SetMemoryLimit(-1); got != operator {
 		t.Fatalf("limit during a merge with GOMEMLIMIT=%d: %d, want it unchanged", operator, got)
 	}
@@ -54,9 +55,25 @@ func TestMemGuardHoldsLimitNearLiveHeap(t *testing.T) {
 		t.Fatalf("limit after the merge %d, want the operator's %d", got, operator)
 	}
 
+	// While ingest is active the guard stands aside, and takes over again
+	// once ingest is idle.
+	debug.SetMemoryLimit(math.MaxInt64)
+	var busy atomic.Bool
+	busy.Store(true)
+	g = startMemGuard(headroom, busy.Load)
+	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
+		t.Fatalf("limit during a merge under ingest %d, want the previous one", got)
+	}
+	busy.Store(false)
+	g.update()
+	if got := debug.SetMemoryLimit(-1); got == math.MaxInt64 {
+		t.Fatal("limit after ingest went idle: unchanged, want the live heap plus the headroom")
+	}
+	g.stop()
+
 	// Off: nothing changes.
 	debug.SetMemoryLimit(math.MaxInt64)
-	if g := startMemGuard(-1); g != nil {
+	if g := startMemGuard(-1, nil); g != nil {
 		t.Fatal("a negative headroom must turn the guard off")
 	}
 	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {

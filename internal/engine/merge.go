@@ -38,7 +38,6 @@ type mergeInput struct {
 	spans []model.Span
 	pos   int
 	proj  string // project of the spans being read
-	guard *memGuard
 }
 
 // fill makes spans[pos] the next span, reading the next block if needed; it
@@ -49,7 +48,6 @@ func (in *mergeInput) fill() (bool, error) {
 			in.spans = nil
 			return false, nil
 		}
-		in.guard.update()
 		spans, err := in.h.r.ReadBlock(in.block)
 		if err != nil {
 			return false, fmt.Errorf("read segment %s block %d: %w", in.h.name, in.block, err)
@@ -187,11 +185,11 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 	if len(run) == 0 || len(run) > maxMergeInputs {
 		return res, fmt.Errorf("merge: %d inputs (want 1 to %d)", len(run), maxMergeInputs)
 	}
-	guard := startMemGuard(e.opts.MergeHeadroom)
+	guard := startMemGuard(e.opts.MergeHeadroom, e.ingestActive)
 	defer guard.stop()
 	inputs := make([]*mergeInput, len(run))
 	for i, h := range run {
-		inputs[i] = &mergeInput{h: h, idx: i, guard: guard}
+		inputs[i] = &mergeInput{h: h, idx: i}
 		res.bytesIn += h.info.Bytes
 		res.inputIDs = append(res.inputIDs, h.name)
 	}

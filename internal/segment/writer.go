@@ -319,24 +319,31 @@ func (w *Writer) close() (Info, error) {
 	}
 	info := w.info()
 
+	// Each section is written as soon as it is encoded, so that at most one
+	// (and its compressed copy) is in memory beside the writer's state.
 	var toc []tocEntry
-	var out []byte
 	var flags uint32
+	var werr error
+	var buf []byte
 	section := func(typ uint32, raw []byte, compress bool) {
-		start := len(out)
-		codec := uint32(codecNone)
-		if compress {
-			out, codec = compressInto(w.enc.enc, out, raw)
-		} else {
-			out = append(out, raw...)
+		if werr != nil {
+			return
 		}
-		toc = append(toc, tocEntry{Type: typ, Flags: flags, Codec: codec, CRC: crc(out[start:]),
-			Offset: uint64(w.off) + uint64(start), Length: uint64(len(out) - start), RawLen: uint64(len(raw))})
+		out, codec := raw, uint32(codecNone)
+		if compress {
+			buf, codec = compressInto(w.enc.enc, buf[:0], raw)
+			out = buf
+		}
+		toc = append(toc, tocEntry{Type: typ, Flags: flags, Codec: codec, CRC: crc(out),
+			Offset: uint64(w.off), Length: uint64(len(out)), RawLen: uint64(len(raw))})
+		werr = w.write(out)
 	}
 	section(sectionInfo, encodeInfo(info), true)
 	section(sectionBlockIndex, encodeBlockIndex(w.projects, w.blocks), true)
 	section(sectionAttrBlooms, encodeBlooms(w.blooms), true)
+	w.blooms = nil // written: let the collector have them
 	pages, fences := buildTraceIndex(w.entries)
+	w.entries = nil
 	section(sectionTraceIndex, pages, false)
 	section(sectionTraceFences, fences, false)
 	section(sectionLLMAggregates, w.aggs.data, false) // parts are compressed one by one
@@ -359,10 +366,12 @@ func (w *Writer) close() (Info, error) {
 		flags = 0
 		info.ValueRefs = len(refs)
 	}
-	tocOff := uint64(w.off) + uint64(len(out))
-	tocStart := len(out)
-	out = appendTOC(out, toc)
-	out = appendFooter(out, tocOff, uint64(len(out)-tocStart), crc(out[tocStart:]))
+	if werr != nil {
+		return Info{}, werr
+	}
+	tocOff := uint64(w.off)
+	out := appendTOC(nil, toc)
+	out = appendFooter(out, tocOff, uint64(len(out)), crc(out))
 	if err := w.write(out); err != nil {
 		return Info{}, err
 	}
