@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,7 +118,17 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // trace (0: the trace is absent), none twice.
 func checkTrace(t *testing.T, c *child, id model.TraceID, want int) {
 	t.Helper()
-	resp, err := http.Get(c.base + "/api/v1/traces/" + id.String())
+	checkTraceIn(t, c, "", id, want)
+}
+
+// checkTraceIn is checkTrace in a project ("" = the default project).
+func checkTraceIn(t *testing.T, c *child, project string, id model.TraceID, want int) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, c.base+"/api/v1/traces/"+id.String(), nil)
+	if project != "" {
+		req.Header.Set("X-Scope-OrgID", project)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +147,7 @@ func checkTrace(t *testing.T, c *child, id model.TraceID, want int) {
 		seen[s.SpanID] = true
 	}
 	if len(tr.Spans) != want {
-		t.Fatalf("trace %s: %d spans after restart, want %d (0 = erased); logs:\n%s", id, len(tr.Spans), want, c.logs)
+		t.Fatalf("trace %s: %d spans after restart, want %d (0 = erased or expired); logs:\n%s", id, len(tr.Spans), want, c.logs)
 	}
 }
 
@@ -375,4 +386,151 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 		t.Fatalf("graceful shutdown: %v; logs:\n%s", err, c.logs)
 	}
 	t.Logf("%d iterations, %d traces acknowledged, %d erased", iterations, len(acked), erased)
+}
+
+// oldBatch builds 20 traces of 5 spans, ids unique to (iteration, n),
+// starting within half a minute of a random time up to an hour ago (so that
+// a small segment may expire whole, and merged ones straddle a cutoff).
+func oldBatch(it, n int, r *rand.Rand, now time.Time) ([]model.Span, map[model.TraceID]time.Time) {
+	band := now.Add(-time.Duration(r.Int64N(int64(time.Hour))))
+	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("old")}}}
+	var out []model.Span
+	starts := map[model.TraceID]time.Time{}
+	for tr := range 20 {
+		id := model.TraceID{2, byte(it), byte(n >> 8), byte(n), byte(tr), 7}
+		at := band.Add(time.Duration(r.Int64N(int64(30 * time.Second))))
+		starts[id] = at
+		for s := range 5 {
+			out = append(out, model.Span{TraceID: id, SpanID: model.SpanID{byte(s + 1), byte(tr), byte(n), 4},
+				Name: "op", Resource: res, Service: "old", StartTimeUnixNano: uint64(at.UnixNano()),
+				EndTimeUnixNano: uint64(at.UnixNano()) + 1000,
+				Attributes:      []model.KeyValue{{Key: "pad", Value: model.StringValue(string(bytes.Repeat([]byte{'y'}, 200)))}}})
+		}
+	}
+	return out, starts
+}
+
+// TestCrashDuringRetentionSweeps kills the server at random moments while
+// retention sweeps drop and rewrite segments. Project "old" holds traces
+// spread over the last hour; each restart shortens its retention (40, 25,
+// 12, then 5 minutes), so segments written before straddle the new cutoff and the sweep
+// (every 20 ms) rewrites or drops them, while ingest goes on into both
+// projects and merges run. Kills land from right after the restart (during
+// the first sweep) to well after it. After each restart, every acknowledged trace
+// newer than the cutoff is there exactly once and every older one is gone;
+// traces within two minutes of the cutoff (it moves by whole minutes) may be
+// either.
+func TestCrashDuringRetentionSweeps(t *testing.T) {
+	retentions := []time.Duration{40 * time.Minute, 25 * time.Minute, 12 * time.Minute, 5 * time.Minute}
+	iterations := len(retentions)
+	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
+		iterations = min(v, len(retentions))
+	}
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
+	var mu sync.Mutex
+	acked := map[model.TraceID]time.Time{} // trace of "old" -> its start
+	retention := time.Duration(0)
+	verify := func(c *child) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		cutoff := time.Now().Add(-retention)
+		kept, gone := 0, 0
+		for id, at := range acked {
+			switch {
+			case retention == 0 || at.After(cutoff.Add(2*time.Minute)):
+				checkTraceIn(t, c, "old", id, 5)
+				kept++
+			case at.Before(cutoff.Add(-2 * time.Minute)):
+				checkTraceIn(t, c, "old", id, 0)
+				gone++
+			}
+		}
+		if retention > 0 && (kept == 0 || gone == 0) {
+			t.Fatalf("retention %v: %d traces checked as kept, %d as gone; want both", retention, kept, gone)
+		}
+	}
+	send := func(ctx context.Context, client *http.Client, c *child, project string, spans []model.Span) bool {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		if project != "" {
+			req.Header.Set("X-Scope-OrgID", project)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	base := []string{"--seal-bytes", "48KiB", "--compaction-fanout", "2", "--lifecycle-interval", "20ms"}
+	sweeps := 0
+	for it := 0; it <= iterations; it++ {
+		// Iteration 0 fills "old" with no retention; each later one
+		// starts with a shorter retention.
+		if it > 0 {
+			retention = retentions[it-1]
+		}
+		args := base
+		if retention > 0 {
+			args = append(slices.Clone(base), "--retention-project", fmt.Sprintf("old=%dm", int(retention/time.Minute)))
+		}
+		c := startChild(t, dir, args...)
+		verify(c)
+		killAfter := int64(r.IntN(40)) // 0: at once, during the first sweep
+		if it == 0 {
+			killAfter = 60 // enough old traces for every later cutoff
+		}
+		var acks atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &http.Client{Timeout: 10 * time.Second}
+				wr := rand.New(rand.NewPCG(uint64(it), uint64(w)))
+				for n := 0; ctx.Err() == nil && n < 5000; n++ {
+					if w == 1 && n%4 == 0 { // some of the default project too: segments hold both
+						if !send(ctx, client, c, "", batch(200+it, w, n)) && ctx.Err() != nil {
+							return
+						}
+						continue
+					}
+					spans, starts := oldBatch(it, 2*n+w, wr, time.Now())
+					if !send(ctx, client, c, "old", spans) {
+						if ctx.Err() != nil {
+							return
+						}
+						continue
+					}
+					mu.Lock()
+					for id, at := range starts {
+						acked[id] = at
+					}
+					mu.Unlock()
+					acks.Add(1)
+				}
+			}()
+		}
+		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
+		c.cmd.Process.Signal(syscall.SIGKILL)
+		c.cmd.Wait()
+		cancel()
+		wg.Wait()
+		logs := c.logs.String()
+		sweeps += strings.Count(logs, "retention dropped a segment") + strings.Count(logs, "retention rewrote a segment")
+	}
+	c := startChild(t, dir, append(slices.Clone(base), "--retention-project", fmt.Sprintf("old=%dm", int(retention/time.Minute)))...)
+	verify(c)
+	if sweeps == 0 {
+		t.Fatal("no retention sweep dropped or rewrote a segment during the crash runs")
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("graceful shutdown: %v; logs:\n%s", err, c.logs)
+	}
+	t.Logf("%d iterations, %d traces of project old acknowledged, %d sweeps logged", iterations, len(acked), sweeps)
 }

@@ -126,10 +126,12 @@ func (e *Engine) sweepRetentionLocked(ctx context.Context) error {
 			e.log.Info("retention dropped a segment", "segment", h.name, "spans", h.info.Spans)
 			changed = true
 		case some && e.expiredFraction(h) >= rewriteExpiredFraction:
-			if _, err := e.rewrite(ctx, []*segHandle{h}, e.dropper()); err != nil {
+			res, err := e.rewrite(ctx, []*segHandle{h}, e.dropper())
+			if err != nil {
 				return err
 			}
 			e.m.retentionRewritten.Add(1)
+			e.log.Info("retention rewrote a segment", "segment", h.name, "expired_spans", res.dropped)
 			changed = true
 		}
 	}
