@@ -83,7 +83,7 @@ func (q *Query) mayMatch(s *model.Span, minLen int) bool {
 	}
 	pending := ^uint64(0) >> (64 - len(terms))
 	var sc *scratch
-	walk(s, minLen, func(_, text string, escaped bool) bool {
+	walkMode(s, minLen, true, func(_, text string, escaped bool) bool {
 		if sc == nil {
 			sc = getScratch()
 		}

@@ -52,6 +52,15 @@ func Sources(s *model.Span, minLen int, emit func(source, text string)) {
 // raw inside of a JSON string literal (escapes not decoded). emit returns
 // false to stop; walk then returns false.
 func walk(s *model.Span, minLen int, emit func(label, text string, escaped bool) bool) bool {
+	return walkMode(s, minLen, false, emit)
+}
+
+// walkMode is walk; with rawJSON, a JSON document holding no backslash is
+// emitted whole instead of string by string. Its strings are then
+// substrings of it bounded by quotes (separators), so whatever is a token or
+// substring of one is one of the whole: a superset, for the prefilter, which
+// so skips parsing the document.
+func walkMode(s *model.Span, minLen int, rawJSON bool, emit func(label, text string, escaped bool) bool) bool {
 	if minLen <= 0 {
 		minLen = DefaultMinLen
 	}
@@ -69,12 +78,12 @@ func walk(s *model.Span, minLen int, emit func(label, text string, escaped bool)
 			if label == "" {
 				label = SourceAttribute
 			}
-			if !textSource(label, kv.Value.Str, emit) {
+			if !textSource(label, kv.Value.Str, rawJSON, emit) {
 				return false
 			}
 		case model.ValueArray, model.ValueKvList:
 			if label, always := classify(kv.Key); always {
-				if !walkValue(label, &kv.Value, 0, emit) {
+				if !walkValue(label, &kv.Value, 0, rawJSON, emit) {
 					return false
 				}
 			}
@@ -92,7 +101,7 @@ func walk(s *model.Span, minLen int, emit func(label, text string, escaped bool)
 			if label == "" {
 				label = evLabel
 			}
-			if !walkValue(label, &kv.Value, 0, emit) {
+			if !walkValue(label, &kv.Value, 0, rawJSON, emit) {
 				return false
 			}
 		}
@@ -174,17 +183,17 @@ func structural(k string) bool {
 }
 
 // walkValue emits the strings of a (possibly structured) value.
-func walkValue(label string, v *model.Value, depth int, emit func(label, text string, escaped bool) bool) bool {
+func walkValue(label string, v *model.Value, depth int, rawJSON bool, emit func(label, text string, escaped bool) bool) bool {
 	switch v.Type {
 	case model.ValueString:
-		return textSource(label, v.Str, emit)
+		return textSource(label, v.Str, rawJSON, emit)
 	case model.ValueArray:
 		if depth >= maxDepth {
 			return true
 		}
 		elems := v.Elems()
 		for i := range elems {
-			if !walkValue(label, &elems[i], depth+1, emit) {
+			if !walkValue(label, &elems[i], depth+1, rawJSON, emit) {
 				return false
 			}
 		}
@@ -197,7 +206,7 @@ func walkValue(label string, v *model.Value, depth int, emit func(label, text st
 			if structural(fields[i].Key) {
 				continue
 			}
-			if !walkValue(label, &fields[i].Value, depth+1, emit) {
+			if !walkValue(label, &fields[i].Value, depth+1, rawJSON, emit) {
 				return false
 			}
 		}
@@ -207,9 +216,12 @@ func walkValue(label string, v *model.Value, depth int, emit func(label, text st
 
 // textSource emits one string value: a JSON object or array by its string
 // values, anything else as it is.
-func textSource(label, s string, emit func(label, text string, escaped bool) bool) bool {
+func textSource(label, s string, rawJSON bool, emit func(label, text string, escaped bool) bool) bool {
 	if s == "" {
 		return true
+	}
+	if rawJSON && strings.IndexByte(s, '\\') < 0 {
+		return emit(label, s, false)
 	}
 	if j := firstNonSpace(s); j < len(s) && (s[j] == '{' || s[j] == '[') {
 		if (&jsonScanner{s: s}).document(nil) {
