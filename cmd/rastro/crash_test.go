@@ -114,6 +114,31 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
+// post sends spans over OTLP/HTTP to a project ("" = default): ok when
+// acknowledged; err when the request failed (the server died).
+func post(ctx context.Context, client *http.Client, c *child, project string, spans []model.Span) (ok bool, err error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	if project != "" {
+		req.Header.Set("X-Scope-OrgID", project)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, nil
+}
+
+// kill SIGKILLs the server, then stops its clients.
+func (c *child) kill(cancel context.CancelFunc, wg *sync.WaitGroup) {
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	c.cmd.Wait()
+	cancel()
+	wg.Wait()
+}
+
 // checkTrace asserts that the server returns exactly want spans of the
 // trace (0: the trace is absent), none twice.
 func checkTrace(t *testing.T, c *child, id model.TraceID, want int) {
@@ -202,15 +227,11 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 				client := &http.Client{Timeout: 10 * time.Second}
 				for n := 0; ctx.Err() == nil && n < 5000; n++ {
 					spans := batch(it, w, n)
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
-					req.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(req)
+					ok, err := post(ctx, client, c, "", spans)
 					if err != nil {
 						return // the server died
 					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
+					if !ok {
 						continue
 					}
 					ackedMu.Lock()
@@ -223,10 +244,7 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 			}()
 		}
 		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
-		c.cmd.Process.Signal(syscall.SIGKILL)
-		c.cmd.Wait()
-		cancel()
-		wg.Wait()
+		c.kill(cancel, &wg)
 	}
 	c := startChild(t, dir)
 	verify(c)
@@ -299,15 +317,11 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 				client := &http.Client{Timeout: 10 * time.Second}
 				for n := 0; ctx.Err() == nil && n < 5000; n++ {
 					spans := batch(100+it, w, n)
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
-					req.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(req)
+					ok, err := post(ctx, client, c, "", spans)
 					if err != nil {
 						return
 					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
+					if !ok {
 						continue
 					}
 					mu.Lock()
@@ -356,10 +370,7 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 			}
 		}()
 		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
-		c.cmd.Process.Signal(syscall.SIGKILL)
-		c.cmd.Wait()
-		cancel()
-		wg.Wait()
+		c.kill(cancel, &wg)
 		logs := c.logs.String()
 		merged = merged || strings.Contains(logs, "segments rewritten")
 		passes = passes || strings.Contains(logs, "erasure pass done")
@@ -451,20 +462,6 @@ func TestCrashDuringRetentionSweeps(t *testing.T) {
 			t.Fatalf("retention %v: %d traces checked as kept, %d as gone; want both", retention, kept, gone)
 		}
 	}
-	send := func(ctx context.Context, client *http.Client, c *child, project string, spans []model.Span) bool {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		if project != "" {
-			req.Header.Set("X-Scope-OrgID", project)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
 	base := []string{"--seal-bytes", "48KiB", "--compaction-fanout", "2", "--lifecycle-interval", "20ms"}
 	sweeps := 0
 	for it := 0; it <= iterations; it++ {
@@ -494,16 +491,17 @@ func TestCrashDuringRetentionSweeps(t *testing.T) {
 				wr := rand.New(rand.NewPCG(uint64(it), uint64(w)))
 				for n := 0; ctx.Err() == nil && n < 5000; n++ {
 					if w == 1 && n%4 == 0 { // some of the default project too: segments hold both
-						if !send(ctx, client, c, "", batch(200+it, w, n)) && ctx.Err() != nil {
+						if _, err := post(ctx, client, c, "", batch(200+it, w, n)); err != nil {
 							return
 						}
 						continue
 					}
 					spans, starts := oldBatch(it, 2*n+w, wr, time.Now())
-					if !send(ctx, client, c, "old", spans) {
-						if ctx.Err() != nil {
-							return
-						}
+					ok, err := post(ctx, client, c, "old", spans)
+					if err != nil {
+						return
+					}
+					if !ok {
 						continue
 					}
 					mu.Lock()
@@ -516,10 +514,7 @@ func TestCrashDuringRetentionSweeps(t *testing.T) {
 			}()
 		}
 		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
-		c.cmd.Process.Signal(syscall.SIGKILL)
-		c.cmd.Wait()
-		cancel()
-		wg.Wait()
+		c.kill(cancel, &wg)
 		logs := c.logs.String()
 		sweeps += strings.Count(logs, "retention dropped a segment") + strings.Count(logs, "retention rewrote a segment")
 	}
