@@ -73,20 +73,25 @@ func (t *traceIndex) pageBounds(p int) (off int64, n int) {
 	return t.offset + int64(start)*traceEntryLen, n
 }
 
-// buildTraceIndex writes the sorted entries as pages and the fences section.
-func buildTraceIndex(entries []traceEntry) (pages, fences []byte) {
-	pages = make([]byte, 0, len(entries)*traceEntryLen)
+// streamTraceIndex encodes the sorted entries page by page, handing each page
+// to write (which must not keep it), and returns the fences section; only
+// one page is in memory at a time.
+func streamTraceIndex(entries []traceEntry, write func(page []byte) error) (fences []byte, err error) {
 	nPages := (len(entries) + tracePageEntries - 1) / tracePageEntries
 	fences = appendUvarints(nil, tracePageEntries, uint64(len(entries)), uint64(nPages))
+	page := make([]byte, 0, tracePageEntries*traceEntryLen)
 	for p := 0; p < nPages; p++ {
-		start := len(pages)
+		page = page[:0]
 		first := entries[p*tracePageEntries]
 		for _, e := range entries[p*tracePageEntries : min(len(entries), (p+1)*tracePageEntries)] {
-			pages = appendTraceEntry(pages, e)
+			page = appendTraceEntry(page, e)
 		}
 		fences = le.AppendUint32(fences, first.Project)
 		fences = append(fences, first.TraceID[:]...)
-		fences = le.AppendUint32(fences, crc(pages[start:]))
+		fences = le.AppendUint32(fences, crc(page))
+		if err := write(page); err != nil {
+			return nil, err
+		}
 	}
 	var last traceEntry
 	if len(entries) > 0 {
@@ -94,5 +99,5 @@ func buildTraceIndex(entries []traceEntry) (pages, fences []byte) {
 	}
 	fences = le.AppendUint32(fences, last.Project)
 	fences = append(fences, last.TraceID[:]...)
-	return pages, fences
+	return fences, nil
 }

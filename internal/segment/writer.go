@@ -3,6 +3,7 @@ package segment
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
@@ -342,10 +343,20 @@ func (w *Writer) close() (Info, error) {
 	section(sectionBlockIndex, encodeBlockIndex(w.projects, w.blocks), true)
 	section(sectionAttrBlooms, encodeBlooms(w.blooms), true)
 	w.blooms = nil // written: let the collector have them
-	pages, fences := buildTraceIndex(w.entries)
-	w.entries = nil
-	section(sectionTraceIndex, pages, false)
-	section(sectionTraceFences, fences, false)
+	// The trace index pages go straight to the file, one page at a time.
+	if werr == nil {
+		start, sum, raw := uint64(w.off), uint32(0), 0
+		var fences []byte
+		fences, werr = streamTraceIndex(w.entries, func(page []byte) error {
+			sum = crc32.Update(sum, castagnoli, page)
+			raw += len(page)
+			return w.write(page)
+		})
+		toc = append(toc, tocEntry{Type: sectionTraceIndex, Flags: flags, Codec: codecNone, CRC: sum,
+			Offset: start, Length: uint64(raw), RawLen: uint64(raw)})
+		w.entries = nil
+		section(sectionTraceFences, fences, false)
+	}
 	section(sectionLLMAggregates, w.aggs.data, false) // parts are compressed one by one
 	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
 	if w.tokens != nil {
