@@ -12,6 +12,25 @@ import (
 	"github.com/rastro-dev/rastro/internal/query"
 )
 
+// appendSealed appends spans to the default project as OTLP requests of
+// batch spans (encoded, then decoded as the server would), then seals them.
+func appendSealed(tb testing.TB, e *engine.Engine, spans []model.Span, batch int) {
+	tb.Helper()
+	for i := 0; i < len(spans); i += batch {
+		body := otlp.EncodeProto(spans[i:min(i+batch, len(spans))])
+		bt, err := otlp.DecodeProto(body)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := e.Append("default", engine.RecordOTLPProto, body, bt.Spans); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := e.Seal(); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // loaded opens an engine over 100k sealed spans of the canonical corpus.
 func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
 	b.Helper()
@@ -23,19 +42,7 @@ func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < len(spans); i += 1000 {
-		body := otlp.EncodeProto(spans[i:min(i+1000, len(spans))])
-		bt, err := otlp.DecodeProto(body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Append("default", engine.RecordOTLPProto, body, bt.Spans); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := e.Seal(); err != nil {
-		b.Fatal(err)
-	}
+	appendSealed(b, e, spans, 1000)
 	st := e.Stats("default")
 	b.ReportMetric(float64(st.SegmentBytes)/float64(st.Spans), "disk-B/span")
 	return e, spans

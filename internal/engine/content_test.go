@@ -19,6 +19,24 @@ var contentWords = []string{
 	"환불", "주문", "🔥", "🚀", "timeout", "exception", "policy", "customer",
 }
 
+// appendContentRounds appends three rounds of n content spans, sealing the
+// first two (two segments and the write buffer), and returns them all.
+func appendContentRounds(t *testing.T, e *Engine, r *rand.Rand, n int) []model.Span {
+	t.Helper()
+	var corpus []model.Span
+	for round := range 3 {
+		spans := contentCorpus(r, n)
+		corpus = append(corpus, spans...)
+		appendSpans(t, e, "default", spans)
+		if round < 2 {
+			if err := e.Seal(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return corpus
+}
+
 func contentCorpus(r *rand.Rand, traces int) []model.Span {
 	g := newGen(r.Uint64())
 	var out []model.Span
@@ -85,17 +103,7 @@ func TestContentSearchEqualsBruteForce(t *testing.T) {
 			}
 			defer e.Close()
 			r := rand.New(rand.NewPCG(11, 12))
-			var corpus []model.Span
-			for round := range 3 {
-				spans := contentCorpus(r, 120)
-				corpus = append(corpus, spans...)
-				appendSpans(t, e, "default", spans)
-				if round < 2 {
-					if err := e.Seal(); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			corpus := appendContentRounds(t, e, r, 120)
 			rare := 0
 			for i := range corpus {
 				if _, ok := corpus[i].Attr("gen_ai.prompt.0.content"); ok {

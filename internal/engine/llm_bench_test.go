@@ -7,7 +7,6 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
-	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
 )
 
@@ -23,19 +22,7 @@ func BenchmarkLLMSessions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < len(spans); i += 1000 {
-		body := otlp.EncodeProto(spans[i:min(i+1000, len(spans))])
-		bt, err := otlp.DecodeProto(body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Append("default", engine.RecordOTLPProto, body, bt.Spans); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := e.Seal(); err != nil {
-		b.Fatal(err)
-	}
+	appendSealed(b, e, spans, 1000)
 	ctx := context.Background()
 	b.Run("group_by_session", func(b *testing.B) {
 		b.ReportAllocs()

@@ -7,7 +7,6 @@ import (
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
-	"github.com/rastro-dev/rastro/internal/otlp"
 )
 
 // TestLLMCorpusBytesPerSpan is the "memory" measurement of the llm
@@ -52,19 +51,7 @@ func TestLLMCorpusBytesPerSpan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for lo := 0; lo < len(spans); lo += 500 {
-			body := otlp.EncodeProto(spans[lo:min(lo+500, len(spans))])
-			b, err := otlp.DecodeProto(body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Append("default", engine.RecordOTLPProto, body, b.Spans); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := e.Seal(); err != nil {
-			t.Fatal(err)
-		}
+		appendSealed(t, e, spans, 500)
 		st, vs := e.Stats("default"), e.ValueStats()
 		disk := st.SegmentBytes + vs.DiskBytes
 		perSpan[threshold] = float64(disk) / float64(len(spans))

@@ -189,17 +189,7 @@ func TestSearchOverStoredValuesEqualsBruteForce(t *testing.T) {
 	}
 	defer e.Close()
 	r := rand.New(rand.NewPCG(21, 22))
-	var corpus []model.Span
-	for round := range 3 {
-		spans := contentCorpus(r, 100)
-		corpus = append(corpus, spans...)
-		appendSpans(t, e, "default", spans)
-		if round < 2 {
-			if err := e.Seal(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	corpus := appendContentRounds(t, e, r, 100)
 	if e.ValueStats().Values == 0 {
 		t.Fatal("nothing stored apart")
 	}
