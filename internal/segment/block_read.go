@@ -12,11 +12,26 @@ import (
 type blockData struct {
 	entry *blockEntry
 	cols  [numColumns + 1]string
+	// wins is set for a codec-2 column of which only some pieces were
+	// decompressed (loadRows): cols then holds those pieces back to back,
+	// and wins maps raw column offsets to offsets in it.
+	wins [numColumns + 1][]colWindow
 }
 
 // loadBlock reads block i with one ReadAt, verifies every column checksum
 // and decompresses the columns this reader knows.
-func (r *Reader) loadBlock(i int) (*blockData, error) {
+func (r *Reader) loadBlock(i int) (*blockData, error) { return r.loadRows(i, nil) }
+
+// loadRows reads block i with one ReadAt and decompresses the columns this
+// reader knows. With ranges nil, every column is checked and decompressed
+// whole. Otherwise only the rows of ranges (valid for the block) will be
+// decoded: of a codec-2 column it decompresses the dictionary piece and the
+// pieces those rows need (pieceWanted), each checked against its own
+// checksum; the column's whole checksum is skipped, as checking it would
+// cost a pass over pieces that are not read and make damage to them fail
+// reads that do not touch them. Other columns are checked and decompressed
+// whole, as by loadBlock.
+func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
 	if i < 0 || i >= len(r.blocks) {
 		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
@@ -27,20 +42,25 @@ func (r *Reader) loadBlock(i int) (*blockData, error) {
 	}
 	bd := &blockData{entry: b}
 	var seen [numColumns + 1]bool
+	var deferred []columnRef // codec-2 columns read in part, once the row marks are known
 	for _, c := range b.Cols {
 		if c.ID == 0 || c.ID > numColumns {
 			continue // a column added by a later version
 		}
 		off := int64(b.Offset + c.Offset)
-		stored := raw[c.Offset : c.Offset+c.Length]
-		if crc(stored) != c.CRC {
-			return nil, r.corrupt(off, "block %d column %s: checksum mismatch", i, columnNames[c.ID])
-		}
 		if seen[c.ID] {
 			return nil, r.corrupt(off, "block %d column %s: duplicate column", i, columnNames[c.ID])
 		}
 		seen[c.ID] = true
-		s, err := decompress(c.Codec, stored, c.RawLen)
+		stored := raw[c.Offset : c.Offset+c.Length]
+		if ranges != nil && c.Codec == codecPieces && c.ID != colRowMarks {
+			deferred = append(deferred, c)
+			continue
+		}
+		if crc(stored) != c.CRC {
+			return nil, r.corrupt(off, "block %d column %s: checksum mismatch", i, columnNames[c.ID])
+		}
+		s, err := decompressColumn(c, stored, nil)
 		if err != nil {
 			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
 		}
@@ -51,7 +71,121 @@ func (r *Reader) loadBlock(i int) (*blockData, error) {
 			return nil, r.corrupt(int64(b.Offset), "block %d: column %s missing", i, columnNames[id])
 		}
 	}
+	if len(deferred) == 0 {
+		return bd, nil
+	}
+	marks := parseMarks(bd.cols[colRowMarks])
+	for _, c := range deferred {
+		off := int64(b.Offset + c.Offset)
+		stored := raw[c.Offset : c.Offset+c.Length]
+		refs, err := parsePieces(stored, c.RawLen)
+		if err != nil {
+			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
+		}
+		s, wins, err := decodePieces(stored, refs, pieceWanted(refs, marks, c, ranges))
+		if err != nil {
+			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
+		}
+		bd.cols[c.ID], bd.wins[c.ID] = s, wins
+	}
 	return bd, nil
+}
+
+// decompressColumn returns the raw bytes of a stored column (want as for
+// decodePieces; only a codec-2 column can be read in part).
+func decompressColumn(c columnRef, stored []byte, want []bool) (string, error) {
+	if c.Codec != codecPieces {
+		return decompress(c.Codec, stored, c.RawLen)
+	}
+	refs, err := parsePieces(stored, c.RawLen)
+	if err != nil {
+		return "", err
+	}
+	s, _, err := decodePieces(stored, refs, want)
+	return s, err
+}
+
+// pieceWanted selects the pieces of a codec-2 column that decoding the rows
+// of ranges touches: the first piece (it holds the column's dictionary or
+// table, read before any row), and for each range the pieces overlapping
+// the raw bytes from the mark decodeRows starts at (rowMarks; the column
+// start without one) to the first mark at or after the range's end (the
+// column end without one).
+func pieceWanted(refs []pieceRef, m markTable, c columnRef, ranges []RowRange) []bool {
+	want := make([]bool, len(refs))
+	want[0] = true
+	for _, rg := range ranges { // an empty range still walks from its mark to Lo
+		from, to := m.before(c.ID, rg.Lo), m.from(c.ID, rg.Hi, c.RawLen)
+		for k, p := range refs {
+			if p.rawOff < to && p.rawOff+p.rawLen > from {
+				want[k] = true
+			}
+		}
+	}
+	return want
+}
+
+// markTable is the parsed row-marks column: the raw offset of rows every,
+// 2*every, ... of each column. It is empty when the column is absent or
+// does not parse (rowMarks then starts every column at row 0, so must
+// everything that uses it).
+type markTable struct {
+	every uint64
+	offs  [numColumns + 1][]uint64
+}
+
+func parseMarks(s string) markTable {
+	var m markTable
+	if s == "" {
+		return m
+	}
+	d := dec{s: s}
+	every := d.uvarint()
+	n := d.count(2)
+	for c := 0; c < n && d.err == nil; c++ {
+		id := d.uvarint()
+		cnt := d.count(1)
+		var offs []uint64
+		off := uint64(0)
+		for k := 0; k < cnt && d.err == nil; k++ {
+			off += d.uvarint()
+			offs = append(offs, off)
+		}
+		if id > 0 && id <= numColumns {
+			m.offs[id] = offs
+		}
+	}
+	if d.err != nil || every == 0 {
+		return markTable{}
+	}
+	m.every = every
+	return m
+}
+
+// before returns the offset rowMarks gives for row lo of column id: the
+// last mark at or before lo, or 0 (the column start).
+func (m *markTable) before(id uint32, lo int) uint64 {
+	if m.every == 0 || uint64(lo) < m.every {
+		return 0
+	}
+	g := uint64(lo) / m.every
+	if offs := m.offs[id]; g <= uint64(len(offs)) && offs[g-1] <= maxColumnRawBytes {
+		return offs[g-1]
+	}
+	return 0
+}
+
+// from returns the offset of the first mark at or after row hi of column
+// id, or rawLen when there is none.
+func (m *markTable) from(id uint32, hi int, rawLen uint64) uint64 {
+	if m.every == 0 {
+		return rawLen
+	}
+	g := (uint64(hi) + m.every - 1) / m.every
+	if offs := m.offs[id]; g >= 1 && g <= uint64(len(offs)) {
+		return min(offs[g-1], rawLen)
+	}
+	return rawLen
 }
 
 // colErr turns a column decoding failure into a CorruptionError (or an
@@ -76,7 +210,15 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	// seek moves d to the last mark at or before row lo, when the block has
 	// marks, and returns the row d is then at.
 	seek := func(id uint32, d *dec) int {
-		if m := marks[id]; m > 0 && m >= d.off && m <= len(d.s) {
+		m := marks[id]
+		if wins := bd.wins[id]; wins != nil && m > 0 {
+			var ok bool
+			if m, ok = windowOffset(wins, m); !ok {
+				d.failf(fmt.Sprintf("row mark %d outside the decompressed pieces", marks[id]))
+				return hi
+			}
+		}
+		if m > 0 && m >= d.off && m <= len(d.s) {
 			d.off = m
 			return markRow
 		}
@@ -280,6 +422,17 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 		}
 	}
 	return out, nil
+}
+
+// windowOffset maps a raw column offset to its offset in a partly
+// decompressed column.
+func windowOffset(wins []colWindow, raw int) (int, bool) {
+	for _, w := range wins {
+		if raw >= w.raw && raw <= w.raw+w.n {
+			return w.buf + raw - w.raw, true
+		}
+	}
+	return 0, false
 }
 
 // decodeLLM reads the LLM column (see llmColumn) into rows [lo, hi) of out.

@@ -32,7 +32,14 @@ type blockEncoder struct {
 	bloom map[string]struct{}
 	entry []byte
 	marks [numColumns + 1][]uint64 // row marks per column, relative to the column's raw start
+	cuts  []uint64                 // piece boundaries of the column being stored
+	pbuf  []byte                   // stored pieces of a codec-2 column, before its header
+	prefs []pieceRef
 }
+
+// piecesOff is a test hook: set, the encoder stores every column as one
+// frame (codec 0 or 1), as before codec 2, so that benchmarks can compare.
+var piecesOff bool
 
 // mark records the offset of row i of column id when i is a mark row.
 func (e *blockEncoder) mark(id uint32, i int, off int) {
@@ -214,10 +221,24 @@ func appendStr(b []byte, s string) []byte {
 }
 
 // put compresses one column's raw bytes onto the block.
-func (e *blockEncoder) put(id uint32, raw []byte) {
+func (e *blockEncoder) put(id uint32, raw []byte) { e.putDict(id, raw, 0) }
+
+// putDict is put for a column whose first dictLen raw bytes are a
+// dictionary every row needs (0: none). A large column with row marks is
+// stored as pieces (codec 2) cut at the dictionary's end and at every mark,
+// so that reading some rows decompresses only the dictionary and their
+// pieces; any other column as one frame.
+func (e *blockEncoder) putDict(id uint32, raw []byte, dictLen uint64) {
 	start := len(e.out)
 	var codec uint32
-	e.out, codec = compressInto(e.enc, e.out, raw)
+	if len(e.marks[id]) > 0 && len(raw) >= pieceMinRaw && !piecesOff {
+		e.cuts = append(e.cuts[:0], dictLen)
+		e.cuts = append(e.cuts, e.marks[id]...)
+		e.out, e.pbuf, e.prefs = appendPieces(e.enc, e.out, e.pbuf, raw, e.cuts, e.prefs)
+		codec = codecPieces
+	} else {
+		e.out, codec = compressInto(e.enc, e.out, raw)
+	}
 	e.cols = append(e.cols, columnRef{
 		ID: id, Codec: codec, Offset: uint64(start), Length: uint64(len(e.out) - start),
 		RawLen: uint64(len(raw)), CRC: crc(e.out[start:]),
@@ -233,7 +254,7 @@ func (e *blockEncoder) putKV(id uint32) error {
 	for i := range e.marks[id] {
 		e.marks[id][i] += dictLen
 	}
-	e.put(id, e.raw)
+	e.putDict(id, e.raw, dictLen)
 	return nil
 }
 

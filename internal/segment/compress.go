@@ -1,6 +1,8 @@
 package segment
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -94,4 +96,179 @@ func bytesToString(b []byte) string {
 		return ""
 	}
 	return unsafe.String(&b[0], len(b))
+}
+
+// pieceMinRaw is the raw size from which a column with row marks is stored
+// as pieces (codec 2). Below it one zstd frame decompresses in a few
+// microseconds, and the per-piece header and frame overhead would cost more
+// than partial reads save.
+const pieceMinRaw = 32 << 10
+
+// pieceHeaderEntryMin is the smallest encoded piece entry: three one-byte
+// uvarints and the 4-byte checksum. It bounds the piece count by the bytes.
+const pieceHeaderEntryMin = 3 + 4
+
+// pieceRef is one piece of a codec-2 column: where its raw bytes go in the
+// column and where its stored bytes lie, from the start of the stored column.
+type pieceRef struct {
+	codec             uint32
+	rawOff, rawLen    uint64
+	storedOff, stored uint64
+	crc               uint32
+}
+
+// appendPieces appends raw as a codec-2 column: the piece header, then the
+// pieces, cut at each offset of cuts that lies strictly inside raw (cuts are
+// increasing; others are skipped). Each piece is compressed on its own with
+// compressInto. scratch holds the pieces until the header, which needs their
+// stored lengths, is written; it is returned for reuse.
+func appendPieces(enc *zstd.Encoder, dst, scratch, raw []byte, cuts []uint64, refs []pieceRef) (out, scratchOut []byte, refsOut []pieceRef) {
+	scratch, refs = scratch[:0], refs[:0]
+	from := uint64(0)
+	add := func(to uint64) {
+		start := len(scratch)
+		var codec uint32
+		scratch, codec = compressInto(enc, scratch, raw[from:to])
+		refs = append(refs, pieceRef{codec: codec, rawOff: from, rawLen: to - from,
+			storedOff: uint64(start), stored: uint64(len(scratch) - start), crc: crc(scratch[start:])})
+		from = to
+	}
+	for _, c := range cuts {
+		if c > from && c < uint64(len(raw)) {
+			add(c)
+		}
+	}
+	add(uint64(len(raw)))
+	start := len(dst)
+	dst = binary.AppendUvarint(dst, uint64(len(refs)))
+	for _, p := range refs {
+		dst = appendUvarints(dst, uint64(p.codec), p.rawLen, p.stored)
+		dst = le.AppendUint32(dst, p.crc)
+	}
+	dst = le.AppendUint32(dst, crc(dst[start:]))
+	return append(dst, scratch...), scratch, refs
+}
+
+// parsePieces reads the header of a codec-2 column and checks it against the
+// column: a known codec per piece, raw lengths adding up to rawLen, stored
+// lengths to the bytes after the header. storedOff of each piece is then
+// from the start of the column. Any inconsistency is an error, never a panic.
+func parsePieces(stored []byte, rawLen uint64) ([]pieceRef, error) {
+	if rawLen > maxColumnRawBytes {
+		return nil, fmt.Errorf("raw length %d exceeds the limit", rawLen)
+	}
+	d := dec{s: bytesToString(stored)}
+	n := d.count(pieceHeaderEntryMin)
+	if d.err != nil {
+		return nil, fmt.Errorf("piece header: %w", d.err)
+	}
+	if n == 0 {
+		return nil, errors.New("piece header lists no pieces")
+	}
+	refs := make([]pieceRef, n)
+	var rawSum, storedSum uint64
+	for k := range refs {
+		p := &refs[k]
+		p.codec = d.u32()
+		p.rawLen = d.uvarint()
+		p.stored = d.uvarint()
+		p.crc = d.u32le()
+		if d.err != nil {
+			return nil, fmt.Errorf("piece header: %w", d.err)
+		}
+		switch {
+		case p.codec != codecNone && p.codec != codecZstd:
+			return nil, fmt.Errorf("piece %d: unknown codec %d", k, p.codec)
+		case p.codec == codecNone && p.rawLen != p.stored:
+			return nil, fmt.Errorf("piece %d: raw length %d differs from stored length %d", k, p.rawLen, p.stored)
+		case p.rawLen > rawLen-rawSum:
+			return nil, fmt.Errorf("piece %d: raw lengths exceed the column's %d bytes", k, rawLen)
+		case p.stored > uint64(len(stored)):
+			return nil, fmt.Errorf("piece %d: stored length %d exceeds the column", k, p.stored)
+		}
+		p.rawOff, p.storedOff = rawSum, storedSum
+		rawSum += p.rawLen
+		storedSum += p.stored // cannot overflow: each term is at most len(stored) and n <= len(stored)
+	}
+	sum := crc(stored[:d.off])
+	if got := d.u32le(); d.err != nil || got != sum {
+		return nil, errors.New("piece header checksum mismatch")
+	}
+	if rawSum != rawLen {
+		return nil, fmt.Errorf("pieces hold %d raw bytes, the column %d", rawSum, rawLen)
+	}
+	if storedSum != uint64(d.remaining()) {
+		return nil, fmt.Errorf("pieces hold %d stored bytes, the column %d after the header", storedSum, d.remaining())
+	}
+	for k := range refs {
+		refs[k].storedOff += uint64(d.off)
+	}
+	return refs, nil
+}
+
+// colWindow maps a run of raw column bytes [raw, raw+n) to buffer offsets
+// [buf, buf+n) in a partly decompressed column.
+type colWindow struct{ raw, buf, n int }
+
+// decodePieces decompresses the selected pieces of a codec-2 column back to
+// back, checking each one's checksum first, and returns them with their
+// windows: one per run of consecutive selected pieces. A nil want selects
+// every piece; the result is then the whole raw column and windows is nil.
+func decodePieces(stored []byte, refs []pieceRef, want []bool) (string, []colWindow, error) {
+	total := uint64(0)
+	for k, p := range refs {
+		if want == nil || want[k] {
+			total += p.rawLen
+		}
+	}
+	buf := make([]byte, total)
+	var wins []colWindow
+	pos := 0
+	for k, p := range refs {
+		if want != nil && !want[k] {
+			continue
+		}
+		b := stored[p.storedOff : p.storedOff+p.stored]
+		if crc(b) != p.crc {
+			return "", nil, fmt.Errorf("piece %d: checksum mismatch", k)
+		}
+		if err := decodePiece(buf[pos:pos+int(p.rawLen)], p.codec, b); err != nil {
+			return "", nil, fmt.Errorf("piece %d: %w", k, err)
+		}
+		if w := len(wins) - 1; w >= 0 && wins[w].raw+wins[w].n == int(p.rawOff) {
+			wins[w].n += int(p.rawLen)
+		} else {
+			wins = append(wins, colWindow{raw: int(p.rawOff), buf: pos, n: int(p.rawLen)})
+		}
+		pos += int(p.rawLen)
+	}
+	if len(wins) == 1 && wins[0].raw == 0 {
+		wins = nil // contiguous from the column start: buffer offsets are raw offsets
+	}
+	return bytesToString(buf), wins, nil
+}
+
+// decodePiece fills dst, exactly, with the raw bytes of one stored piece.
+func decodePiece(dst []byte, codec uint32, b []byte) error {
+	if codec == codecNone {
+		copy(dst, b) // lengths are equal: parsePieces checked
+		return nil
+	}
+	d, err := sharedDecoder()
+	if err != nil {
+		return err
+	}
+	// The capacity limit makes a frame longer than announced reallocate
+	// instead of writing past dst; the length check then rejects it.
+	out, err := d.DecodeAll(b, dst[:0:len(dst)])
+	if err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	if len(out) != len(dst) {
+		return fmt.Errorf("decompressed %d bytes, expected %d", len(out), len(dst))
+	}
+	if len(out) > 0 && &out[0] != &dst[0] {
+		copy(dst, out)
+	}
+	return nil
 }

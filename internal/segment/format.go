@@ -63,10 +63,12 @@ const (
 // section type that it must refuse the file rather than skip the section.
 const sectionRequired = 1
 
-// Codecs of sections and columns.
+// Codecs of sections and columns. Pieces are for block columns only: a
+// section with codec 2 is corrupt.
 const (
-	codecNone = 0
-	codecZstd = 1
+	codecNone   = 0
+	codecZstd   = 1
+	codecPieces = 2 // independently compressed pieces cut at row marks (compress.go)
 )
 
 // Column ids inside a block. A reader ignores ids it does not know.

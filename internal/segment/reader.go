@@ -312,7 +312,8 @@ func (r *Reader) ReadBlock(i int) ([]model.Span, error) {
 // FindTrace returns the spans of one trace of a project in this segment, in
 // segment order, or nil when the segment does not hold it. It reads one
 // trace-index page (rarely two) and the blocks holding the trace, and
-// materialises only the trace's rows.
+// decompresses (of columns stored as pieces) and materialises only the
+// trace's rows.
 func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, error) {
 	found, err := r.lookupTrace(project, id, false)
 	if err != nil || len(found) == 0 {
@@ -320,7 +321,8 @@ func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, erro
 	}
 	var out []model.Span
 	for _, e := range found {
-		bd, err := r.loadBlock(int(e.Block))
+		// Only the trace's rows are decoded, so only their pieces are decompressed.
+		bd, err := r.loadRows(int(e.Block), []RowRange{{int(e.Row), int(e.Row + e.Count)}})
 		if err != nil {
 			return nil, err
 		}
