@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -17,6 +19,12 @@ type blockData struct {
 	// and wins maps raw column offsets to offsets in it.
 	wins [numColumns + 1][]colWindow
 }
+
+// partialBufs are the read buffers of partial block loads (loadRows with
+// ranges); buffers over maxPooledRead are not kept.
+var partialBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledRead = 4 << 20
 
 // loadBlock reads block i with one ReadAt, verifies every column checksum
 // and decompresses the columns this reader knows.
@@ -36,7 +44,24 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
 		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	b := &r.blocks[i]
-	raw, err := r.readAt(int64(b.Offset), int64(b.Length))
+	var raw []byte
+	var err error
+	if ranges == nil {
+		raw, err = r.readAt(int64(b.Offset), int64(b.Length))
+	} else {
+		// Nothing decoded from a partial load aliases its read buffer (see
+		// below), so the buffer is reused: a rare-word query then does not
+		// allocate a block's worth of bytes for the collector to sweep.
+		p := partialBufs.Get().(*[]byte)
+		if uint64(cap(*p)) < b.Length {
+			*p = make([]byte, b.Length)
+		}
+		raw = (*p)[:b.Length]
+		if b.Length <= maxPooledRead {
+			defer partialBufs.Put(p)
+		}
+		err = r.readFull(raw, int64(b.Offset))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +88,9 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
 		s, err := decompressColumn(c, stored, nil)
 		if err != nil {
 			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
+		}
+		if ranges != nil && c.Codec == codecNone {
+			s = strings.Clone(s) // it aliased the pooled read buffer
 		}
 		bd.cols[c.ID] = s
 	}

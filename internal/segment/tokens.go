@@ -18,8 +18,12 @@ import (
 // Limits and defaults of the token filters.
 const (
 	// DefaultTokenFilterFP is the default target false-positive rate of a
-	// per-block token filter (WriterOptions.TokenFilterFP).
-	DefaultTokenFilterFP = 0.01
+	// per-block token filter (WriterOptions.TokenFilterFP): 1/64, a binary
+	// fuse filter of 6-bit slots, about 7.8 bits a token. Rare words are
+	// answered by the token map without block filters, so these serve
+	// words in several blocks, where a false block costs proportionally
+	// less.
+	DefaultTokenFilterFP = 1.0 / 64
 	// summaryFP is the false-positive rate the summary is sized for when it
 	// fits its budget; it is resident and consulted first, so it gets more
 	// bits per token than a block filter.

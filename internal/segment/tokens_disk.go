@@ -111,20 +111,33 @@ type groupIndex struct {
 	diskOff  int64 // of section 11
 	pages    int   // 0: no disk summary
 	distinct int
+	isMap    bool // section 11 is a token map (flag groupDirTokenMap), shaped by shape
+	shape    fuseShape
 }
 
 // encodeGroupDir encodes section 13:
 //
 //	uvarint flags | uvarint pages | uvarint distinct |
+//	(flag bit 1 only:) u64 LE seed | uvarint segment length | uvarint segment count | uvarint slot bits |
 //	uvarint n blocks | n x (uvarint length | crc32c u32 LE)
 //
-// Flag bit 0 (groupDirNoGroups): no row-group filters; n is then 0.
-func encodeGroupDir(noGroups bool, pages, distinct int, lens []uint64, crcs []uint32) []byte {
+// Flag bit 0 (groupDirNoGroups): no row-group filters; n is then 0. Flag
+// bit 1 (groupDirTokenMap): section 11 is a token map of the given shape,
+// not a blocked bloom filter.
+func encodeGroupDir(noGroups bool, pages, distinct int, shape *fuseShape, lens []uint64, crcs []uint32) []byte {
 	var flags uint64
 	if noGroups {
 		flags = groupDirNoGroups
 	}
-	b := appendUvarints(nil, flags, uint64(pages), uint64(distinct), uint64(len(lens)))
+	if shape != nil {
+		flags |= groupDirTokenMap
+	}
+	b := appendUvarints(nil, flags, uint64(pages), uint64(distinct))
+	if shape != nil {
+		b = le.AppendUint64(b, shape.seed)
+		b = appendUvarints(b, uint64(shape.segLen), uint64(shape.segCount), uint64(shape.w))
+	}
+	b = appendUvarints(b, uint64(len(lens)))
 	for i, n := range lens {
 		b = appendUvarints(b, n)
 		b = le.AppendUint32(b, crcs[i])
@@ -140,9 +153,13 @@ func decodeGroupDir(s string, nBlocks int, groupLen, diskLen uint64) (groupIndex
 	flags := d.uvarint()
 	pages := d.uvarint()
 	distinct := d.uvarint()
+	if flags&groupDirTokenMap != 0 {
+		gi.isMap = true
+		gi.shape = decodeFuseShape(&d, pages)
+	}
 	if d.err == nil {
 		switch {
-		case flags&^groupDirNoGroups != 0:
+		case flags&^(groupDirNoGroups|groupDirTokenMap) != 0:
 			d.failf(fmt.Sprintf("unknown flags %#x", flags))
 		case pages > maxDiskPages:
 			d.failf(fmt.Sprintf("disk summary of %d pages exceeds the limit", pages))
@@ -245,6 +262,10 @@ func (r *Reader) SegmentMayContainTokensDisk(hashes []uint64) (bool, error) {
 	}
 	if r.grp.err != nil {
 		return true, r.grp.err
+	}
+	if r.grp.isMap {
+		loc, err := r.LocateTokens(hashes)
+		return !loc.Absent, err
 	}
 	return r.diskMayContain(hashes)
 }

@@ -69,6 +69,8 @@ func TestRowGroupFiltersNoFalseNegatives(t *testing.T) {
 // TestDiskSummaryFalsePositiveRate measures the disk summary alone on
 // random (absent) hashes: it is sized for about 0.1-0.2%.
 func TestDiskSummaryFalsePositiveRate(t *testing.T) {
+	writeBloomDiskSummary = true
+	defer func() { writeBloomDiskSummary = false }()
 	path, info := writeCorpus(t, genCorpus(62, 1, 5000, 4),
 		WriterOptions{BlockSpans: 1024, ContentTokens: syntheticTokens(12)})
 	r := openT(t, path)
@@ -107,7 +109,9 @@ func TestRowGroupCorruptionIsolated(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := spanTokens(StandInTokens, &spans[0])[:1]
-	page := r.grp.diskOff + int64(diskPage(tok[0], r.grp.pages))*diskPageStride
+	_, pos := r.grp.shape.positions(tok[0])
+	pg, _ := r.grp.shape.slotAt(pos[1])
+	page := r.grp.diskOff + int64(pg)*diskPageStride
 	groups := r.grp.offset + int64(r.grp.offs[0]) + 3
 	for _, tc := range []struct {
 		name  string

@@ -1,9 +1,11 @@
 package segment
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"unsafe"
 
@@ -60,26 +62,35 @@ func summaryStats(distinct int, saturated bool, words, k, blocks int) TokenStats
 }
 
 // Flags of the summary (section 8).
-const summarySaturated = 1 // the summary holds no bits and passes everything
+const (
+	summarySaturated  = 1 // the summary holds no bits and passes everything
+	summaryFuseBlocks = 2 // section 7 parts are binary fuse filters, not bloom filters
+)
 
 // tokenWriter builds the token filters of a segment while it is written:
 // one filter per block as the block is flushed (appended to data, section
 // 7), and the distinct tokens of the segment for the summary (section 8).
 type tokenWriter struct {
-	fn        func(s *model.Span, emit func(hash uint64))
-	fp        float64
-	emit      func(hash uint64) // block.add, bound once
-	block     hashSet           // distinct tokens of the block being flushed
-	seg       hashSet           // distinct tokens of the segment, up to summaryMaxTokens
-	saturated bool              // seg overflowed and was dropped
-	segCount  int               // len(seg), or the count when it overflowed
-	data      []byte            // section 7: filters back to back
-	lens      []uint64          // stored length of each block's filter
-	crcs      []uint32
+	fn    func(s *model.Span, emit func(hash uint64))
+	fp    float64
+	emit  func(hash uint64) // noteBlock, bound once
+	block hashMap           // distinct tokens of the block being flushed -> packRows(first, last row)
+	row   uint32            // row of the span being tokenised
+	// seg maps the distinct tokens of the segment (up to diskMaxTokens) to
+	// where they lie: block<<40 | packRows(first, last row), or
+	// locMulti once seen in two blocks (the token map, section 11).
+	seg        hashMap
+	saturated  bool     // seg overflowed and was dropped
+	segCount   int      // len(seg), or the count when it overflowed
+	blockSpans []int    // spans of every block so far
+	keys       []uint64 // scratch: the block's tokens
+	data       []byte   // section 7: filters back to back
+	lens       []uint64 // stored length of each block's filter
+	crcs       []uint32
 	// Row-group filters (section 12): a part per block, when rowGroups.
 	rowGroups bool
-	emitGroup func(hash uint64) // group.add, bound once
-	group     hashSet           // distinct tokens of the row group being built
+	emitGroup func(hash uint64) // rowGroup.add, bound once
+	rowGroup  hashSet           // distinct tokens of the row group being built
 	gfilters  []tokenBloom
 	gdistinct []int
 	gdata     []byte
@@ -92,33 +103,54 @@ func newTokenWriter(opts WriterOptions) *tokenWriter {
 		return nil
 	}
 	t := &tokenWriter{fn: opts.ContentTokens, fp: opts.TokenFilterFP, rowGroups: opts.RowGroupTokenFilters}
-	t.emit = t.block.add
-	t.emitGroup = t.group.add
+	t.emit = t.noteBlock
+	t.emitGroup = t.rowGroup.add
 	return t
+}
+
+// noteBlock records a token of the span being tokenised in the block's map.
+func (t *tokenWriter) noteBlock(h uint64) {
+	v, isNew := t.block.slot(h)
+	if isNew {
+		*v = packRows(t.row, t.row)
+		return
+	}
+	first, _ := unpackRows(*v)
+	*v = packRows(first, t.row)
+}
+
+// noteSegment merges the block's tokens into the segment's locations.
+func (t *tokenWriter) noteSegment(block int) {
+	t.block.each(func(h, rows uint64) {
+		v, isNew := t.seg.slot(h)
+		if isNew {
+			*v = uint64(block)<<40 | rows
+		} else {
+			*v = locMulti
+		}
+	})
 }
 
 // addBlock builds the filter of a block being flushed and the filters of
 // its row groups.
 func (t *tokenWriter) addBlock(spans []model.Span) {
 	t.block.reset()
-	t.gfilters, t.gdistinct = t.gfilters[:0], t.gdistinct[:0]
-	if !t.rowGroups {
-		for i := range spans {
-			t.fn(&spans[i], t.emit)
-		}
+	for i := range spans {
+		t.row = uint32(i)
+		t.fn(&spans[i], t.emit)
 	}
+	t.gfilters, t.gdistinct = t.gfilters[:0], t.gdistinct[:0]
 	for lo := 0; t.rowGroups && lo < len(spans); lo += groupRows {
-		t.group.reset()
+		t.rowGroup.reset()
 		for i := lo; i < min(lo+groupRows, len(spans)); i++ {
 			t.fn(&spans[i], t.emitGroup)
 		}
-		n := t.group.len()
+		n := t.rowGroup.len()
 		var f tokenBloom
 		if n > 0 {
 			w := min(bloomWordsFor(n, groupFilterFP), maxBlockTokenFilterWords)
 			f = newTokenBloom(w, bloomK(n, w))
-			t.group.each(f.add)
-			t.group.each(t.emit)
+			t.rowGroup.each(f.add)
 		}
 		t.gfilters = append(t.gfilters, f)
 		t.gdistinct = append(t.gdistinct, n)
@@ -126,10 +158,7 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 	n := t.block.len()
 	start, gstart := len(t.data), len(t.gdata)
 	if n > 0 {
-		w := min(bloomWordsFor(n, t.fp), maxBlockTokenFilterWords)
-		f := newTokenBloom(w, bloomK(n, w))
-		t.block.each(f.add)
-		t.data = appendTokenBloom(t.data, n, &f)
+		t.data = t.appendBlockFuse(t.data, n)
 		if t.rowGroups {
 			t.gdata = appendGroupFilters(t.gdata, len(spans), t.gfilters, t.gdistinct)
 		}
@@ -140,29 +169,68 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 		t.glens = append(t.glens, uint64(len(t.gdata)-gstart))
 		t.gcrcs = append(t.gcrcs, crc(t.gdata[gstart:]))
 	}
+	t.blockSpans = append(t.blockSpans, len(spans))
 	if t.saturated {
 		return
 	}
-	t.block.each(t.seg.add)
+	t.noteSegment(len(t.blockSpans) - 1)
 	t.segCount = t.seg.len()
-	if t.segCount > diskMaxTokens {
+	if t.segCount > diskMaxTokens || len(t.blockSpans) >= maxMapBlocks {
 		t.saturated = true
-		t.seg = hashSet{}
+		t.seg = hashMap{}
 	}
 }
+
+// appendBlockFuse appends the block's filter: a binary fuse map of its n
+// distinct tokens, all to value 0, in fuseBitsFor(fp) bits a slot:
+//
+//	uvarint n | u64 LE seed | uvarint segment length | uvarint segment count | uvarint slot bits | pages
+func (t *tokenWriter) appendBlockFuse(b []byte, n int) []byte {
+	t.keys = t.keys[:0]
+	t.block.eachKey(func(h uint64) { t.keys = append(t.keys, h) })
+	s, pages, err := buildFuse(t.keys, nil, fuseBitsFor(t.fp))
+	if err != nil {
+		// Distinct keys always peel; if this ever fails, a filter that
+		// passes everything keeps the block findable.
+		s, pages = fuseShape{w: fuseBitsFor(t.fp)}, nil
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	b = le.AppendUint64(b, s.seed)
+	b = appendUvarints(b, uint64(s.segLen), uint64(s.segCount), uint64(s.w))
+	return append(b, pages...)
+}
+
+// fuseBitsFor is the slot width of a block filter for false-positive rate
+// fp: 2^-w nearest fp (the default 1/64 gives 6 bits).
+func fuseBitsFor(fp float64) uint32 {
+	return uint32(min(max(math.Round(-math.Log2(fp)), 1), 16))
+}
+
+// writeBloomDiskSummary makes writers produce section 11 as the blocked
+// bloom filter that writers before the token map wrote, so that tests keep
+// covering how such segments read. Only tests set it.
+var writeBloomDiskSummary = false
 
 // groups builds sections 11 (the disk summary), 12 (row-group filters) and
 // 13 (their directory).
 func (t *tokenWriter) groups() (disk, dir []byte) {
 	pages := 0
-	if !t.saturated {
-		disk, pages = buildDiskSummary(&t.seg)
+	var shape *fuseShape
+	if !t.saturated && t.segCount > 0 && writeBloomDiskSummary {
+		var set hashSet
+		t.seg.eachKey(set.add)
+		disk, pages = buildDiskSummary(&set)
+	} else if !t.saturated && t.segCount > 0 {
+		s, data, err := buildTokenMap(&t.seg, t.blockSpans)
+		if err == nil {
+			disk, pages, shape = data, len(data)/diskPageStride, &s
+		}
 	}
 	distinct := 0
 	if pages > 0 {
 		distinct = t.segCount
 	}
-	return disk, encodeGroupDir(!t.rowGroups, pages, distinct, t.glens, t.gcrcs)
+	return disk, encodeGroupDir(!t.rowGroups, pages, distinct, shape, t.glens, t.gcrcs)
 }
 
 // summary builds section 8: the summary filter sized for summaryFP within
@@ -180,13 +248,14 @@ func (t *tokenWriter) summary() ([]byte, TokenStats) {
 			saturated = true
 		} else {
 			f = newTokenBloom(w, bloomK(t.segCount, w))
-			t.seg.each(f.add)
+			t.seg.eachKey(f.add)
 		}
 	}
 	var flags uint64
 	if saturated {
 		flags = summarySaturated
 	}
+	flags |= summaryFuseBlocks // bloom parts are only read, in files of older writers
 	b := appendUvarints(nil, flags)
 	b = appendTokenBloom(b, t.segCount, &f)
 	b = appendUvarints(b, uint64(len(t.lens)))
@@ -197,9 +266,6 @@ func (t *tokenWriter) summary() ([]byte, TokenStats) {
 	st := summaryStats(t.segCount, saturated, len(f.words), f.k, len(t.lens))
 	st.BlockFilterBytes = int64(len(t.data))
 	st.RowGroupFilterBytes = int64(len(t.gdata))
-	if !t.saturated {
-		st.DiskSummaryBytes = int64(diskPagesFor(t.segCount) * diskPageStride)
-	}
 	st.ResidentBytes += groupDirResident(len(t.glens))
 	return b, st
 }
@@ -210,6 +276,7 @@ type tokenIndex struct {
 	present   bool  // the segment was written with token filters
 	err       error // set when the index is unusable; returned by every block lookup
 	saturated bool
+	fuse      bool      // section 7 parts are binary fuse filters
 	summary   bloomView // bits cloned out of the section
 	stats     TokenStats
 	offset    int64    // of section 7 in the file
@@ -223,10 +290,11 @@ func decodeTokenSummary(s string, nBlocks int, sectionLen uint64) (tokenIndex, e
 	d := dec{s: s}
 	var ti tokenIndex
 	flags := d.uvarint()
-	if d.err == nil && flags&^summarySaturated != 0 {
+	if d.err == nil && flags&^(summarySaturated|summaryFuseBlocks) != 0 {
 		d.failf(fmt.Sprintf("unknown summary flags %#x", flags))
 	}
 	ti.saturated = flags&summarySaturated != 0
+	ti.fuse = flags&summaryFuseBlocks != 0
 	distinct, f := decodeTokenBloom(&d, maxSummaryWords)
 	if d.err == nil && ti.saturated && len(f.bits) > 0 {
 		d.failf("saturated summary holds bits")
@@ -421,6 +489,9 @@ func (r *Reader) testTokenFilter(i int, b []byte, hashes []uint64) (bool, error)
 		return true, r.corrupt(off, "token filter of block %d: checksum mismatch", i)
 	}
 	d := dec{s: bytesToString(b)}
+	if r.tok.fuse {
+		return r.testBlockFuse(i, off, &d, hashes)
+	}
 	_, f := decodeTokenBloom(&d, maxBlockTokenFilterWords)
 	if d.err == nil && len(f.bits) == 0 {
 		d.failf("filter without bits") // a block without tokens has a part of length 0
@@ -432,4 +503,42 @@ func (r *Reader) testTokenFilter(i int, b []byte, hashes []uint64) (bool, error)
 		return true, r.corrupt(off, "token filter of block %d: %v", i, d.err)
 	}
 	return f.testAll(hashes), nil
+}
+
+// testBlockFuse decodes a binary fuse block filter (the part after its
+// checksum was verified) and tests the hashes: a hash is absent unless it
+// decodes to 0. A filter without slots passes everything.
+func (r *Reader) testBlockFuse(i int, off int64, d *dec, hashes []uint64) (bool, error) {
+	d.uvarint() // distinct tokens
+	var s fuseShape
+	s.seed = d.u64le()
+	segLen, segCount, w := d.uvarint(), d.uvarint(), d.uvarint()
+	switch {
+	case d.err != nil:
+	case w < 1 || w > 16:
+		d.failf(fmt.Sprintf("slots of %d bits", w))
+	case segLen == 0 && segCount == 0:
+		if d.remaining() == 0 {
+			return true, nil
+		}
+		d.failf("a pass-all filter holds slots")
+	case segLen > maxFuseSeg || segLen&(segLen-1) != 0 || segCount == 0 || (segCount+2)*segLen > maxFuseSlots:
+		d.failf(fmt.Sprintf("shape of %d segments of %d slots", segCount, segLen))
+	}
+	if d.err == nil {
+		s.segLen, s.segCount, s.slots, s.w = uint32(segLen), uint32(segCount), uint32((segCount+2)*segLen), uint32(w)
+		if d.remaining() != s.pages()*fusePageBytes {
+			d.failf(fmt.Sprintf("%d bytes of slots, want %d", d.remaining(), s.pages()*fusePageBytes))
+		}
+	}
+	if d.err != nil {
+		return true, r.corrupt(off, "token filter of block %d: %v", i, d.err)
+	}
+	pages := d.s[d.off:]
+	for _, h := range hashes {
+		if s.lookupString(pages, h) != 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -364,6 +364,7 @@ func (w *Writer) close() (Info, error) {
 		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
 		section(sectionTokenSummary, sum, true)
 		disk, dir := w.tokens.groups()
+		st.DiskSummaryBytes = int64(len(disk))
 		section(sectionTokenPages, disk, false)            // read one page at a time
 		section(sectionTokenGroups, w.tokens.gdata, false) // read one block's part at a time
 		section(sectionTokenGroupDir, dir, true)
