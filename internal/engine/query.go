@@ -420,8 +420,13 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 // segContent is a segment's token-filter state within one content scan.
 type segContent struct {
 	checked bool
-	pruned  bool   // the disk summary rejected the segment
+	pruned  bool   // the token map (or disk summary) rejected the segment
 	may     []bool // per block: may hold the words (nil = unknown, scan)
+	// located: the token map placed the words in block at rows, the only
+	// place of the segment that may hold them.
+	located bool
+	block   int
+	rows    segment.RowRange
 }
 
 // contentScan consults the token filters of a content query as the scan
@@ -471,6 +476,9 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	e.m.blocksExamined.Add(1)
 	n := s.blocks[i].Spans
 	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
+	if st.located && st.block == i {
+		return cs.readRows(s, i, st.rows)
+	}
 	if st.may == nil || cs.common() || !s.r.HasRowGroupFilters() {
 		spans, err = e.readBlock(s, i)
 		return spans, true, err
@@ -503,24 +511,52 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	return spans, true, err
 }
 
-// checkSegment consults the disk summary and the block filters of s.
+// readRows reads the rows of block i the token map located the words in:
+// a row group decodes (and decompresses) only its rows.
+func (cs *contentScan) readRows(s *segHandle, i int, rows segment.RowRange) ([]model.Span, bool, error) {
+	e := cs.e
+	n := s.blocks[i].Spans
+	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
+	passed := (rows.Hi - rows.Lo + segment.RowGroupRows - 1) / segment.RowGroupRows
+	e.m.contentGroupExamined.Add(int64(passed))
+	e.m.contentGroupPruned.Add(int64(groups - passed))
+	if cached, hit := e.cache.get(blockRef{s, i}); hit {
+		return cached, true, nil
+	}
+	if 2*(rows.Hi-rows.Lo) > n {
+		spans, err := e.readBlock(s, i)
+		return spans, true, err
+	}
+	spans, err := s.r.ReadBlockRows(i, []segment.RowRange{rows})
+	return spans, true, err
+}
+
+// checkSegment consults the token map (or disk summary) and the block
+// filters of s.
 func (cs *contentScan) checkSegment(s *segHandle, st *segContent) {
 	e := cs.e
 	if cs.common() {
 		e.m.contentSegExamined.Add(1)
 		return
 	}
-	ok, err := s.r.SegmentMayContainTokensDisk(cs.hashes)
+	loc, err := s.r.LocateTokens(cs.hashes)
 	if err != nil {
 		e.corrupt(cs.res, s.name, err) // a damaged page: consult the block filters
 	}
-	if !ok {
+	if loc.Absent {
 		e.m.contentSegPruned.Add(1)
 		e.m.contentSegDiskPruned.Add(1)
 		st.pruned = true
 		return
 	}
 	e.m.contentSegExamined.Add(1)
+	if loc.Block >= 0 {
+		// The words lie in one place only: no block filter is read.
+		st.located, st.block, st.rows = true, loc.Block, loc.Rows
+		st.may = make([]bool, len(s.blocks))
+		st.may[loc.Block] = true
+		return
+	}
 	// One batched read of the block filters (neighbours read together).
 	may, err := s.r.BlocksMayContainTokens(cs.hashes)
 	if err != nil {
