@@ -14,10 +14,37 @@ import (
 type blockData struct {
 	entry *blockEntry
 	cols  [numColumns + 1]string
+	// pooled and scratch are the pooled buffers of a partial load (the
+	// block as read, and the decompressed ids and numbers): columns may
+	// alias them until release.
+	pooled, scratch *[]byte
 	// wins is set for a codec-2 column of which only some pieces were
 	// decompressed (loadRows): cols then holds those pieces back to back,
 	// and wins maps raw column offsets to offsets in it.
 	wins [numColumns + 1][]colWindow
+}
+
+// copiedColumn reports whether decodeRows only copies values out of the
+// column (ids and numbers), so that the column's bytes may be reused once
+// the rows are decoded.
+func copiedColumn(id uint32) bool {
+	switch id {
+	case colTraceID, colSpanID, colParentID, colStart, colDuration, colKindStatus, colDropped, colRowMarks:
+		return true
+	}
+	return false
+}
+
+// release returns the pooled buffers of a partial load once its rows are
+// decoded; the block's columns must not be used afterwards.
+func (bd *blockData) release() {
+	for _, p := range []*[]byte{bd.pooled, bd.scratch} {
+		if p != nil && cap(*p) <= maxPooledRead {
+			partialBufs.Put(p)
+		}
+	}
+	bd.pooled, bd.scratch = nil, nil
+	bd.cols = [numColumns + 1]string{}
 }
 
 // partialBufs are the read buffers of partial block loads (loadRows with
@@ -39,13 +66,13 @@ func (r *Reader) loadBlock(i int) (*blockData, error) { return r.loadRows(i, nil
 // cost a pass over pieces that are not read and make damage to them fail
 // reads that do not touch them. Other columns are checked and decompressed
 // whole, as by loadBlock.
-func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
+func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 	if i < 0 || i >= len(r.blocks) {
 		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
 	b := &r.blocks[i]
-	var raw []byte
-	var err error
+	var raw, scratch []byte
+	var pooled *[]byte
 	if ranges == nil {
 		raw, err = r.readAt(int64(b.Offset), int64(b.Length))
 	} else {
@@ -58,14 +85,35 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
 		}
 		raw = (*p)[:b.Length]
 		if b.Length <= maxPooledRead {
-			defer partialBufs.Put(p)
+			defer func() {
+				if bd == nil { // on success the caller releases it with bd
+					partialBufs.Put(p)
+				}
+			}()
+			pooled = p
 		}
 		err = r.readFull(raw, int64(b.Offset))
 	}
 	if err != nil {
 		return nil, err
 	}
-	bd := &blockData{entry: b}
+	bd = &blockData{entry: b}
+	if ranges != nil {
+		// Columns decodeRows copies out (ids and numbers) are decompressed
+		// into pooled scratch too: nothing decoded aliases them.
+		sp := partialBufs.Get().(*[]byte)
+		need := 0
+		for _, c := range b.Cols {
+			if copiedColumn(c.ID) && c.Codec == codecZstd {
+				need += int(c.RawLen)
+			}
+		}
+		if cap(*sp) < need {
+			*sp = make([]byte, 0, need)
+		}
+		bd.scratch, bd.pooled = sp, pooled
+		scratch = (*sp)[:0]
+	}
 	var seen [numColumns + 1]bool
 	var deferred []columnRef // codec-2 columns read in part, once the row marks are known
 	for _, c := range b.Cols {
@@ -85,12 +133,21 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (*blockData, error) {
 		if crc(stored) != c.CRC {
 			return nil, r.corrupt(off, "block %d column %s: checksum mismatch", i, columnNames[c.ID])
 		}
-		s, err := decompressColumn(c, stored, nil)
+		var s string
+		var err error
+		switch {
+		case ranges != nil && copiedColumn(c.ID) && c.Codec == codecZstd:
+			start := len(scratch)
+			scratch, err = decompressAppend(scratch, stored, c.RawLen)
+			s = bytesToString(scratch[start:])
+		default:
+			s, err = decompressColumn(c, stored, nil)
+		}
 		if err != nil {
 			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
 		}
-		if ranges != nil && c.Codec == codecNone {
-			s = strings.Clone(s) // it aliased the pooled read buffer
+		if ranges != nil && c.Codec == codecNone && !copiedColumn(c.ID) {
+			s = strings.Clone(s) // strings decoded from it would alias the pooled read buffer
 		}
 		bd.cols[c.ID] = s
 	}

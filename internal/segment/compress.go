@@ -89,6 +89,26 @@ func decompress(codec uint32, stored []byte, rawLen uint64) (string, error) {
 	return "", fmt.Errorf("unknown codec %d", codec)
 }
 
+// decompressAppend appends the rawLen bytes of a zstd frame to dst.
+func decompressAppend(dst, stored []byte, rawLen uint64) ([]byte, error) {
+	if rawLen > maxColumnRawBytes {
+		return dst, fmt.Errorf("raw length %d exceeds the limit", rawLen)
+	}
+	d, err := sharedDecoder()
+	if err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	out, err := d.DecodeAll(stored, dst)
+	if err != nil {
+		return dst, fmt.Errorf("zstd: %w", err)
+	}
+	if uint64(len(out)-start) != rawLen {
+		return dst, fmt.Errorf("decompressed %d bytes, expected %d", len(out)-start, rawLen)
+	}
+	return out, nil
+}
+
 // bytesToString views b as a string without copying. Callers hand over b:
 // it is never modified afterwards.
 func bytesToString(b []byte) string {

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -360,4 +363,53 @@ func BenchmarkReadBlockRowsPieces(b *testing.B) {
 			_ = crc(raw)
 		}
 	})
+}
+
+// TestPartialReadsConcurrent: partial loads reuse pooled buffers, so
+// concurrent one-row reads and trace lookups must each get exactly their
+// own rows (run under -race in CI).
+func TestPartialReadsConcurrent(t *testing.T) {
+	corpus := textHeavyCorpus(9, 3000)
+	path := writePieces(t, corpus, false)
+	r := openT(t, path)
+	all := readAll(t, r)
+	var firsts []int // first row of each block in all
+	base := 0
+	for _, m := range r.Blocks() {
+		firsts = append(firsts, base)
+		base += m.Spans
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(seed uint64) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, 1))
+			for k := 0; k < 300; k++ {
+				b := rng.IntN(len(firsts))
+				row := rng.IntN(r.Blocks()[b].Spans)
+				got, err := r.ReadBlockRows(b, []RowRange{{row, row + 1}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := all[firsts[b]+row]
+				if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+					errs <- fmt.Errorf("block %d row %d: got another span", b, row)
+					return
+				}
+				spans, err := r.FindTrace("default", want.TraceID)
+				if err != nil || !slices.ContainsFunc(spans, func(s model.Span) bool { return s.SpanID == want.SpanID }) {
+					errs <- fmt.Errorf("trace of block %d row %d: %v, %d spans without the row's", b, row, err, len(spans))
+					return
+				}
+			}
+		}(uint64(g))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
 }

@@ -328,13 +328,17 @@ func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, erro
 		}
 		spans, err := r.decodeRows(bd, int(e.Row), int(e.Row+e.Count))
 		if err != nil {
+			bd.release()
 			return nil, err
 		}
 		for i := range spans {
 			if spans[i].TraceID != id {
-				return nil, r.colErr(bd, colTraceID, fmt.Errorf("row %d holds trace %s, index says %s", int(e.Row)+i, spans[i].TraceID, id))
+				err := r.colErr(bd, colTraceID, fmt.Errorf("row %d holds trace %s, index says %s", int(e.Row)+i, spans[i].TraceID, id))
+				bd.release()
+				return nil, err
 			}
 		}
+		bd.release()
 		out = append(out, spans...)
 	}
 	return out, nil

@@ -127,6 +127,7 @@ func (r *Reader) ReadBlockRows(i int, ranges []RowRange) ([]model.Span, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer bd.release()
 	if len(ranges) == 1 {
 		return r.decodeRows(bd, ranges[0].Lo, ranges[0].Hi)
 	}
