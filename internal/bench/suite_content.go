@@ -634,6 +634,9 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 		for _, c := range contentCounters {
 			res.Metrics[k.name+c.suffix] = (metricValue(after, c.metric) - metricValue(before, c.metric)) / float64(l.Samples)
 		}
+		// The server's garbage collections while the kind was timed: a
+		// tail-latency suspect on a 2-core host (raw record only).
+		res.Metrics[k.name+"_gc_cycles"] = metricValue(after, "go_gc_duration_seconds_count") - metricValue(before, "go_gc_duration_seconds_count")
 	}
 	if pm, err := readProcMemory(srv.cmd.Process.Pid); err == nil {
 		res.Metrics["rss_after_queries_mib"] = float64(pm.RSS) / (1 << 20)

@@ -111,6 +111,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "data_dir", c.dataDir, "durability", c.durability)
 
+	// Fewer collections while the live heap is small (engine.StartGCFloor;
+	// an operator's GOGC turns it off).
+	defer engine.StartGCFloor(engine.DefaultGCFloor)()
+
 	start := time.Now()
 	eng, err := engine.Open(engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"container/heap"
 	"context"
 	"fmt"
@@ -372,7 +373,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	}
 	// Newest first; memtables before segments among equals, so that the newest
 	// copy of a re-sent span is usually the one seen first.
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].maxStart > cands[j].maxStart })
+	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
 	for _, c := range cands {
 		if err := ctx.Err(); err != nil {
 			return err
