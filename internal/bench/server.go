@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -180,17 +182,29 @@ func (s *Server) Kill() {
 
 // Get fetches path from the server and returns status and body.
 func (s *Server) Get(ctx context.Context, path string) (int, []byte, error) {
+	code, b, _, err := s.GetTimed(ctx, path)
+	return code, b, err
+}
+
+// GetTimed is Get that also returns the server's own time for the request
+// in milliseconds, from its Server-Timing header (handler;dur=...), or NaN
+// when the response has none.
+func (s *Server) GetTimed(ctx context.Context, path string) (int, []byte, float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.HTTPURL()+path, nil)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, math.NaN(), err
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, math.NaN(), err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	ms, perr := strconv.ParseFloat(strings.TrimPrefix(resp.Header.Get("Server-Timing"), "handler;dur="), 64)
+	if perr != nil {
+		ms = math.NaN()
+	}
+	return resp.StatusCode, b, ms, err
 }
 
 // ServerStats is GET /api/v1/stats.

@@ -47,7 +47,9 @@ segment file with ` + "`internal/segment`" + ` (block filters on disk; resident 
 directory), restarts the server, re-verifies the stored count, reads the server's resident set size (VmRSS from
 /proc) and Go heap in use (` + "`/metrics`" + `) before any query, then times ` + "`GET /api/v1/spans?content=...&limit=20`" + ` from one
 client. With the index, every kind gets 10 untimed warm-up queries and ` + "`--samples`" + ` timed ones, and the server's
-` + "`rastro_content_*`" + ` counters give what was pruned per query. Without it, the common word gets the same; a rare word is a
+` + "`rastro_content_*`" + ` counters give what was pruned per query; each answer's ` + "`Server-Timing`" + ` header gives the server's own
+share of it, and after the kinds ` + "`GET /readyz`" + ` (no work) is timed the same way, as the floor of loopback HTTP on the
+host. Without it, the common word gets the same; a rare word is a
 full scan, so only the one-word and absent-word kinds are timed, as the scan's reference: one warm-up scan, then up
 to 10 queries per kind until 3 s are spent (at least one). Percentiles are exact nearest-rank; tables show medians
 across runs. Every answer is checked against the answer key: the exact span for the rare kinds, no span for the
@@ -606,7 +608,7 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 			return refused("%s: %d queries planned, %d needed", k.name, len(items), warm+timed)
 		}
 		for j := 0; j < warm; j++ {
-			if _, err := contentGet(ctx, srv, k, &items[j]); err != nil {
+			if _, _, err := contentGet(ctx, srv, k, &items[j]); err != nil {
 				return refused("warm-up %v", err)
 			}
 		}
@@ -615,13 +617,15 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 			return refused("%s: %v", k.name, err)
 		}
 		lat := make([]time.Duration, 0, timed)
+		inServer := make([]time.Duration, 0, timed)
 		var spent time.Duration
 		for j := warm; j < warm+timed && spent < budget; j++ {
-			d, err := contentGet(ctx, srv, k, &items[j])
+			d, ds, err := contentGet(ctx, srv, k, &items[j])
 			if err != nil {
 				return refused("%v", err)
 			}
 			lat = append(lat, d)
+			inServer = append(inServer, ds)
 			spent += d
 		}
 		after, err := srv.Metrics(ctx)
@@ -630,6 +634,8 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 		}
 		l := SummarizeLatency(lat)
 		res.Metrics[k.name+"_p50_ms"], res.Metrics[k.name+"_p95_ms"], res.Metrics[k.name+"_p99_ms"] = l.P50, l.P95, l.P99
+		ls := SummarizeLatency(inServer)
+		res.Metrics[k.name+"_server_p50_ms"], res.Metrics[k.name+"_server_p95_ms"] = ls.P50, ls.P95
 		res.Metrics[k.name+"_n"] = float64(l.Samples)
 		for _, c := range contentCounters {
 			res.Metrics[k.name+c.suffix] = (metricValue(after, c.metric) - metricValue(before, c.metric)) / float64(l.Samples)
@@ -638,6 +644,21 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 		// tail-latency suspect on a 2-core host (raw record only).
 		res.Metrics[k.name+"_gc_cycles"] = metricValue(after, "go_gc_duration_seconds_count") - metricValue(before, "go_gc_duration_seconds_count")
 	}
+	// The floor under every figure above: a request that does no work
+	// (GET /readyz), timed the same way on the same connection.
+	floor := make([]time.Duration, 0, p.samples)
+	for j := 0; j < contentWarmups+p.samples; j++ {
+		t0 := time.Now()
+		code, _, err := srv.Get(ctx, "/readyz")
+		if err != nil || code != http.StatusOK {
+			return refused("GET /readyz: status %d, %v", code, err)
+		}
+		if j >= contentWarmups {
+			floor = append(floor, time.Since(t0))
+		}
+	}
+	lf := SummarizeLatency(floor)
+	res.Metrics["http_floor_p50_ms"], res.Metrics["http_floor_p95_ms"] = lf.P50, lf.P95
 	if pm, err := readProcMemory(srv.cmd.Process.Pid); err == nil {
 		res.Metrics["rss_after_queries_mib"] = float64(pm.RSS) / (1 << 20)
 	}
@@ -649,21 +670,26 @@ func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Re
 
 // contentGet fires one content query, checks the answer and returns its
 // client-observed duration.
-func contentGet(ctx context.Context, srv *Server, k *contentKind, it *contentItem) (time.Duration, error) {
+// contentGet fires one content query, checks the answer and returns its
+// latency and the server's own share of it (Server-Timing).
+func contentGet(ctx context.Context, srv *Server, k *contentKind, it *contentItem) (d, inServer time.Duration, err error) {
 	path := fmt.Sprintf("/api/v1/spans?limit=%d&content=%s", contentLimit, url.QueryEscape(it.Query))
 	t0 := time.Now()
-	code, body, err := srv.Get(ctx, path)
-	d := time.Since(t0)
+	code, body, ms, err := srv.GetTimed(ctx, path)
+	d = time.Since(t0)
 	if err != nil {
-		return d, fmt.Errorf("%s %q: %w", k.name, it.Query, err)
+		return d, 0, fmt.Errorf("%s %q: %w", k.name, it.Query, err)
 	}
 	if code != http.StatusOK {
-		return d, fmt.Errorf("%s %q: status %d: %.300s", k.name, it.Query, code, body)
+		return d, 0, fmt.Errorf("%s %q: status %d: %.300s", k.name, it.Query, code, body)
+	}
+	if math.IsNaN(ms) {
+		return d, 0, fmt.Errorf("%s %q: no Server-Timing header", k.name, it.Query)
 	}
 	if err := checkContentAnswer(body, k, it); err != nil {
-		return d, fmt.Errorf("%s %q: wrong answer: %w", k.name, it.Query, err)
+		return d, 0, fmt.Errorf("%s %q: wrong answer: %w", k.name, it.Query, err)
 	}
-	return d, nil
+	return d, time.Duration(ms * 1e6), nil
 }
 
 // contentTargets reads the issue's targets off a record.
@@ -761,6 +787,22 @@ func contentTargets(rec *Record) []Target {
 	} else {
 		out = append(out, t)
 	}
+	for _, k := range []struct{ name, kind string }{{"a word in one span", "one_word"}, {"a word in no span", "absent_word"}} {
+		t := Target{Name: "In the server (Server-Timing) p95, " + k.name + ", with the index (median of runs)", Want: "report"}
+		if state(&t, contentIndexScenario) {
+			v := rec.median(contentIndexScenario, k.kind+"_server_p95_ms")
+			out = append(out, judge(t, num(v, 3)+" ms", v, nil))
+		} else {
+			out = append(out, t)
+		}
+	}
+	t = Target{Name: "HTTP floor: GET /readyz p95 from the same client (median of runs)", Want: "report"}
+	if state(&t, contentIndexScenario) {
+		v := rec.median(contentIndexScenario, "http_floor_p95_ms")
+		out = append(out, judge(t, num(v, 3)+" ms", v, nil))
+	} else {
+		out = append(out, t)
+	}
 	out = append(out, latency("two words in one span", "two_words", 0))
 	out = append(out, latency("a phrase in one span", "phrase", 0))
 	out = append(out, latency("a CJK word in one span", "cjk_word", 0))
@@ -785,17 +827,22 @@ func contentDetail(rec *Record) string {
 	var b strings.Builder
 	b.WriteString("Per query kind, medians across runs (ms). Without the index a rare word is a full scan: only the one-word and absent-word kinds are timed there, ")
 	fmt.Fprintf(&b, "up to %d queries per run within %s. Pruning columns are per query, from the server's `rastro_content_*` counters (index scenario).\n\n", contentScanSamples, contentScanBudget)
-	b.WriteString("| Query | p50 | p95 (min-max) | p99 | Samples | No index p50 | No index p95 | Samples | Segments pruned | Segments examined | Blocks pruned | Blocks examined |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| Query | p50 | p95 (min-max) | p99 | Samples | In the server p50 | p95 | No index p50 | No index p95 | Samples | Segments pruned | Segments examined | Blocks pruned | Blocks examined |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, k := range contentKinds {
 		ix := func(m string) float64 { return get(contentIndexScenario, k.name+m).Median }
 		sc := func(m string) float64 { return get(contentScanScenario, k.name+m).Median }
 		p95 := get(contentIndexScenario, k.name+"_p95_ms")
-		fmt.Fprintf(&b, "| %s | %s | %s (%s-%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.title,
+		fmt.Fprintf(&b, "| %s | %s | %s (%s-%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", k.title,
 			num(ix("_p50_ms"), 3), num(p95.Median, 3), num(p95.Min, 3), num(p95.Max, 3), num(ix("_p99_ms"), 3), num(ix("_n"), 0),
+			num(ix("_server_p50_ms"), 3), num(ix("_server_p95_ms"), 3),
 			num(sc("_p50_ms"), 3), num(sc("_p95_ms"), 3), num(sc("_n"), 0),
 			num(ix("_seg_pruned"), 1), num(ix("_seg_examined"), 1), num(ix("_blk_pruned"), 1), num(ix("_blk_examined"), 1))
 	}
+	fl, fh := get(contentIndexScenario, "http_floor_p50_ms"), get(contentIndexScenario, "http_floor_p95_ms")
+	fmt.Fprintf(&b, "| (reference) GET /readyz: a request that does no work, same client | %s | %s (%s-%s) | | | | | | | | | | | |\n",
+		num(fl.Median, 3), num(fh.Median, 3), num(fh.Min, 3), num(fh.Max, 3))
+	b.WriteString("\n\"In the server\" is the handler's own time from its Server-Timing header (parse, search, encode); the rest of a request is loopback HTTP on a host whose 2 CPUs also run the client.\n")
 	b.WriteString("\nDisk and memory, medians across runs:\n\n")
 	b.WriteString("| Token index | Data directory bytes | Segments | Blocks | Token filter bytes (files) | Resident filter B/segment, mean | max | RSS after restart MiB | RSS after queries MiB | Go heap in use after restart MiB |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")

@@ -347,12 +347,17 @@ func TestBenchContentEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"| content-index | on (default) |", "| content-no-index | off (--no-content-index) |", "Index disk overhead", "a CJK word"} {
+	for _, w := range []string{"| content-index | on (default) |", "| content-no-index | off (--no-content-index) |", "Index disk overhead", "a CJK word", "GET /readyz", "In the server (Server-Timing) p95"} {
 		if !strings.Contains(string(doc), w) {
 			t.Errorf("content.md lacks %q:\n%s", w, doc)
 		}
 	}
-	if len(rec.Targets) != 9 {
-		t.Errorf("%d targets, want 9: %+v", len(rec.Targets), rec.Targets)
+	if len(rec.Targets) != 12 {
+		t.Errorf("%d targets, want 12: %+v", len(rec.Targets), rec.Targets)
+	}
+	for _, m := range []string{"one_word_server_p95_ms", "absent_word_server_p95_ms", "http_floor_p95_ms"} {
+		if v := rec.median(contentIndexScenario, m); !(v > 0) {
+			t.Errorf("%s = %v, want a positive time", m, v)
+		}
 	}
 }

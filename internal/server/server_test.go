@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -438,5 +439,28 @@ func TestContentSearchOverHTTP(t *testing.T) {
 	}
 	if code := ts.get("/api/v1/spans?content="+url.QueryEscape(`"unterminated`), &e); code != 400 || !strings.Contains(e.Error, "content") {
 		t.Fatalf("bad content query: %d %q", code, e.Error)
+	}
+}
+
+// TestSearchReportsServerTiming: span and trace searches carry the
+// handler's own time as a Server-Timing header (what browser tools show,
+// and what the benchmark harness reads to split a request's latency).
+func TestSearchReportsServerTiming(t *testing.T) {
+	ts := startServer(t, Options{})
+	spans := spansFor(6, 7)
+	if code, body := ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spans)); code != 200 {
+		t.Fatalf("ingest: %d %s", code, body)
+	}
+	for _, path := range []string{"/api/v1/spans?limit=10", "/api/v1/traces?limit=10"} {
+		resp, err := http.Get(ts.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := resp.Header.Get("Server-Timing")
+		ms, err := strconv.ParseFloat(strings.TrimPrefix(h, "handler;dur="), 64)
+		if resp.StatusCode != 200 || !strings.HasPrefix(h, "handler;dur=") || err != nil || ms < 0 || ms > 60_000 {
+			t.Fatalf("%s: status %d, Server-Timing %q", path, resp.StatusCode, h)
+		}
 	}
 }
