@@ -216,6 +216,7 @@ type ServerStats struct {
 	BufferSpans int64 `json:"buffer_spans"`
 	BufferBytes int64 `json:"buffer_bytes"`
 	WALBytes    int64 `json:"wal_bytes"`
+	Values      int64 `json:"values"` // distinct values in the value store
 }
 
 // Stats reads /api/v1/stats.

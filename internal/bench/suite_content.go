@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -49,7 +51,9 @@ directory), restarts the server, re-verifies the stored count, reads the server'
 client. With the index, every kind gets 10 untimed warm-up queries and ` + "`--samples`" + ` timed ones, and the server's
 ` + "`rastro_content_*`" + ` counters give what was pruned per query; each answer's ` + "`Server-Timing`" + ` header gives the server's own
 share of it, and after the kinds ` + "`GET /readyz`" + ` (no work) is timed the same way, as the floor of loopback HTTP on the
-host. Without it, the common word gets the same; a rare word is a
+host. Two more scenarios ingest the ` + "`llm`" + ` corpus (at most 100,000 spans) with large values stored apart and
+deduplicated (the default, ` + "`--value-threshold 1KiB`" + `) and inline (` + "`--value-threshold 0`" + `), stop the server and measure the data
+directory: the issue's bytes-per-span comparison. Without the index, the common word gets the same; a rare word is a
 full scan, so only the one-word and absent-word kinds are timed, as the scan's reference: one warm-up scan, then up
 to 10 queries per kind until 3 s are spent (at least one). Percentiles are exact nearest-rank; tables show medians
 across runs. Every answer is checked against the answer key: the exact span for the rare kinds, no span for the
@@ -104,6 +108,7 @@ const (
 	ContentCommonMaxRatio        = 1.10 // index p95 / scan p95 for the common word
 	ContentDiskOverheadMaxPct    = 5.0
 	ContentResidentMaxBytes      = 32 << 10
+	ContentDedupMinRatio         = 3.0 // llm corpus: inline bytes / stored-apart bytes
 )
 
 // contentKind is one timed query kind.
@@ -428,13 +433,27 @@ func checkContentAnswer(body []byte, k *contentKind, it *contentItem) error {
 	return nil
 }
 
-// contentPlan is what both scenarios send and ask.
+// contentPlan is what the scenarios send and ask.
 type contentPlan struct {
 	spans    int
 	payloads []Payload
 	key      *contentKey
 	samples  int
+	// The llm corpus the value-store scenarios ingest.
+	llmSpans    int
+	llmPayloads []Payload
 }
+
+// contentLLMMaxSpans bounds the llm corpus of the value-store scenarios
+// (its spans carry kilobytes of prompts: 100k of them are about 300 MB
+// generated).
+const contentLLMMaxSpans = 100_000
+
+// Scenario names of the value-store measurement on the llm corpus.
+const (
+	contentValuesApartScenario  = "llm-values-apart"
+	contentValuesInlineScenario = "llm-values-inline"
+)
 
 func planContent(ctx context.Context, cfg Config) ([]Scenario, error) {
 	start := time.Now().Add(-contentWindow - 10*time.Minute).Truncate(time.Minute)
@@ -447,6 +466,14 @@ func planContent(ctx context.Context, cfg Config) ([]Scenario, error) {
 		return nil, err
 	}
 	p := &contentPlan{spans: len(spans), payloads: pl, key: key, samples: cfg.Samples}
+	llmSpans, err := Generate("llm", CorpusOptions{Seed: cfg.Seed, Spans: min(cfg.Spans, contentLLMMaxSpans), Start: start, Window: contentWindow})
+	if err != nil {
+		return nil, err
+	}
+	if p.llmPayloads, err = Prepare(Batches(llmSpans, cfg.Batch), ProtoOTLPProto, false); err != nil {
+		return nil, err
+	}
+	p.llmSpans = len(llmSpans)
 	common := strconv.Itoa(key.CommonSpans)
 	return []Scenario{
 		{
@@ -459,7 +486,84 @@ func planContent(ctx context.Context, cfg Config) ([]Scenario, error) {
 			Params: map[string]string{"index": "off (--no-content-index)", "common_word_spans": common},
 			Run:    func(ctx context.Context, env *RunEnv) Result { return runContent(ctx, env, p, false) },
 		},
+		{
+			Name:   contentValuesApartScenario,
+			Params: map[string]string{"corpus": "llm", "values": "stored apart (default --value-threshold 1KiB)"},
+			Run:    func(ctx context.Context, env *RunEnv) Result { return runContentValues(ctx, env, p, true) },
+		},
+		{
+			Name:   contentValuesInlineScenario,
+			Params: map[string]string{"corpus": "llm", "values": "inline (--value-threshold 0)"},
+			Run:    func(ctx context.Context, env *RunEnv) Result { return runContentValues(ctx, env, p, false) },
+		},
 	}, nil
+}
+
+// runContentValues ingests the llm corpus with large values stored apart
+// (deduplicated) or inline, stops the server (sealing everything) and
+// measures the data directory: the issue's bytes-per-span comparison.
+func runContentValues(ctx context.Context, env *RunEnv, p *contentPlan, apart bool) Result {
+	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"}
+	if !apart {
+		opts.ExtraArgs = []string{"--value-threshold", "0"}
+	}
+	srv, err := StartServer(ctx, opts)
+	if err != nil {
+		return refused("start server: %v", err)
+	}
+	defer func() { srv.Kill() }()
+	lr, err := Load(ctx, LoadOptions{Endpoint: srv.HTTPURL(), Protocol: ProtoOTLPProto, Concurrency: contentClients, KeepAlive: true, Retry429: true}, p.llmPayloads)
+	if err != nil {
+		return refused("load: %v", err)
+	}
+	facts := RunFacts{Load: lr, Expected: int64(p.llmSpans), Stored: -1}
+	st, err := srv.Stats(ctx)
+	if err != nil {
+		return refused("stats: %v", err)
+	}
+	facts.Stored = st.Spans
+	res := Result{Metrics: map[string]float64{"spans_per_s": lr.SpansPerSecond}}
+	if err := srv.Stop(120 * time.Second); err != nil {
+		return refused("stop server after ingest: %v", err)
+	}
+	if res.Refusals = Refusals(facts); len(res.Refusals) > 0 {
+		return res
+	}
+	// The values count is taken before the stop's final seal, which may
+	// store more; it is a check of the mode, not a figure.
+	res.Metrics["values_before_stop"] = float64(st.Values)
+	for _, d := range []struct{ metric, sub string }{{"disk_bytes", ""}, {"segment_bytes", "segments"}, {"value_bytes", "values"}} {
+		n, err := dirBytes(filepath.Join(env.Dir, d.sub))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return refused("measure %s: %v", filepath.Join(env.Dir, d.sub), err)
+		}
+		res.Metrics[d.metric] = float64(n)
+	}
+	res.Metrics["disk_bytes_per_span"] = res.Metrics["disk_bytes"] / float64(p.llmSpans)
+	if vs, err := valueCount(ctx, opts); err != nil {
+		return refused("count stored values: %v", err)
+	} else if apart != (vs > 0) {
+		return refused("values were to be stored %s, but the value store holds %d values", map[bool]string{true: "apart", false: "inline"}[apart], vs)
+	}
+	return res
+}
+
+// valueCount restarts the server on its data directory and reads how many
+// values its value store holds.
+func valueCount(ctx context.Context, opts ServerOptions) (int64, error) {
+	srv, err := StartServer(ctx, opts)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { srv.Kill() }()
+	st, err := srv.Stats(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := srv.Stop(60 * time.Second); err != nil {
+		return 0, err
+	}
+	return st.Values, nil
 }
 
 // contentFilterStats is what the sealed segment files say about their
@@ -490,7 +594,7 @@ func readContentFilters(dataDir string) (contentFilterStats, error) {
 		st.segmentBytes += info.Bytes
 		if tok.Indexed {
 			res := int64(tok.SummaryBytes) + contentDirEntryBytes*int64(info.Blocks)
-			st.indexBytes += tok.BlockFilterBytes + res
+			st.indexBytes += tok.BlockFilterBytes + tok.DiskSummaryBytes + tok.RowGroupFilterBytes + res
 			st.residentMax = max(st.residentMax, res)
 			st.residentSum += res
 			if tok.Saturated {
@@ -800,6 +904,18 @@ func contentTargets(rec *Record) []Target {
 	if state(&t, contentIndexScenario) {
 		v := rec.median(contentIndexScenario, "http_floor_p95_ms")
 		out = append(out, judge(t, num(v, 3)+" ms", v, nil))
+	} else {
+		out = append(out, t)
+	}
+	t = Target{Name: "llm corpus: bytes on disk per span, values inline / values stored apart and deduplicated (medians of runs)", Want: fmt.Sprintf(">= %gx", ContentDedupMinRatio)}
+	if state(&t, contentValuesApartScenario, contentValuesInlineScenario) {
+		a, b := rec.median(contentValuesApartScenario, "disk_bytes_per_span"), rec.median(contentValuesInlineScenario, "disk_bytes_per_span")
+		n := float64(min(rec.Spans, contentLLMMaxSpans))
+		// The ceiling: the ratio if stored values took no bytes at all.
+		ceiling := b / (rec.median(contentValuesApartScenario, "segment_bytes") / n)
+		r := b / a
+		out = append(out, judge(t, fmt.Sprintf("%sx (%s B/span inline vs %s B/span apart, %s spans; %sx if the stored values took no bytes at all)",
+			num(r, 2), num(b, 1), num(a, 1), num(n, 0), num(ceiling, 2)), r, func(x float64) bool { return x >= ContentDedupMinRatio }))
 	} else {
 		out = append(out, t)
 	}

@@ -28,6 +28,7 @@ type serveConfig struct {
 	compaction                    bool
 	compactionMax                 byteSize
 	mergeHeadroom                 byteSize
+	valueThreshold                byteSize
 	compactionFanout              int
 	retention                     days
 	retentionProject              projectDays
@@ -39,7 +40,8 @@ type serveConfig struct {
 func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
-		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: engine.DefaultMergeHeadroom}
+		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: engine.DefaultMergeHeadroom,
+		valueThreshold: engine.DefaultValueThreshold}
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -52,6 +54,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
+	fs.Var(&c.valueThreshold, "value-threshold", "string attribute values of at least this size (long prompts and completions) are stored apart, once per distinct value, and read only for results that show them (0 keeps every value inline)")
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
@@ -120,7 +123,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
-		MergeHeadroom: mergeHeadroom(c.mergeHeadroom),
+		MergeHeadroom: offIfZero(c.mergeHeadroom), ValueThreshold: int(offIfZero(c.valueThreshold)),
 		Retention:     time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 	})
@@ -149,8 +152,8 @@ func shutdown(srv *server.Server, log *slog.Logger) {
 	}
 }
 
-// mergeHeadroom maps the flag's "0 = off" to the engine's negative value.
-func mergeHeadroom(b byteSize) int64 {
+// offIfZero maps a size flag's "0 = off" to the engine's negative value.
+func offIfZero(b byteSize) int64 {
 	if b == 0 {
 		return -1
 	}
