@@ -527,7 +527,21 @@ func (s *fsckState) quarantine(name string) (string, error) {
 func (s *fsckState) rebuild(src, name string, eo Options) (segment.Salvaged, error) {
 	wo := segment.WriterOptions{BlockSpans: eo.BlockSpans}
 	if !eo.NoContentIndex {
-		wo.ContentTokens = func(sp *model.Span, emit func(uint64)) { text.SpanTokens(sp, text.DefaultMinLen, emit) }
+		// The token index must hold the words of stored values too (a
+		// content search would otherwise miss their spans): spans with
+		// references are tokenised resolved, and still written with them.
+		rv, closeValues, err := s.valueResolver()
+		if err != nil {
+			return segment.Salvaged{}, err
+		}
+		defer closeValues()
+		wo.ContentTokens = func(sp *model.Span, emit func(uint64)) {
+			if spanHasRefs(sp) {
+				r := rv.span(sp)
+				sp = &r
+			}
+			text.SpanTokens(sp, text.DefaultMinLen, emit)
+		}
 		wo.RowGroupTokenFilters = eo.RowGroupTokenFilters
 	}
 	w, err := segment.NewWriter(s.segDir, name, wo)
@@ -558,6 +572,20 @@ func (s *fsckState) rebuild(src, name string, eo Options) (segment.Salvaged, err
 		return st, err
 	}
 	return st, nil
+}
+
+// valueResolver opens the store's value store for reading stored values
+// while segments are rebuilt. A value it cannot read leaves its words out
+// of the rebuilt token index, with a note.
+func (s *fsckState) valueResolver() (*resolver, func(), error) {
+	vs, err := valuestore.Open(valuestore.Options{Dir: filepath.Join(s.dir, "values")})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open the value store to index stored values: %w", err)
+	}
+	rv := &resolver{get: vs.Get, onFail: func(ref valuestore.Ref, err error) {
+		s.note("stored value %s unreadable while rebuilding; its words are not in the rebuilt token index: %v", ref, err)
+	}}
+	return rv, func() { vs.Close() }, nil
 }
 
 // corruptionOffset is the offset a CorruptionError names, or 0.

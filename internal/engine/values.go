@@ -35,14 +35,20 @@ func (e *Engine) storeValue(v string) ([32]byte, error) {
 // resolver replaces stored-value references by their strings for one query.
 // It is not safe for concurrent use.
 type resolver struct {
-	e      *Engine
+	get    func(valuestore.Ref) ([]byte, error)
+	onFail func(valuestore.Ref, error) // called once per unreadable value
 	res    *Result
 	cache  map[[32]byte]string
 	bytes  int
 	failed map[[32]byte]bool
 }
 
-func (e *Engine) newResolver(res *Result) *resolver { return &resolver{e: e, res: res} }
+func (e *Engine) newResolver(res *Result) *resolver {
+	return &resolver{get: e.values.Get, res: res, onFail: func(ref valuestore.Ref, err error) {
+		e.m.valueErrors.Add(1)
+		e.log.Error("stored value unreadable; placeholder returned", "ref", ref.String(), "err", err)
+	}}
+}
 
 // value returns the ValueString a ref stands for. When the value cannot be
 // read (missing, damaged, I/O error) the result is a placeholder string (the
@@ -56,7 +62,7 @@ func (rv *resolver) value(v model.Value) model.Value {
 	if rv.failed[h] {
 		return model.StringValue(v.AsString())
 	}
-	b, err := rv.e.values.Get(valuestore.Ref(h))
+	b, err := rv.get(valuestore.Ref(h))
 	if err == nil && int64(len(b)) != v.Int {
 		err = fmt.Errorf("stored value has %d bytes, the segment expects %d", len(b), v.Int)
 	}
@@ -65,8 +71,7 @@ func (rv *resolver) value(v model.Value) model.Value {
 			rv.failed = map[[32]byte]bool{}
 		}
 		rv.failed[h] = true
-		rv.e.m.valueErrors.Add(1)
-		rv.e.log.Error("stored value unreadable; placeholder returned", "ref", valuestore.Ref(h).String(), "err", err)
+		rv.onFail(valuestore.Ref(h), err)
 		if rv.res != nil {
 			rv.res.Warnings = append(rv.res.Warnings, fmt.Sprintf("stored value %s unreadable: %v", valuestore.Ref(h), err))
 		}
