@@ -46,7 +46,8 @@ OTLP/HTTP protobuf clients retrying a 429 after a backoff): ` + "`content-index`
 (the default) and ` + "`content-no-index`" + ` with ` + "`--no-content-index`" + ` (search scans every block). Each run stops the
 server gracefully (sealing everything), measures the data directory, reads the token-filter sections of every sealed
 segment file with ` + "`internal/segment`" + ` (block filters on disk; resident summary filter plus its 12-byte-per-block
-directory), restarts the server, re-verifies the stored count, reads the server's resident set size (VmRSS from
+directory), restarts the server (it always runs with ` + "`--compaction=false`" + `: the segments stay as sealed, and no background merge competes
+with the timed queries), re-verifies the stored count, reads the server's resident set size (VmRSS from
 /proc) and Go heap in use (` + "`/metrics`" + `) before any query, then times ` + "`GET /api/v1/spans?content=...&limit=20`" + ` from one
 client. With the index, every kind gets 10 untimed warm-up queries and ` + "`--samples`" + ` timed ones, and the server's
 ` + "`rastro_content_*`" + ` counters give what was pruned per query; each answer's ` + "`Server-Timing`" + ` header gives the server's own
@@ -627,9 +628,13 @@ var contentCounters = []struct{ metric, suffix string }{
 }
 
 func runContent(ctx context.Context, env *RunEnv, p *contentPlan, index bool) Result {
-	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"}
+	// Segments stay as sealed: a background merge (the 1M corpus seals 18
+	// segments of one size tier, enough for two) would otherwise run during
+	// the timed queries and compete with them for the 2 CPUs, and change the
+	// layout between the two scenarios.
+	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal", ExtraArgs: []string{"--compaction=false"}}
 	if !index {
-		opts.ExtraArgs = []string{"--no-content-index"}
+		opts.ExtraArgs = append(opts.ExtraArgs, "--no-content-index")
 	}
 	srv, err := StartServer(ctx, opts)
 	if err != nil {

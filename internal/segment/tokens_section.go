@@ -67,9 +67,10 @@ const (
 	summaryFuseBlocks = 2 // section 7 parts are binary fuse filters, not bloom filters
 )
 
-// tokenWriter builds the token filters of a segment while it is written:
-// one filter per block as the block is flushed (appended to data, section
-// 7), and the distinct tokens of the segment for the summary (section 8).
+// tokenWriter builds the token index of a segment while it is written: one
+// filter per block as the block is flushed (appended to data, section 7),
+// and where every distinct token of the segment lies, for the summary
+// (section 8) and the token map (section 11).
 type tokenWriter struct {
 	fn    func(s *model.Span, emit func(hash uint64))
 	fp    float64
@@ -211,8 +212,8 @@ func fuseBitsFor(fp float64) uint32 {
 // covering how such segments read. Only tests set it.
 var writeBloomDiskSummary = false
 
-// groups builds sections 11 (the disk summary), 12 (row-group filters) and
-// 13 (their directory).
+// groups builds sections 11 (the token map), 12 (row-group filters) and 13
+// (their directory).
 func (t *tokenWriter) groups() (disk, dir []byte) {
 	pages := 0
 	var shape *fuseShape
