@@ -1,9 +1,11 @@
 package segment
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -92,7 +94,7 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 			}()
 			pooled = p
 		}
-		err = r.readFull(raw, int64(b.Offset))
+		err = r.readPartial(b, raw)
 	}
 	if err != nil {
 		return nil, err
@@ -163,17 +165,124 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 	for _, c := range deferred {
 		off := int64(b.Offset + c.Offset)
 		stored := raw[c.Offset : c.Offset+c.Length]
+		if err := r.readPieceHeader(b, stored, c); err != nil {
+			return nil, err
+		}
 		refs, err := parsePieces(stored, c.RawLen)
 		if err != nil {
 			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
 		}
-		s, wins, err := decodePieces(stored, refs, pieceWanted(refs, marks, c, ranges))
+		want := pieceWanted(refs, marks, c, ranges)
+		if err := r.readPieces(b, stored, c, refs, want); err != nil {
+			return nil, err
+		}
+		s, wins, err := decodePieces(stored, refs, want)
 		if err != nil {
 			return nil, r.corrupt(off, "block %d column %s: %v", i, columnNames[c.ID], err)
 		}
 		bd.cols[c.ID], bd.wins[c.ID] = s, wins
 	}
 	return bd, nil
+}
+
+// pieceHeaderPrefix is how much of a codec-2 column a partial load reads
+// before it knows the column's piece header (30 pieces' entries fit).
+const pieceHeaderPrefix = 1 << 10
+
+// readPartial fills raw, the block's bytes at their offsets, for a partial
+// load: every column this reader knows, except that of a codec-2 column
+// (other than the row marks) only a prefix holding its piece header is
+// read; readPieceHeader and readPieces read the rest it needs. Bytes of raw
+// left unread are never looked at: a column is used only after its CRC, a
+// piece header after its own CRC and a piece after its own CRC matched.
+// Adjacent reads are merged, so a text-heavy block costs a few reads of
+// tens of KiB instead of one of the whole block.
+func (r *Reader) readPartial(b *blockEntry, raw []byte) error {
+	cols := slices.Clone(b.Cols)
+	slices.SortFunc(cols, func(x, y columnRef) int { return cmp.Compare(x.Offset, y.Offset) })
+	var lo, hi uint64
+	flush := func() error {
+		if hi > lo {
+			return r.readFull(raw[lo:hi], int64(b.Offset+lo))
+		}
+		return nil
+	}
+	for _, c := range cols {
+		if c.ID == 0 || c.ID > numColumns {
+			continue
+		}
+		end := c.Offset + c.Length
+		if c.Codec == codecPieces && c.ID != colRowMarks {
+			end = c.Offset + min(c.Length, pieceHeaderPrefix)
+		}
+		if c.Offset != hi {
+			if err := flush(); err != nil {
+				return err
+			}
+			lo = c.Offset
+		}
+		hi = end
+		if end != c.Offset+c.Length { // the next column is not contiguous with what is read
+			if err := flush(); err != nil {
+				return err
+			}
+			lo = hi
+		}
+	}
+	return flush()
+}
+
+// readPieceHeader reads the rest of a codec-2 column's piece header when it
+// is longer than the prefix readPartial read.
+func (r *Reader) readPieceHeader(b *blockEntry, stored []byte, c columnRef) error {
+	read := min(c.Length, pieceHeaderPrefix)
+	for {
+		if pieceHeaderFits(stored[:read]) || read == c.Length {
+			return nil
+		}
+		next := min(c.Length, 2*read)
+		if err := r.readFull(stored[read:next], int64(b.Offset+c.Offset+read)); err != nil {
+			return err
+		}
+		read = next
+	}
+}
+
+// pieceHeaderFits reports whether b holds the whole piece header it starts
+// with; a header that cannot be one (more pieces than bytes) counts as
+// fitting, and parsePieces then reports it.
+func pieceHeaderFits(b []byte) bool {
+	d := dec{s: bytesToString(b)}
+	n := d.uvarint()
+	for k := uint64(0); k < n && d.err == nil; k++ {
+		d.uvarint()
+		d.uvarint()
+		d.uvarint()
+		d.u32le()
+	}
+	d.u32le()
+	return d.err == nil || n > uint64(len(b))
+}
+
+// readPieces reads the wanted pieces of a codec-2 column (adjacent ones
+// together) into stored, the column's bytes.
+func (r *Reader) readPieces(b *blockEntry, stored []byte, c columnRef, refs []pieceRef, want []bool) error {
+	for k := 0; k < len(refs); {
+		if !want[k] {
+			k++
+			continue
+		}
+		j := k + 1
+		for j < len(refs) && want[j] {
+			j++
+		}
+		lo, hi := refs[k].storedOff, refs[j-1].storedOff+refs[j-1].stored
+		if err := r.readFull(stored[lo:hi], int64(b.Offset+c.Offset+lo)); err != nil {
+			return err
+		}
+		k = j
+	}
+	return nil
 }
 
 // decompressColumn returns the raw bytes of a stored column (want as for

@@ -413,3 +413,37 @@ func TestPartialReadsConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPartialReadLongPieceHeader: a column cut into more pieces than the
+// first read of a partial load holds entries for (its header is longer
+// than pieceHeaderPrefix) reads the rest of its header and still decodes
+// exactly the wanted rows.
+func TestPartialReadLongPieceHeader(t *testing.T) {
+	corpus := textHeavyCorpus(13, 9000)
+	for i := range corpus { // one trace: one block of 9000 spans
+		corpus[i].TraceID = corpus[0].TraceID
+	}
+	path, _ := writeCorpus(t, map[string][]model.Span{"default": corpus}, WriterOptions{BlockSpans: 9000})
+	r := openT(t, path)
+	if len(r.blocks) != 1 {
+		t.Fatalf("%d blocks, want 1", len(r.blocks))
+	}
+	c, _ := r.blocks[0].col(colAttrs)
+	raw, err := r.readAt(int64(r.blocks[0].Offset+c.Offset), int64(c.Length))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Codec != codecPieces || pieceHeaderFits(raw[:pieceHeaderPrefix]) {
+		t.Fatalf("attributes column: codec %d, header within the first %d bytes: the test needs a longer header", c.Codec, pieceHeaderPrefix)
+	}
+	all, err := r.ReadBlock(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []int{0, 63, 64, 4500, 8999} {
+		got, err := r.ReadBlockRows(0, []RowRange{{row, row + 1}})
+		if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], all[row]) {
+			t.Fatalf("row %d: %d spans, %v; want the full read's row", row, len(got), err)
+		}
+	}
+}
