@@ -101,20 +101,9 @@ func setBits(page []byte, off, w, val uint32) {
 // value returns the decoded value of key from the three slot values.
 func (s *fuseShape) value(h uint64, a, b, c uint32) uint32 { return s.fingerprint(h) ^ a ^ b ^ c }
 
-// lookup decodes key from pages held in memory (pages back to back, 64
+// fuseLookup decodes key from pages held in memory (pages back to back, 64
 // bytes each, as written by buildFuse).
-func (s *fuseShape) lookup(pages []byte, key uint64) uint32 {
-	h, p := s.positions(key)
-	var v [3]uint32
-	for j, k := range p {
-		pg, bit := s.slotAt(k)
-		v[j] = getBits(pages[pg*fusePageBytes:(pg+1)*fusePageBytes], bit, s.w)
-	}
-	return s.value(h, v[0], v[1], v[2])
-}
-
-// lookupString is lookup over pages held in a string.
-func (s *fuseShape) lookupString(pages string, key uint64) uint32 {
+func fuseLookup[T string | []byte](s *fuseShape, pages T, key uint64) uint32 {
 	h, p := s.positions(key)
 	var v [3]uint32
 	for j, k := range p {

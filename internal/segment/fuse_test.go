@@ -33,7 +33,7 @@ func TestFuseMapsEveryKeyToItsValue(t *testing.T) {
 				t.Fatalf("n=%d w=%d: %d page bytes for %d pages", n, w, len(pages), s.pages())
 			}
 			for i, k := range keys {
-				if got := s.lookup(pages, k); got != vals[i] {
+				if got := fuseLookup(&s, pages, k); got != vals[i] {
 					t.Fatalf("n=%d w=%d: key %d decodes to %d, want %d", n, w, i, got, vals[i])
 				}
 			}
@@ -41,7 +41,7 @@ func TestFuseMapsEveryKeyToItsValue(t *testing.T) {
 				// Outside keys decode to 0 (a filter's "present") about 1/128 of the time.
 				hits, tries := 0, 200000
 				for j := 0; j < tries; j++ {
-					if s.lookup(pages, r.Uint64()) == 0 {
+					if fuseLookup(&s, pages, r.Uint64()) == 0 {
 						hits++
 					}
 				}

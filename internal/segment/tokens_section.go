@@ -537,7 +537,7 @@ func (r *Reader) testBlockFuse(i int, off int64, d *dec, hashes []uint64) (bool,
 	}
 	pages := d.s[d.off:]
 	for _, h := range hashes {
-		if s.lookupString(pages, h) != 0 {
+		if fuseLookup(&s, pages, h) != 0 {
 			return false, nil
 		}
 	}
