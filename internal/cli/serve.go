@@ -124,7 +124,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
 		MergeHeadroom: offIfZero(c.mergeHeadroom), ValueThreshold: int(offIfZero(c.valueThreshold)),
-		Retention:     time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 	})
 	if err != nil {
