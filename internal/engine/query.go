@@ -446,10 +446,10 @@ type segContent struct {
 	pruned  bool   // the token map (or disk summary) rejected the segment
 	may     []bool // per block: may hold the words (nil = unknown, scan)
 	// located: the token map placed the words in block at rows, the only
-	// place of the segment that may hold them; mapped: the map was read.
-	located, mapped bool
-	block           int
-	rows            segment.RowRange
+	// place of the segment that may hold them.
+	located bool
+	block   int
+	rows    segment.RowRange
 }
 
 // contentScan consults the token filters of a content query as the scan
@@ -555,12 +555,8 @@ func (cs *contentScan) readRows(s *segHandle, i int, rows segment.RowRange) ([]m
 }
 
 // locate consults the token map (or, in older segments, the disk summary)
-// of s once per scan.
+// of s; the scan calls it once per segment, as it lists the blocks.
 func (cs *contentScan) locate(s *segHandle, st *segContent) {
-	if st.located || st.pruned || st.mapped {
-		return
-	}
-	st.mapped = true
 	e := cs.e
 	loc, err := s.r.LocateTokens(cs.hashes)
 	if err != nil {
