@@ -452,14 +452,16 @@ type segContent struct {
 	rows    segment.RowRange
 }
 
-// contentScan consults the token filters of a content query as the scan
-// reaches each segment and block: the disk summary (one small page per
-// word), then the segment's block filters (batched reads), then the
-// row-group filters of each block that passed, so that a rare word decodes
-// and matches about 64 rows rather than a block. It is adaptive: once the
-// block filters have passed most of the blocks they were asked about, the
-// words are common and the filters cost more than they save, so the rest of
-// the scan reads whole blocks without consulting them.
+// contentScan consults the token index of a content query: as the scan
+// lists a segment's blocks, its token map (three small pages per word),
+// which rules the segment out or names the one block and rows that may
+// hold the words, so that a rare word decodes one row; for words spread
+// over several blocks, when the scan reaches the segment, its block
+// filters (batched reads), then the row-group filters of each block that
+// passed, where a segment has them. It is adaptive: once the block filters
+// have passed most of the blocks they were asked about, the words are
+// common and the filters cost more than they save, so the rest of the scan
+// reads whole blocks without consulting them.
 type contentScan struct {
 	e      *Engine
 	res    *Result
