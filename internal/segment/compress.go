@@ -126,11 +126,12 @@ const pieceMinRaw = 32 << 10
 
 // pieceMinBytes is the smallest raw piece cut at a row mark: a piece
 // compresses on its own (its own entropy tables, no matches into earlier
-// pieces), which costs little on ~40 KiB of prompt text per 64 rows but
-// about 5% of the bytes of ordinary attributes, whose 64 rows hold 1-2
-// KiB; there a piece spans several marks. Measured with the bench: canonical
-// corpus 35.5 B/span in one frame, 37.5 cut at every mark, 36.0 with this
-// floor; content corpus 428.8, 467.3 and 462.5.
+// pieces). Prompt text (~40 KiB per 64 rows) pays about 8% of its bytes for
+// reading 64 rows instead of a block; ordinary attributes, whose 64 rows
+// hold 1-2 KiB, would pay about 5% for little, so there a piece spans
+// several marks. Measured with the bench: canonical corpus 35.5 B/span in
+// one frame, 37.5 cut at every mark, 36.0 with this floor; content corpus
+// (100k spans) 428.8, 467.3 and 462.5.
 const pieceMinBytes = 16 << 10
 
 // pieceHeaderEntryMin is the smallest encoded piece entry: three one-byte
