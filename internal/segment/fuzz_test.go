@@ -31,6 +31,8 @@ func FuzzOpen(f *testing.F) {
 	addLargeValues(refs, 24)
 	f.Add(segmentBytes(f, refs, WriterOptions{BlockSpans: 4, StoreValue: newMemValues().put, ValueThreshold: testThreshold}))
 	f.Add(small[:len(small)/2])
+	// Pieces (codec 2), the token map and fuse block filters.
+	f.Add(segmentBytes(f, map[string][]model.Span{"default": textHeavyCorpus(25, 300)}, WriterOptions{BlockSpans: 128, ContentTokens: StandInTokens}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "f.rseg")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -70,6 +72,27 @@ func FuzzOpen(f *testing.F) {
 			}
 		}
 		r.SegmentMayContainTokens([]uint64{1, 2})
+		for i, m := range r.Blocks() {
+			for _, row := range []int{0, m.Spans / 2, m.Spans - 1} {
+				if row >= 0 {
+					_, err := r.ReadBlockRows(i, []RowRange{{row, row + 1}})
+					check(err)
+				}
+			}
+			if spans, err := r.ReadBlock(i); err == nil && len(spans) > 0 {
+				loc, err := r.LocateTokens(spanTokens(StandInTokens, &spans[0]))
+				check(err)
+				if loc.Absent {
+					t.Fatalf("block %d: the tokens of its first span located as absent", i)
+				}
+				if loc.Block >= 0 {
+					_, err := r.ReadBlockRows(loc.Block, []RowRange{loc.Rows})
+					check(err)
+				}
+			}
+		}
+		_, err = r.LocateTokens([]uint64{1, 2, 3})
+		check(err)
 		check(r.ValueRefs(func([32]byte) bool { return true }))
 		may, err := r.BlocksMayContainTokens([]uint64{1, 2})
 		check(err)
@@ -127,5 +150,40 @@ func FuzzDecodeColumns(f *testing.F) {
 		if l < h {
 			_, _ = rd.decodeRows(b, l, h)
 		}
+	})
+}
+
+// FuzzTokenIndexParts feeds arbitrary bytes, as a hostile file with valid
+// checksums would hold them, to the decoders of the binary fuse block
+// filters, the token group directory (with a token map's shape) and the
+// piece header: errors, never a panic, and a fuse filter that decodes
+// answers every lookup.
+func FuzzTokenIndexParts(f *testing.F) {
+	keys := []uint64{1, 2, 3, 1 << 40}
+	var tw tokenWriter
+	tw.fp = DefaultTokenFilterFP
+	for _, k := range keys {
+		tw.block.slot(k)
+	}
+	f.Add(tw.appendBlockFuse(nil, len(keys)))
+	s, _, err := buildFuse(keys, []uint32{0, 1, 2, 3}, 12)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(encodeGroupDir(true, s.pages(), len(keys), &s, nil, nil))
+	f.Add([]byte{2, 0, 1, 3, 4, 1, 2, 3, 4, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r := &Reader{path: "fuzz.rseg", tok: tokenIndex{fuse: true}}
+		d := dec{s: string(data)}
+		if _, err := r.testBlockFuse(0, 0, &d, keys); err != nil && !IsCorruption(err) {
+			t.Fatalf("block fuse filter: %v is not a corruption error", err)
+		}
+		if gi, err := decodeGroupDir(string(data), 0, 0, uint64(len(data))/diskPageStride*diskPageStride); err == nil && gi.isMap {
+			if gi.shape.w < 1 || gi.shape.w > 32 || gi.shape.segLen == 0 || gi.shape.slots == 0 {
+				t.Fatalf("accepted token map shape %+v", gi.shape)
+			}
+		}
+		pieceHeaderFits(data)
+		parsePieces(data, uint64(len(data)))
 	})
 }

@@ -310,7 +310,7 @@ func decodeFuseShape(d *dec, pages uint64) fuseShape {
 	switch {
 	case segLen == 0 || segLen > maxFuseSeg || segLen&(segLen-1) != 0:
 		d.failf(fmt.Sprintf("token map segment length %d is not a power of two up to %d", segLen, maxFuseSeg))
-	case segCount == 0 || (segCount+2)*segLen > maxFuseSlots:
+	case segCount == 0 || segCount > maxFuseSlots || (segCount+2)*segLen > maxFuseSlots:
 		d.failf(fmt.Sprintf("token map of %d segments of %d slots exceeds the limit", segCount, segLen))
 	case w < 1+tokenMapFPBits || w > 32:
 		d.failf(fmt.Sprintf("token map slots of %d bits", w))

@@ -523,7 +523,7 @@ func (r *Reader) testBlockFuse(i int, off int64, d *dec, hashes []uint64) (bool,
 			return true, nil
 		}
 		d.failf("a pass-all filter holds slots")
-	case segLen > maxFuseSeg || segLen&(segLen-1) != 0 || segCount == 0 || (segCount+2)*segLen > maxFuseSlots:
+	case segLen == 0 || segLen > maxFuseSeg || segLen&(segLen-1) != 0 || segCount == 0 || segCount > maxFuseSlots || (segCount+2)*segLen > maxFuseSlots:
 		d.failf(fmt.Sprintf("shape of %d segments of %d slots", segCount, segLen))
 	}
 	if d.err == nil {
