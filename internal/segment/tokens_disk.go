@@ -64,13 +64,13 @@ func diskProbes(h uint64) uint64 { return probeStep(h ^ 0x5851f42d4c957f2d) }
 
 // buildDiskSummary encodes section 11 for the set of distinct tokens:
 // pages x (64 bytes of bits | crc32c u32 LE).
-func buildDiskSummary(set *hashSet) (data []byte, pages int) {
+func buildDiskSummary(set *hashMap) (data []byte, pages int) {
 	pages = diskPagesFor(set.len())
 	if pages == 0 {
 		return nil, 0
 	}
 	data = make([]byte, pages*diskPageStride)
-	set.each(func(h uint64) {
+	set.eachKey(func(h uint64) {
 		page := data[diskPage(h, pages)*diskPageStride:]
 		g := diskProbes(h)
 		for j := 0; j < diskK; j++ {

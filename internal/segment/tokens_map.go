@@ -35,8 +35,8 @@ const (
 )
 
 // hashMap is an open-addressing map of uint64 keys to uint64 values
-// (linear probing, load <= 1/2), used by the writer to track where each
-// distinct token lies.
+// (linear probing, load <= 1/2), used by the writer to count distinct
+// tokens and track where each lies.
 type hashMap struct {
 	keys    []uint64 // 0 = empty; key 0 lives in zeroVal
 	vals    []uint64
@@ -99,6 +99,9 @@ func (m *hashMap) grow() {
 		}
 	}
 }
+
+// add inserts k (as a set: its value stays 0 when new).
+func (m *hashMap) add(k uint64) { m.slot(k) }
 
 // each calls fn for every key and its value.
 func (m *hashMap) each(fn func(k, v uint64)) {

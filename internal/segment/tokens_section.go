@@ -91,7 +91,7 @@ type tokenWriter struct {
 	// Row-group filters (section 12): a part per block, when rowGroups.
 	rowGroups bool
 	emitGroup func(hash uint64) // rowGroup.add, bound once
-	rowGroup  hashSet           // distinct tokens of the row group being built
+	rowGroup  hashMap           // distinct tokens of the row group being built
 	gfilters  []tokenBloom
 	gdistinct []int
 	gdata     []byte
@@ -151,7 +151,7 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 		if n > 0 {
 			w := min(bloomWordsFor(n, groupFilterFP), maxBlockTokenFilterWords)
 			f = newTokenBloom(w, bloomK(n, w))
-			t.rowGroup.each(f.add)
+			t.rowGroup.eachKey(f.add)
 		}
 		t.gfilters = append(t.gfilters, f)
 		t.gdistinct = append(t.gdistinct, n)
@@ -218,9 +218,7 @@ func (t *tokenWriter) groups() (disk, dir []byte) {
 	pages := 0
 	var shape *fuseShape
 	if !t.saturated && t.segCount > 0 && writeBloomDiskSummary {
-		var set hashSet
-		t.seg.eachKey(set.add)
-		disk, pages = buildDiskSummary(&set)
+		disk, pages = buildDiskSummary(&t.seg)
 	} else if !t.saturated && t.segCount > 0 {
 		s, data, err := buildTokenMap(&t.seg, t.blockSpans)
 		if err == nil {
