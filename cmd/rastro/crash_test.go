@@ -400,10 +400,14 @@ func TestCrashDuringMergesAndErasures(t *testing.T) {
 }
 
 // oldBatch builds 20 traces of 5 spans, ids unique to (iteration, n),
-// starting within half a minute of a random time up to an hour ago (so that
-// a small segment may expire whole, and merged ones straddle a cutoff).
+// starting within half a minute of each other, 7n mod 60 minutes before
+// now: a small segment may expire whole, merged ones straddle a cutoff, and
+// the first batches already spread over the hour. Batch 0 (the first a
+// worker posts) is under a minute old, so every cutoff has acknowledged
+// traces on both sides. (Uniformly random bands left none newer than the
+// 5-minute cutoff about once in 150 runs.)
 func oldBatch(it, n int, r *rand.Rand, now time.Time) ([]model.Span, map[model.TraceID]time.Time) {
-	band := now.Add(-time.Duration(r.Int64N(int64(time.Hour))))
+	band := now.Add(-time.Duration(7*n%60)*time.Minute - 30*time.Second)
 	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("old")}}}
 	var out []model.Span
 	starts := map[model.TraceID]time.Time{}
