@@ -60,20 +60,27 @@ func (c *clientFlags) do(ctx context.Context, method, path string, params url.Va
 		return nil, fmt.Errorf("cannot reach the server at %s (is 'rastro serve' running?): %w", c.server, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return nil, responseError(resp)
+	}
 	out, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("read response from %s: %w", u, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(out, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
-		}
-		return nil, fmt.Errorf("server answered %s", resp.Status)
-	}
 	return out, nil
+}
+
+// responseError turns a non-2xx response into an error carrying the
+// server's message.
+func responseError(resp *http.Response) error {
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(out, &e) == nil && e.Error != "" {
+		return fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
+	}
+	return fmt.Errorf("server answered %s", resp.Status)
 }
 
 // apiSpan is the subset of the API's span JSON the CLI prints.

@@ -249,6 +249,8 @@ type Engine struct {
 
 	lastAppend atomic.Int64 // unix ns of the last Append (memGuard)
 
+	tails tails // live tails (tail.go)
+
 	m counters
 }
 
@@ -280,6 +282,8 @@ type counters struct {
 	merges, segmentsMerged, mergeBytes, mergeNanos, mergeErrors atomic.Int64
 	retentionDropped, retentionRewritten                        atomic.Int64
 	erasePasses, erasedSpans                                    atomic.Int64
+	// Live tail (tail.go): tails opened and closed, spans dropped by full tails.
+	tailsOpened, tailsClosed, tailDropped atomic.Int64
 }
 
 // Open opens or creates the store in opts.Dir and replays its WAL. The
@@ -519,6 +523,7 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 		m := e.active
 		e.mu.RUnlock()
 		m.insert(project, spans)
+		e.publish(project, spans)
 		if m.bytes.Load() >= e.opts.SealBytes {
 			e.requestSeal()
 		}

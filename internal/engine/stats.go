@@ -87,7 +87,10 @@ type Counters struct {
 	Merges, MergeErrors, SegmentsMerged, MergeBytes, MergeNanos int64
 	RetentionDropped, RetentionRewritten                        int64
 	ErasePasses, ErasedSpans                                    int64
-	WAL                                                         wal.Stats
+	// Live tails open now, and spans dropped because a tail's reader was
+	// too slow.
+	Tails, TailDropped int64
+	WAL                wal.Stats
 }
 
 // Counters returns a snapshot of the engine's cumulative metrics.
@@ -108,6 +111,7 @@ func (e *Engine) Counters() Counters {
 		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
 		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),
 		ErasePasses: e.m.erasePasses.Load(), ErasedSpans: e.m.erasedSpans.Load(),
+		Tails: e.m.tailsOpened.Load() - e.m.tailsClosed.Load(), TailDropped: e.m.tailDropped.Load(),
 		WAL: e.wal.Stats(),
 	}
 }

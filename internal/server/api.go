@@ -34,6 +34,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/llm/timeseries", s.met.timed("llm_timeseries", s.withEngine(s.handleLLMTimeseries)))
 	mux.HandleFunc("GET /api/v1/sessions", s.met.timed("sessions", s.withEngine(s.handleSessions)))
 	mux.HandleFunc("GET /api/v1/sessions/{session_id}", s.met.timed("session", s.withEngine(s.handleSession)))
+	mux.HandleFunc("GET /api/v1/tail", s.withEngine(s.handleTail)) // a stream: not in the latency histogram
 	mux.HandleFunc("GET /api/v1/stats", s.met.timed("stats", s.withEngine(s.handleStats)))
 	mux.HandleFunc("DELETE /api/v1/traces/{trace_id}", s.met.timed("erase_trace", s.withEngine(s.handleEraseTrace)))
 	mux.HandleFunc("POST /api/v1/erase", s.met.timed("erase", s.withEngine(s.handleErase)))

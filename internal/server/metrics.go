@@ -93,6 +93,13 @@ func newMetrics(s *Server) *metrics {
 	counter("rastro_retention_segments_rewritten_total", "Segments rewritten without their expired spans.", func(c engine.Counters) int64 { return c.RetentionRewritten })
 	counter("rastro_erasure_passes_total", "Physical erasure passes completed.", func(c engine.Counters) int64 { return c.ErasePasses })
 	counter("rastro_erased_spans_total", "Spans physically removed by completed erasures.", func(c engine.Counters) int64 { return c.ErasedSpans })
+	counter("rastro_tail_dropped_spans_total", "Spans a live tail skipped because its client read too slowly (the client is told how many).", func(c engine.Counters) int64 { return c.TailDropped })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "rastro_tails", Help: "Live tails open now (GET /api/v1/tail)."}, func() float64 {
+		if e := s.eng.Load(); e != nil {
+			return float64(e.Counters().Tails)
+		}
+		return 0
+	}))
 	counter("rastro_wal_replayed_spans_total", "Spans recovered from the WAL at start-up.", func(c engine.Counters) int64 { return c.ReplayedSpans })
 	reg.MustRegister(&storeCollector{s: s})
 	return m

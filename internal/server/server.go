@@ -73,6 +73,11 @@ type Server struct {
 	http           *http.Server
 	grpc           *grpc.Server
 	wg             sync.WaitGroup
+
+	// stopping is closed when Shutdown starts; streaming handlers (live
+	// tail) end then, since Shutdown waits for every handler.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New builds a server; it does not listen yet.
@@ -80,7 +85,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger}
+	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
 	s.met = newMetrics(s)
 	s.http = &http.Server{
 		Handler:           s.routes(),
@@ -140,6 +145,7 @@ func (s *Server) SetEngine(e *engine.Engine) { s.eng.Store(e) }
 // Shutdown stops accepting connections and waits for in-flight requests
 // (bounded by ctx). It does not close the engine.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOnce.Do(func() { close(s.stopping) })
 	err := s.http.Shutdown(ctx)
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
@@ -150,6 +156,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	return err
+}
+
+// contextUntil returns a context that parent's end or stop's closing cancels.
+func contextUntil(parent context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 var projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+)
+
+// Live tail: a Tail receives the spans of one project that match a filter
+// as they are acknowledged, without reading segments. Append hands each
+// durable batch to every tail of its project before it returns, so a span
+// whose write was acknowledged after the tail opened is seen by it (unless
+// the tail fell behind; then it is counted as dropped). Tails never slow
+// ingest: a full tail loses batches rather than blocking the WAL's commit.
+
+// TailBuffer is how many batches a tail holds before it drops new ones.
+const TailBuffer = 256
+
+// Tail is one live subscription. Next and Close may be called from
+// different goroutines; Next from one goroutine at a time.
+type Tail struct {
+	e       *Engine
+	project string
+	f       *query.Filter
+	ch      chan []model.Span
+	dropped atomic.Int64 // spans dropped because the tail was full, not yet reported
+	done    chan struct{}
+	once    sync.Once
+}
+
+// tails is the engine's set of open tails, copied on write: Append reads it
+// with one atomic load, and pays nothing when it is empty.
+type tails struct {
+	mu   sync.Mutex
+	list atomic.Pointer[[]*Tail]
+}
+
+// Tail opens a live tail of project: Next returns the spans acknowledged
+// from now on that f matches (f's Limit is ignored; its window, if any,
+// still applies to span start times). Spans hidden from queries (expired
+// by retention, or of an erased trace) are left out here too. The caller
+// must Close it.
+func (e *Engine) Tail(project string, f *query.Filter) *Tail {
+	t := &Tail{e: e, project: project, f: f, ch: make(chan []model.Span, TailBuffer), done: make(chan struct{})}
+	e.tails.mu.Lock()
+	defer e.tails.mu.Unlock()
+	var next []*Tail
+	if cur := e.tails.list.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, t)
+	e.tails.list.Store(&next)
+	e.m.tailsOpened.Add(1)
+	return t
+}
+
+// Close ends the tail; a blocked Next returns.
+func (t *Tail) Close() {
+	t.once.Do(func() {
+		close(t.done)
+		e := t.e
+		e.tails.mu.Lock()
+		defer e.tails.mu.Unlock()
+		cur := *e.tails.list.Load()
+		next := make([]*Tail, 0, len(cur))
+		for _, o := range cur {
+			if o != t {
+				next = append(next, o)
+			}
+		}
+		e.tails.list.Store(&next)
+		e.m.tailsClosed.Add(1)
+	})
+}
+
+// publish hands a durable batch to the tails of its project. It runs in the
+// WAL's commit goroutine and never blocks. The tails only read spans.
+func (e *Engine) publish(project string, spans []model.Span) {
+	list := e.tails.list.Load()
+	if list == nil {
+		return
+	}
+	for _, t := range *list {
+		if t.project != project {
+			continue
+		}
+		select {
+		case t.ch <- spans:
+		default:
+			t.dropped.Add(int64(len(spans)))
+			e.m.tailDropped.Add(int64(len(spans)))
+		}
+	}
+}
+
+// Next waits for matching spans and returns them, with the number of spans
+// of the project the tail dropped since the last call because its reader
+// was too slow (they may or may not have matched). It returns when it has
+// spans or a drop to report, or with ctx's error, or with ErrClosed once
+// the tail or the engine is closed.
+func (t *Tail) Next(ctx context.Context) (spans []model.Span, dropped int64, err error) {
+	for {
+		select {
+		case b := <-t.ch:
+			spans = t.keep(spans, b)
+			// Take what else is already there, without waiting.
+			for more := true; more; {
+				select {
+				case b := <-t.ch:
+					spans = t.keep(spans, b)
+				default:
+					more = false
+				}
+			}
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		case <-t.done:
+			return nil, 0, ErrClosed
+		case <-t.e.stop:
+			return nil, 0, ErrClosed
+		}
+		if dropped = t.dropped.Swap(0); len(spans) > 0 || dropped > 0 {
+			return spans, dropped, nil
+		}
+	}
+}
+
+// keep appends to dst the spans of batch that the filter matches and queries
+// may show.
+func (t *Tail) keep(dst, batch []model.Span) []model.Span {
+	e := t.e
+	cutoff := e.cutoff(t.project)
+	hs := e.hidden()
+	for i := range batch {
+		s := &batch[i]
+		if cutoff != 0 && s.StartTimeUnixNano < cutoff || hs.has(t.project, s.TraceID) || !t.f.Match(s) {
+			continue
+		}
+		dst = append(dst, *s)
+	}
+	return dst
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+)
+
+// tailKeepalive is how often an idle tail stream sends a comment, so that
+// proxies keep the connection and the client notices a dead server.
+const tailKeepalive = 15 * time.Second
+
+// handleTail streams the spans of the project that match the filter
+// parameters as they are acknowledged, as server-sent events:
+//
+//	: tail open                        once the subscription is registered
+//	event: spans   data: {"spans":[...]}
+//	event: dropped data: {"dropped":N}  spans skipped because the client read too slowly
+//	: keepalive                        every 15 s without spans
+//
+// The stream ends when the client goes away or the server shuts down.
+func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+	f, ok := parseFilter(w, r)
+	if !ok {
+		return
+	}
+	for _, p := range []string{"limit", "cursor"} {
+		if r.URL.Query().Has(p) {
+			writeError(w, http.StatusBadRequest, p+": a tail takes no "+p+"; it streams every matching span until the client disconnects")
+			return
+		}
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "this connection cannot stream")
+		return
+	}
+	t := e.Tail(project, &f)
+	defer t.Close()
+	// Server shutdown ends the stream: Shutdown waits for handlers.
+	ctx, cancel := contextUntil(r.Context(), s.stopping)
+	defer cancel()
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(": tail open\n\n"))
+	flusher.Flush()
+
+	type next struct {
+		buf     []byte
+		dropped int64
+		err     error
+	}
+	results := make(chan next)
+	go func() {
+		// Encoding happens here so that the writer below only writes.
+		for {
+			spans, dropped, err := t.Next(ctx)
+			var buf []byte
+			if len(spans) > 0 {
+				buf = append(buf, "event: spans\ndata: {\"spans\":"...)
+				buf = appendSpans(buf, spans)
+				buf = append(buf, "}\n\n"...)
+			}
+			select {
+			case results <- next{buf, dropped, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	keep := time.NewTicker(tailKeepalive)
+	defer keep.Stop()
+	for {
+		var err error
+		select {
+		case n := <-results:
+			if n.err != nil {
+				if !errors.Is(n.err, engine.ErrClosed) && ctx.Err() == nil {
+					s.log.Warn("tail ended", "err", n.err)
+				}
+				return
+			}
+			if n.dropped > 0 {
+				_, err = w.Write([]byte("event: dropped\ndata: {\"dropped\":" + strconv.FormatInt(n.dropped, 10) + "}\n\n"))
+			}
+			if err == nil && len(n.buf) > 0 {
+				_, err = w.Write(n.buf)
+			}
+		case <-keep.C:
+			_, err = w.Write([]byte(": keepalive\n\n"))
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return // the client went away
+		}
+		flusher.Flush()
+	}
+}
