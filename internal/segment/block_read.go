@@ -26,6 +26,9 @@ type blockData struct {
 	wins [numColumns + 1][]colWindow
 }
 
+// maxScratchHint bounds the scratch a partial read allocates up front.
+const maxScratchHint = 64 << 20
+
 // copiedColumn reports whether decodeRows only copies values out of the
 // column (ids and numbers), so that the column's bytes may be reused once
 // the rows are decoded.
@@ -104,13 +107,15 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 		// Columns decodeRows copies out (ids and numbers) are decompressed
 		// into pooled scratch too: nothing decoded aliases them.
 		sp := partialBufs.Get().(*[]byte)
-		need := 0
+		need := uint64(0)
 		for _, c := range b.Cols {
 			if copiedColumn(c.ID) && c.Codec == codecZstd {
-				need += int(c.RawLen)
+				need += min(c.RawLen, maxColumnRawBytes)
 			}
 		}
-		if cap(*sp) < need {
+		// A capacity hint only: beyond maxScratchHint (a damaged length, or
+		// a huge block) decompression grows it, checking each column.
+		if need <= maxScratchHint && uint64(cap(*sp)) < need {
 			*sp = make([]byte, 0, need)
 		}
 		bd.scratch, bd.pooled = sp, pooled
@@ -237,7 +242,7 @@ func (r *Reader) readPartial(b *blockEntry, raw []byte) error {
 func (r *Reader) readPieceHeader(b *blockEntry, stored []byte, c columnRef) error {
 	read := min(c.Length, pieceHeaderPrefix)
 	for {
-		if pieceHeaderFits(stored[:read]) || read == c.Length {
+		if pieceHeaderFits(stored[:read], c.Length) || read == c.Length {
 			return nil
 		}
 		next := min(c.Length, 2*read)
@@ -251,7 +256,7 @@ func (r *Reader) readPieceHeader(b *blockEntry, stored []byte, c columnRef) erro
 // pieceHeaderFits reports whether b holds the whole piece header it starts
 // with; a header that cannot be one (more pieces than bytes) counts as
 // fitting, and parsePieces then reports it.
-func pieceHeaderFits(b []byte) bool {
+func pieceHeaderFits(b []byte, colLen uint64) bool {
 	d := dec{s: bytesToString(b)}
 	n := d.uvarint()
 	for k := uint64(0); k < n && d.err == nil; k++ {
@@ -261,7 +266,7 @@ func pieceHeaderFits(b []byte) bool {
 		d.u32le()
 	}
 	d.u32le()
-	return d.err == nil || n > uint64(len(b))
+	return d.err == nil || n > colLen
 }
 
 // readPieces reads the wanted pieces of a codec-2 column (adjacent ones

@@ -183,7 +183,7 @@ func FuzzTokenIndexParts(f *testing.F) {
 				t.Fatalf("accepted token map shape %+v", gi.shape)
 			}
 		}
-		pieceHeaderFits(data)
+		pieceHeaderFits(data, uint64(len(data)))
 		parsePieces(data, uint64(len(data)))
 	})
 }

@@ -433,7 +433,7 @@ func TestPartialReadLongPieceHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Codec != codecPieces || pieceHeaderFits(raw[:pieceHeaderPrefix]) {
+	if c.Codec != codecPieces || pieceHeaderFits(raw[:pieceHeaderPrefix], c.Length) {
 		t.Fatalf("attributes column: codec %d, header within the first %d bytes: the test needs a longer header", c.Codec, pieceHeaderPrefix)
 	}
 	all, err := r.ReadBlock(0)

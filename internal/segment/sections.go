@@ -149,6 +149,10 @@ func decodeBlockIndex(s string, projects []ProjectInfo, dataStart, dataEnd uint6
 			if ed.err == nil && (c.Offset > b.Length || c.Length > b.Length-c.Offset) {
 				ed.failf(fmt.Sprintf("column %d lies outside its block", c.ID))
 			}
+			if ed.err == nil && c.RawLen > maxColumnRawBytes {
+				// Readers size buffers from it before any checksum.
+				ed.failf(fmt.Sprintf("column %d: raw length %d exceeds the limit", c.ID, c.RawLen))
+			}
 		}
 		if ed.err != nil {
 			return nil, fmt.Errorf("block %d: %w", i, ed.err)

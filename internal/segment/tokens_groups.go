@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -122,6 +123,14 @@ func (r *Reader) ReadBlockRows(i int, ranges []RowRange) ([]model.Span, error) {
 		}
 		prev = rg.Hi
 		total += rg.Hi - rg.Lo
+	}
+	// Empty ranges want no rows: they must not pick pieces or row marks.
+	empty := func(rg RowRange) bool { return rg.Lo == rg.Hi }
+	if slices.ContainsFunc(ranges, empty) {
+		ranges = slices.DeleteFunc(slices.Clone(ranges), empty)
+	}
+	if len(ranges) == 0 {
+		return nil, nil
 	}
 	bd, err := r.loadRows(i, ranges)
 	if err != nil {
