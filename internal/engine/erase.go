@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,6 +189,9 @@ func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
 		if f, err = eraseFilter(req.Query); err != nil {
 			return Erasure{}, err
 		}
+		if err := e.refuseMatchingAll(ctx, req.Project, f, req.Query); err != nil {
+			return Erasure{}, err
+		}
 	}
 	e.erMu.Lock()
 	defer e.erMu.Unlock()
@@ -269,6 +273,28 @@ func eraseFilter(q string) (*query.Filter, error) {
 		return nil, fmt.Errorf("%w: query %q matches every span; give a condition (a whole project ages out with --retention)", ErrEraseRequest, q)
 	}
 	return &query.Filter{Expr: expr}, nil
+}
+
+// refuseMatchingAll refuses an erasure whose filter matches every span the
+// project holds, whatever its wording ({ duration >= 0 }): it reads spans
+// until one does not match, so a selective filter costs a block or two, and
+// one that matches everything costs a scan, as its resolution would.
+func (e *Engine) refuseMatchingAll(ctx context.Context, project string, f *query.Filter, q string) error {
+	spans, spared := 0, false
+	var res Result
+	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ func() bool) {
+		spans++
+		if !f.Match(s) {
+			spared = true
+		}
+	}, func() (uint64, bool) { return math.MaxUint64, spared })
+	if err != nil {
+		return fmt.Errorf("check erasure query: %w", err)
+	}
+	if spans > 0 && !spared && len(res.Warnings) == 0 {
+		return fmt.Errorf("%w: query %q matches all %d spans of project %q; erase with a narrower condition (a whole project ages out with --retention)", ErrEraseRequest, q, spans, project)
+	}
+	return nil
 }
 
 func compareTraceIDs(a, b model.TraceID) int {

@@ -254,6 +254,9 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 		{Project: "default", TraceID: &id, Query: `{ span.user.id = "x" }`},
 		{Project: "default", Query: `{ }`},
 		{Project: "default", Query: `{ span.user.id = `},
+		// Conditions every stored span meets, however worded.
+		{Project: "default", Query: `{ duration >= 0 }`},
+		{Project: "default", Query: `{ status = error || !(status = error) }`},
 	} {
 		if _, err := e.Erase(context.Background(), bad); !errors.Is(err, ErrEraseRequest) {
 			t.Fatalf("erase %+v: err %v, want ErrEraseRequest", bad, err)
