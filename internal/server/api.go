@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -259,29 +260,31 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, e *engine.
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// window reads since/until for discovery routes (default: the last 24 hours).
+// window reads since/until for discovery routes (default: the last 24
+// hours), with the checks of the search routes: both within 1970..2261,
+// since before until.
 func window(w http.ResponseWriter, r *http.Request) (start, end uint64, ok bool) {
-	now := time.Now()
 	q := r.URL.Query()
-	since, until := q.Get("since"), q.Get("until")
-	if since == "" {
-		since = "24h"
+	v := url.Values{"since": {q.Get("since")}, "until": {q.Get("until")}}
+	defaulted := v.Get("since") == ""
+	if defaulted {
+		v.Set("since", "24h")
 	}
-	t, err := query.ParseTime(since, now)
+	f, err := query.FromValues(v, time.Now())
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "since: "+err.Error())
+		writeError(w, http.StatusBadRequest, sinceDefaultHint(err.Error(), defaulted))
 		return 0, 0, false
 	}
-	start = uint64(max(t.UnixNano(), 0))
-	if until != "" {
-		t, err := query.ParseTime(until, now)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "until: "+err.Error())
-			return 0, 0, false
-		}
-		end = uint64(max(t.UnixNano(), 0))
+	return f.Start, f.End, true
+}
+
+// sinceDefaultHint says, in an error about since, that the user did not
+// give it: routes with a default window fill it in.
+func sinceDefaultHint(msg string, defaulted bool) string {
+	if defaulted && strings.HasPrefix(msg, "since:") {
+		return msg + " (since was not given; on this route it defaults to 24h ago)"
 	}
-	return start, end, true
+	return msg
 }
 
 func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {

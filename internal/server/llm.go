@@ -13,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/sketch"
 )
@@ -160,12 +161,13 @@ func autoStep(window time.Duration) time.Duration {
 
 func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
 	q := r.URL.Query()
-	if q.Get("since") == "" {
+	defaulted := q.Get("since") == ""
+	if defaulted {
 		q.Set("since", "24h")
-		r.URL.RawQuery = q.Encode()
 	}
-	f, ok := parseFilter(w, r)
-	if !ok {
+	f, err := query.FromValues(q, time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, sinceDefaultHint(err.Error(), defaulted))
 		return
 	}
 	gb, err := groupBy(q)

@@ -464,3 +464,27 @@ func TestSearchReportsServerTiming(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoveryWindowIsChecked: the discovery routes check since/until as
+// the search routes do (a window before 1970 once meant "everything"), and
+// an error about a since the user did not give says so.
+func TestDiscoveryWindowIsChecked(t *testing.T) {
+	ts := startServer(t, Options{})
+	for path, want := range map[string]string{
+		"/api/v1/services?since=1h&until=2h":                                     "is not before until",
+		"/api/v1/services?since=1700-01-01T00:00:00Z&until=1960-01-01T00:00:00Z": "since: time \"1700-01-01T00:00:00Z\" is outside 1970..2261",
+		"/api/v1/attributes?since=1500-01-01T00:00:00Z":                          "since: time \"1500-01-01T00:00:00Z\" is outside 1970..2261",
+		"/api/v1/services/api/operations?until=2600-01-01T00:00:00Z":             "until: time",
+		"/api/v1/attributes/k/values?until=48h":                                  "since was not given; on this route it defaults to 24h ago",
+		"/api/v1/llm/timeseries?until=48h":                                       "since was not given; on this route it defaults to 24h ago",
+	} {
+		var e struct{ Error string }
+		if code := ts.get(path, &e); code != 400 || !strings.Contains(e.Error, want) {
+			t.Errorf("GET %s: %d %q, want 400 containing %q", path, code, e.Error, want)
+		}
+	}
+	var ok struct{ Services []any }
+	if code := ts.get("/api/v1/services?since=2h&until=1h", &ok); code != 200 {
+		t.Fatalf("a valid window: %d", code)
+	}
+}
