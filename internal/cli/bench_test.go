@@ -12,7 +12,7 @@ import (
 func runCLI(t *testing.T, name string, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	env := &Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	env := &Env{Stdout: &out, Stderr: &errb, LookupEnv: func(string) (string, bool) { return "", false }}
 	err := commands[name].Run(context.Background(), env, args)
 	return out.String(), errb.String(), err
 }

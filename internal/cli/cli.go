@@ -16,9 +16,9 @@ import (
 
 // Env is what a command may touch: its output writers and environment lookup.
 type Env struct {
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
+	Stdout    io.Writer
+	Stderr    io.Writer
+	LookupEnv func(string) (string, bool)
 }
 
 // Command is one subcommand.
@@ -44,7 +44,7 @@ var errUsage = errors.New("usage error")
 
 // Main runs the command named by args[0] and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &Env{Stdout: stdout, Stderr: stderr, Getenv: os.Getenv}
+	env := &Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -129,6 +129,8 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // envDefaults sets each flag that was not given on the command line from its
 // environment twin: flag "data-dir" reads RASTRO_DATA_DIR. Call after Parse.
+// A twin set to the empty string sets a string flag to "" (RASTRO_GRPC_ADDR=
+// turns gRPC off, as --grpc-addr "" does) and leaves other flags alone.
 func envDefaults(fs *flag.FlagSet, env *Env) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -138,16 +140,27 @@ func envDefaults(fs *flag.FlagSet, env *Env) error {
 			return
 		}
 		name := EnvName(f.Name)
-		if v := env.Getenv(name); v != "" {
-			if err := f.Value.Set(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
-			}
+		v, set := env.LookupEnv(name)
+		if !set || v == "" && !isStringFlag(f) {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %v", name, v, err))
 		}
 	})
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %v", errUsage, errors.Join(errs...))
 	}
 	return nil
+}
+
+func isStringFlag(f *flag.Flag) bool {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return false
+	}
+	_, s := g.Get().(string)
+	return s
 }
 
 // EnvName returns the environment variable twin of a flag name.

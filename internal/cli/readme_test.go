@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // serveFlagTable renders rastro serve's flags as the README's table.
 func serveFlagTable() string {
-	fs, _ := newServeFlags(&Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: os.Getenv})
+	fs, _ := newServeFlags(&Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: os.LookupEnv})
 	var b strings.Builder
 	b.WriteString("| flag | environment | default | meaning |\n|---|---|---|---|\n")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -60,7 +61,7 @@ func TestServeHelpDocumentsEveryFlag(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("serve --help exited %d: %s", code, errb.String())
 	}
-	fs, _ := newServeFlags(&Env{Stdout: &out, Stderr: &bytes.Buffer{}, Getenv: os.Getenv})
+	fs, _ := newServeFlags(&Env{Stdout: &out, Stderr: &bytes.Buffer{}, LookupEnv: os.LookupEnv})
 	fs.VisitAll(func(f *flag.Flag) {
 		if !strings.Contains(errb.String(), "-"+f.Name) {
 			t.Errorf("--help does not mention -%s", f.Name)
@@ -69,8 +70,10 @@ func TestServeHelpDocumentsEveryFlag(t *testing.T) {
 }
 
 func TestEnvironmentTwinsSetFlags(t *testing.T) {
-	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string {
-		return map[string]string{"RASTRO_DATA_DIR": "/tmp/x", "RASTRO_SEAL_BYTES": "2MiB", "RASTRO_HTTP_ADDR": "ignored"}[k]
+	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: func(k string) (string, bool) {
+		v, ok := map[string]string{"RASTRO_DATA_DIR": "/tmp/x", "RASTRO_SEAL_BYTES": "2MiB", "RASTRO_HTTP_ADDR": "ignored",
+			"RASTRO_GRPC_ADDR": "", "RASTRO_SEAL_AGE": ""}[k]
+		return v, ok
 	}}
 	fs, c := newServeFlags(env)
 	if err := parseFlags(fs, []string{"--http-addr", "127.0.0.1:1"}); err != nil {
@@ -82,11 +85,15 @@ func TestEnvironmentTwinsSetFlags(t *testing.T) {
 	if c.dataDir != "/tmp/x" || c.sealBytes != 2<<20 || c.httpAddr != "127.0.0.1:1" {
 		t.Fatalf("env twins: data-dir %q seal-bytes %d http-addr %q", c.dataDir, c.sealBytes, c.httpAddr)
 	}
-	bad := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(k string) string {
+	// Set but empty: a string flag takes "" (gRPC off); others keep their default.
+	if c.grpcAddr != "" || c.sealAge != time.Minute {
+		t.Fatalf("empty twins: grpc-addr %q (want \"\"), seal-age %v (want the default)", c.grpcAddr, c.sealAge)
+	}
+	bad := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: func(k string) (string, bool) {
 		if k == "RASTRO_SEAL_BYTES" {
-			return "lots"
+			return "lots", true
 		}
-		return ""
+		return "", false
 	}}
 	fs, _ = newServeFlags(bad)
 	fs.Parse(nil)
@@ -96,7 +103,7 @@ func TestEnvironmentTwinsSetFlags(t *testing.T) {
 }
 
 func TestFlagsAfterPositionalArguments(t *testing.T) {
-	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: os.Getenv}
+	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: os.LookupEnv}
 	fs := newFlagSet(env, "search", "")
 	server := fs.String("server", "", "")
 	limit := fs.Int("limit", 0, "")
