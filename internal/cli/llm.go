@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -34,16 +36,23 @@ type llmMeasures struct {
 }
 
 func runLLM(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 || args[0] != "stats" {
+	// The subcommand may come after flags: rastro llm --server URL stats.
+	sub := slices.Index(args, "stats")
+	if sub < 0 {
+		if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+			fmt.Fprintln(env.Stderr, "Usage: rastro llm stats [--by model,user,...] [flags] [TRACEQL]\n\nRun 'rastro llm stats --help' for its flags.")
+			return flag.ErrHelp
+		}
 		return fmt.Errorf("%w: usage: rastro llm stats [--by model,user,...] [flags]", errUsage)
 	}
+	args = append(slices.Clone(args[:sub]), args[sub+1:]...)
 	fs := newFlagSet(env, "llm stats", "[flags] [TRACEQL]")
 	var c clientFlags
 	c.register(fs)
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
-	since := fs.String("since", "", "window start: RFC 3339, Unix nanoseconds, or a duration ago (1h); default all time")
+	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
 	until := fs.String("until", "", "window end, same forms as --since")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	params := url.Values{"group_by": {*by}}

@@ -25,7 +25,7 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	minDur := fs.String("min-duration", "", "only spans at least this long (e.g. 100ms)")
 	maxDur := fs.String("max-duration", "", "only spans at most this long")
 	content := fs.String("content", "", `words the span's text must contain (prompts, completions, messages, exceptions); "quoted phrase" for exact order`)
-	since := fs.String("since", "", "window start: RFC 3339, Unix nanoseconds, or a duration ago (1h)")
+	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h)")
 	until := fs.String("until", "", "window end, same forms as --since")
 	limit := fs.Int("limit", 20, "most results to show")
 	if err := parseFlags(fs, args); err != nil {

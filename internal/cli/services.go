@@ -16,7 +16,7 @@ func runServices(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "services", "[flags] [SERVICE]")
 	var c clientFlags
 	c.register(fs)
-	since := fs.String("since", "24h", "window start: RFC 3339, Unix nanoseconds, or a duration ago")
+	since := fs.String("since", "24h", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -4,30 +4,47 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 func init() {
-	register(&Command{Name: "sessions", Short: "list LLM sessions (conversations) with tokens, cost and errors", Run: runSessions})
+	register(&Command{Name: "sessions", Short: "list LLM sessions (conversations), or show one as a conversation", Run: runSessions})
 }
 
 func runSessions(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "sessions", "[flags]")
+	fs := newFlagSet(env, "sessions", "[flags] [SESSION_ID]   (with an id: that session as a conversation)")
 	var c clientFlags
 	c.register(fs)
 	sortBy := fs.String("sort", "last_seen", "order: last_seen, first_seen, cost, tokens, spans or errors (descending)")
 	limit := fs.Int("limit", 50, "most sessions to list (1-1000)")
-	since := fs.String("since", "", "window start: RFC 3339, Unix nanoseconds, or a duration ago (1h); default all time")
+	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
+	until := fs.String("until", "", "window end, same forms as --since")
+	full := fs.Bool("full", false, "with SESSION_ID: print messages whole (default: the first 300 characters)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	params := url.Values{"sort": {*sortBy}, "limit": {strconv.Itoa(*limit)}}
+	params := url.Values{}
 	if *since != "" {
 		params.Set("since", *since)
 	}
+	if *until != "" {
+		params.Set("until", *until)
+	}
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		return showSession(ctx, env, &c, fs.Arg(0), params, *full)
+	default:
+		return fmt.Errorf("%w: give at most one session id", errUsage)
+	}
+	params.Set("sort", *sortBy)
+	params.Set("limit", strconv.Itoa(*limit))
 	body, err := c.get(ctx, "/api/v1/sessions", params)
 	if err != nil {
 		return err
@@ -55,4 +72,124 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintf(tw, "(%d of %d sessions)\n", len(resp.Sessions), resp.Total)
 	return tw.Flush()
+}
+
+// apiMessage and apiLLMCall are the parts of a session's page the CLI prints.
+type apiMessage struct {
+	Role     string `json:"role"`
+	Content  string `json:"content"`
+	ToolName string `json:"tool_name"`
+}
+
+type apiLLMCall struct {
+	Name           string       `json:"name"`
+	StartTime      string       `json:"start_time"`
+	DurationNs     uint64       `json:"duration_ns"`
+	Status         string       `json:"status"`
+	Model          string       `json:"model"`
+	Counted        bool         `json:"counted"`
+	InputTokens    int64        `json:"input_tokens"`
+	OutputTokens   int64        `json:"output_tokens"`
+	CostUSD        float64      `json:"cost_usd"`
+	InputMessages  []apiMessage `json:"input_messages"`
+	OutputMessages []apiMessage `json:"output_messages"`
+}
+
+// showSession prints one session as a conversation: each trace, its LLM
+// calls, and the messages each call added. Chat clients resend the whole
+// history with every call, so a call's input messages that repeat what the
+// previous call sent and received are left out.
+func showSession(ctx context.Context, env *Env, c *clientFlags, id string, params url.Values, full bool) error {
+	body, err := c.get(ctx, "/api/v1/sessions/"+url.PathEscape(id), params)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		_, err := env.Stdout.Write(body)
+		return err
+	}
+	var resp struct {
+		SessionID string `json:"session_id"`
+		Traces    []struct {
+			TraceID     string       `json:"trace_id"`
+			StartTime   string       `json:"start_time"`
+			Duration    uint64       `json:"duration_ns"`
+			RootService string       `json:"root_service"`
+			RootName    string       `json:"root_name"`
+			Spans       int          `json:"span_count"`
+			Errors      int          `json:"error_count"`
+			LLMSpans    []apiLLMCall `json:"llm_spans"`
+		} `json:"traces"`
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal(body, &resp); err != nil {
+		return fmt.Errorf("decode server response: %w", err)
+	}
+	w := env.Stdout
+	var cost float64
+	var in, out int64
+	var seen []apiMessage // what the conversation holds so far
+	for _, t := range resp.Traces {
+		root := t.RootService + ": " + t.RootName
+		if t.RootName == "" {
+			root = "(root not received)"
+		}
+		fmt.Fprintf(w, "%s  trace %s  %s  %s  %d spans, %d errors\n", localTime(t.StartTime, "2006-01-02 15:04:05.000"), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
+		for _, call := range t.LLMSpans {
+			line := fmt.Sprintf("  %s  %s  %s", localTime(call.StartTime, "15:04:05.000"), call.Name, fmtDuration(call.DurationNs))
+			if call.Model != "" {
+				line += "  " + call.Model
+			}
+			if call.Counted {
+				line += fmt.Sprintf("  %d in / %d out tokens  $%.5f", call.InputTokens, call.OutputTokens, call.CostUSD)
+				cost += call.CostUSD
+				in += call.InputTokens
+				out += call.OutputTokens
+			}
+			if call.Status == "error" {
+				line += "  ERROR"
+			}
+			fmt.Fprintln(w, line)
+			msgs := call.InputMessages
+			if len(seen) > 0 && len(msgs) >= len(seen) && slices.Equal(msgs[:len(seen)], seen) {
+				msgs = msgs[len(seen):]
+			}
+			for _, m := range msgs {
+				printMessage(w, m, full)
+			}
+			for _, m := range call.OutputMessages {
+				printMessage(w, m, full)
+			}
+			if len(call.InputMessages)+len(call.OutputMessages) > 0 {
+				seen = append(slices.Clone(call.InputMessages), call.OutputMessages...)
+			}
+		}
+	}
+	fmt.Fprintf(w, "session %s: %d traces, %d in / %d out tokens, $%.5f\n", resp.SessionID, len(resp.Traces), in, out, cost)
+	for _, warning := range resp.Warnings {
+		fmt.Fprintln(env.Stderr, "warning:", warning)
+	}
+	return nil
+}
+
+// localTime reformats an RFC 3339 time from the API in local time.
+func localTime(rfc3339, layout string) string {
+	t, err := time.Parse(time.RFC3339Nano, rfc3339)
+	if err != nil {
+		return rfc3339
+	}
+	return t.Local().Format(layout)
+}
+
+func printMessage(w io.Writer, m apiMessage, full bool) {
+	role := m.Role
+	if m.ToolName != "" {
+		role += " -> " + m.ToolName
+	}
+	text := strings.TrimSpace(m.Content)
+	if r := []rune(text); !full && len(r) > 300 {
+		text = string(r[:300]) + "..."
+	}
+	text = strings.ReplaceAll(text, "\n", "\n      ")
+	fmt.Fprintf(w, "      %s: %s\n", role, text)
 }

@@ -42,10 +42,9 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestTailCommandFollowsMatchingSpans runs `rastro tail` against a real
-// server: it prints the matching spans posted after it started, one line
-// each, and exits 0 when interrupted.
-func TestTailCommandFollowsMatchingSpans(t *testing.T) {
+// startTestServer runs a real server over a real store for the test.
+func startTestServer(t *testing.T) (base string, eng *engine.Engine) {
+	t.Helper()
 	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,18 +52,25 @@ func TestTailCommandFollowsMatchingSpans(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
+	eng, err = engine.Open(engine.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv.SetEngine(eng)
-	defer func() {
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
 		eng.Close()
-	}()
-	base := "http://" + srv.HTTPAddr()
+	})
+	return "http://" + srv.HTTPAddr(), eng
+}
+
+// TestTailCommandFollowsMatchingSpans runs `rastro tail` against a real
+// server: it prints the matching spans posted after it started, one line
+// each, and exits 0 when interrupted.
+func TestTailCommandFollowsMatchingSpans(t *testing.T) {
+	base, eng := startTestServer(t)
 	post := func(name, status string) {
 		t.Helper()
 		body := `[{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b716920333` + name[:1] + `","name":"` + name +
