@@ -128,3 +128,19 @@ func TestServeRejectsABadPriceFile(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestServeRefusesBadSettingsBeforeListening: settings that are out of
+// range are usage errors (exit 2) before any port is bound.
+func TestServeRefusesBadSettingsBeforeListening(t *testing.T) {
+	for _, args := range [][]string{
+		{"--seal-age", "0s"}, {"--max-inflight-bytes", "0"}, {"--erase-delay", "-1s"},
+		{"--compaction-fanout", "1"},
+	} {
+		var out, errb bytes.Buffer
+		// An address Listen refuses: reaching it would be exit 1, not 2.
+		full := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:99999", "--grpc-addr", ""}, args...)
+		if code := Main(t.Context(), full, &out, &errb); code != 2 || strings.Contains(errb.String(), "listen") {
+			t.Errorf("serve %v: exit %d, stderr %q; want a usage error before listening", args, code, errb.String())
+		}
+	}
+}

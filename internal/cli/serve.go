@@ -79,6 +79,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
+	// Zero would silently mean "the default" below: refuse it instead.
+	for name, v := range map[string]int64{"--max-body-bytes": int64(c.maxBody), "--max-inflight-bytes": int64(c.maxInflight),
+		"--seal-bytes": int64(c.sealBytes), "--sync-interval": int64(c.syncInterval), "--seal-age": int64(c.sealAge),
+		"--erase-delay": int64(c.eraseDelay), "--lifecycle-interval": int64(c.lifecycleInterval)} {
+		if v <= 0 {
+			return fmt.Errorf("%w: %s must be above zero", errUsage, name)
+		}
+	}
 	var mode engine.Durability
 	switch c.durability {
 	case "wal":
@@ -102,6 +110,20 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 
+	opts := engine.Options{
+		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
+		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
+		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
+		MergeHeadroom: offIfZero(c.mergeHeadroom), ValueThreshold: int(offIfZero(c.valueThreshold)),
+		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
+	}
+	// Settings are checked before anything listens: a bad one is a usage
+	// error, not a server that starts and then exits.
+	if err := opts.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		MaxBodyBytes: int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
@@ -119,14 +141,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	defer engine.StartGCFloor(engine.DefaultGCFloor)()
 
 	start := time.Now()
-	eng, err := engine.Open(engine.Options{
-		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
-		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
-		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
-		MergeHeadroom: offIfZero(c.mergeHeadroom), ValueThreshold: int(offIfZero(c.valueThreshold)),
-		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
-		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
-	})
+	eng, err := engine.Open(opts)
 	if err != nil {
 		shutdown(srv, log)
 		return fmt.Errorf("open store %s: %w", c.dataDir, err)

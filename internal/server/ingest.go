@@ -82,7 +82,7 @@ func (s *Server) readBody(r *http.Request) ([]byte, *ingestError) {
 
 func tooLarge(limit int64) *ingestError {
 	return &ingestError{http.StatusRequestEntityTooLarge, "too_large",
-		fmt.Sprintf("request body exceeds the limit of %d bytes (after decompression)", limit)}
+		fmt.Sprintf("request body exceeds the limit of %d bytes (--max-body-bytes; a compressed body counts decompressed)", limit)}
 }
 
 // handleOTLP serves POST /v1/traces.
