@@ -95,6 +95,11 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, e *engine.E
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	otlpOut, err := wantsOTLP(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	spans, res, err := e.Trace(r.Context(), project, id)
 	if err != nil {
 		s.queryFailed(w, err)
@@ -104,7 +109,7 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, e *engine.E
 		writeError(w, http.StatusNotFound, fmt.Sprintf("trace %s not found in project %q", id, project))
 		return
 	}
-	if wantsOTLP(r) {
+	if otlpOut {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(otlp.EncodeJSON(spans))
 		return
@@ -120,11 +125,16 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, e *engine.E
 	w.Write(buf)
 }
 
-func wantsOTLP(r *http.Request) bool {
-	if r.URL.Query().Get("format") == "otlp" {
-		return true
+// wantsOTLP reports whether the client asked for OTLP JSON: format=otlp
+// (any case) or an Accept header naming application/x-otlp+json.
+func wantsOTLP(r *http.Request) (bool, error) {
+	switch f := r.URL.Query().Get("format"); {
+	case strings.EqualFold(f, "otlp"):
+		return true, nil
+	case f != "":
+		return false, fmt.Errorf("format: unknown format %q: the one other than the default is otlp", f)
 	}
-	return strings.Contains(r.Header.Get("Accept"), "application/x-otlp+json")
+	return strings.Contains(r.Header.Get("Accept"), "application/x-otlp+json"), nil
 }
 
 func appendSpans(buf []byte, spans []model.Span) []byte {

@@ -467,7 +467,8 @@ func TestSearchReportsServerTiming(t *testing.T) {
 
 // TestDiscoveryWindowIsChecked: the discovery routes check since/until as
 // the search routes do (a window before 1970 once meant "everything"), and
-// an error about a since the user did not give says so.
+// an error about a since the user did not give says so. An unknown trace
+// format is a 400 too.
 func TestDiscoveryWindowIsChecked(t *testing.T) {
 	ts := startServer(t, Options{})
 	for path, want := range map[string]string{
