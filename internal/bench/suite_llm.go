@@ -36,8 +36,8 @@ for each query kind it is started again on the same directory and the first requ
 figure (one sample per run: a new process with empty caches; the OS page cache stays warm, as it would after a
 service restart). Two more requests warm up, then 20 timed requests give the warm p50/p95 (exact nearest-rank).
 The table shows the median across runs. **During ingest** (scenario ` + "`llm-during-ingest`" + `): on a fresh
-server, one client fires the same queries in turn, back to back, for the whole of the ingest; there is no
-compaction in Rastro yet, so this measures queries against a store being written and sealed, not merged.
+server, one client fires the same queries in turn, back to back, for the whole of the ingest, while the server
+seals and (with its default background compaction) merges segments.
 
 Every answer is checked against an answer key computed from the generated spans with the server's own LLM
 attribute extraction (` + "`internal/llm`" + `): per-model span and counted-span totals for each window, per-session span
@@ -234,7 +234,7 @@ func planLLM(ctx context.Context, cfg Config) ([]Scenario, error) {
 		},
 		{
 			Name:   llmDuringScenario,
-			Params: params("during ingest (no compaction exists yet)"),
+			Params: params("during ingest, seals and merges"),
 			Run:    func(ctx context.Context, env *RunEnv) Result { return runLLMDuringIngest(ctx, env, p) },
 		},
 	}, nil
@@ -682,7 +682,7 @@ func llmTargets(rec *Record) []Target {
 	out = append(out, status(Target{Name: "Cold, every query with a target (worst kind, median of runs)", Want: fmt.Sprintf("< %g ms", LLMColdTargetMS)},
 		worst, func(x float64) bool { return x < LLMColdTargetMS }, " ("+at+")"))
 	dr, dran := rec.Scenario(llmDuringScenario)
-	d := Target{Name: "p95 during ingest, stats group_by=model, whole corpus (no compaction yet)", Want: "report"}
+	d := Target{Name: "p95 during ingest, stats group_by=model, whole corpus", Want: "report"}
 	switch {
 	case !dran:
 		d.Got, d.Status = "not run", "NOT RUN"
