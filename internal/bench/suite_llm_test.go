@@ -326,7 +326,7 @@ func TestLLMTargetsAndDetail(t *testing.T) {
 		"Warm p95, stats group_by=model, 10% window (median of runs)":               "FAIL 25.00 ms",
 		"Warm p95, timeseries step=1h, whole corpus (median of runs)":               "REPORT 2.00 ms",
 		"Cold, every query with a target (worst kind, median of runs)":              "FAIL 75.00 ms (stats group_by=session, whole corpus)",
-		"p95 during ingest, stats group_by=model, whole corpus (no compaction yet)": "FAIL refused",
+		"p95 during ingest, stats group_by=model, whole corpus": "FAIL refused",
 	} {
 		if got[name] != want {
 			t.Errorf("target %q = %q, want %q (all: %v)", name, got[name], want, got)
