@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -163,4 +164,35 @@ func readRaw(t *testing.T, dir, suite string) *Record {
 		t.Fatalf("raw record: %v", err)
 	}
 	return &rec
+}
+
+// TestBenchTailEndToEnd runs the tail suite small against the real binary:
+// every scenario runs, every probe reaches its tail, and every error tail
+// accounts for each error span of the corpus.
+func TestBenchTailEndToEnd(t *testing.T) {
+	out := t.TempDir()
+	stdout, stderr, err := runRastro(t, "bench", "tail", "--runs", "1", "--spans", "3000", "--samples", "100", "--out-dir", out, "--tmp-dir", t.TempDir())
+	if err != nil {
+		t.Fatalf("rastro bench tail: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+	}
+	rec := readRaw(t, out, "tail")
+	for _, name := range []string{"tail-idle", "tail-under-load", "ingest-no-tail", "ingest-4-tails"} {
+		sc, ok := rec.Scenario(name)
+		if !ok || sc.Status != "ok" {
+			t.Fatalf("%s not ok: %+v", name, sc)
+		}
+	}
+	for _, name := range []string{"tail-idle", "tail-under-load"} {
+		sc, _ := rec.Scenario(name)
+		if sc.Summary["tail_spans"].Median != 100 || !(sc.Summary["event_p95_ms"].Median > 0) {
+			t.Errorf("%s: %v probes seen, event p95 %v", name, sc.Summary["tail_spans"].Median, sc.Summary["event_p95_ms"].Median)
+		}
+	}
+	sc, _ := rec.Scenario("ingest-4-tails")
+	if errs, _ := strconv.Atoi(sc.Params["error_spans"]); errs == 0 || sc.Summary["tail_spans"].Median+sc.Summary["dropped"].Median < float64(errs) {
+		t.Errorf("error tails: %v spans + %v dropped, corpus has %s error spans", sc.Summary["tail_spans"].Median, sc.Summary["dropped"].Median, sc.Params["error_spans"])
+	}
+	if len(rec.Targets) != 4 {
+		t.Errorf("targets = %+v", rec.Targets)
+	}
 }

@@ -322,11 +322,11 @@ func TestLLMTargetsAndDetail(t *testing.T) {
 		got[tg.Name] = tg.Status + " " + tg.Got
 	}
 	for name, want := range map[string]string{
-		"Warm p95, stats group_by=model, whole corpus (median of runs)":             "PASS 2.00 ms",
-		"Warm p95, stats group_by=model, 10% window (median of runs)":               "FAIL 25.00 ms",
-		"Warm p95, timeseries step=1h, whole corpus (median of runs)":               "REPORT 2.00 ms",
-		"Cold, every query with a target (worst kind, median of runs)":              "FAIL 75.00 ms (stats group_by=session, whole corpus)",
-		"p95 during ingest, stats group_by=model, whole corpus": "FAIL refused",
+		"Warm p95, stats group_by=model, whole corpus (median of runs)": "PASS 2.00 ms",
+		"Warm p95, stats group_by=model, 10% window (median of runs)":   "FAIL 25.00 ms",
+		"Warm p95, timeseries step=1h, whole corpus (median of runs)":   "REPORT 2.00 ms",
+		"Cold, every query with a target (worst kind, median of runs)":  "FAIL 75.00 ms (stats group_by=session, whole corpus)",
+		"p95 during ingest, stats group_by=model, whole corpus":         "FAIL refused",
 	} {
 		if got[name] != want {
 			t.Errorf("target %q = %q, want %q (all: %v)", name, got[name], want, got)
