@@ -19,6 +19,14 @@
 //     Marks after other letters (Devanagari, Bengali, Thai vowel signs...)
 //     are part of the word and kept. Hangul syllables are kept composed.
 //
+// Every normalisation form of a text gives the same tokens: a character
+// followed by marks that composition joins to it or reorders (NFD kana and
+// Hangul, as in macOS file names; halfwidth ｶﾞ; marks typed out of
+// canonical order) is taken in its NFKC form, so ガ, カ+U+3099 and ｶﾞ are
+// all the token ガ. Not folded: compatibility characters that stand for
+// several kana or for Hangul letters (squared ㌔, parenthesised ㈜, the
+// digraph ゟ) are found only as themselves.
+//
 // Everything else separates tokens: white space, punctuation (so
 // "user_id" is user, id and "https://a.io/x?q=1" is https, a, io, x, q, 1),
 // symbols, control characters. Format characters (zero-width joiner and

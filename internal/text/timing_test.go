@@ -53,6 +53,9 @@ func BenchmarkTokens(b *testing.B) {
 		{"accented", strings.Repeat("Le café était très agréable, mais la crème brûlée était déjà épuisée. ", 16)},
 		{"cyrillic", strings.Repeat("Возврат средств по заказу будет выполнен в течение пяти рабочих дней. ", 16)},
 		{"cjk", strings.Repeat("您的退款申请已经提交，我们会在五个工作日内处理。注文の払い戻しを受け付けました。", 16)},
+		// Scripts whose words carry combining marks (composed text, NFC).
+		{"thai", strings.Repeat("การคืนเงินสำหรับคำสั่งซื้อนี้จะดำเนินการภายในห้าวันทำการ ขอบคุณที่ใช้บริการ ", 8)},
+		{"hindi", strings.Repeat("आपका रिफंड पाँच कार्य दिवसों में संसाधित किया जाएगा। धन्यवाद। ", 8)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.text)))

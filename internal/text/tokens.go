@@ -41,6 +41,8 @@ func Hash(tok string) uint64 { return xxhash.Sum64String(tok) }
 type scratch struct {
 	buf  [MaxTokenLen]byte
 	one  [8]byte // a single-character token that is not a copy of the input
+	seq  []byte  // a combining sequence (tokenizer.composed), and
+	nfkc []byte  // its NFKC form
 	seen hashSet
 }
 
@@ -148,6 +150,12 @@ func tokenize(s string, escaped bool, sc *scratch, emit func(tok string, fromInp
 		} else {
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
+		if i+size < len(s) && mayCombine(s[i+size], escaped) {
+			if j := t.composed(r, i, i+size, escaped, emit); j > i+size {
+				i = j
+				continue
+			}
+		}
 		t.char(r, i, size, ident, emit)
 		i += size
 	}
@@ -155,6 +163,109 @@ func tokenize(s string, escaped bool, sc *scratch, emit func(tok string, fromInp
 		t.separator(emit)
 	}
 	return !t.stop
+}
+
+// composed handles a character r (the input at p, up to j) followed by
+// characters that composition joins to it or reorders: NFD kana and Hangul,
+// halfwidth kana with their voicing marks, marks typed out of canonical
+// order. It tokenises r and them in their NFKC form, so that every spelling
+// gives the tokens of the composed one, and returns the end of the run; it
+// returns j when no such character follows or the run is already in NFKC
+// (then the caller goes on as usual).
+func (t *tokenizer) composed(r rune, p, j int, escaped bool, emit emitFunc) int {
+	s, start, esc := t.s, j, false
+	for j < len(s) {
+		if escaped && s[j] == '\\' {
+			m, n := decodeEscape(s, j)
+			if !combines(m) {
+				break
+			}
+			if j == start {
+				t.sc.seq = utf8.AppendRune(t.sc.seq[:0], r)
+			}
+			t.sc.seq = utf8.AppendRune(t.sc.seq, m)
+			esc = true
+			j += n
+			continue
+		}
+		n := markLen(s, j)
+		if n == 0 {
+			break
+		}
+		if j == start {
+			t.sc.seq = utf8.AppendRune(t.sc.seq[:0], r)
+		}
+		t.sc.seq = append(t.sc.seq, s[j:j+n]...)
+		j += n
+	}
+	if j == start || !esc && norm.NFKC.IsNormalString(s[p:j]) {
+		return start
+	}
+	t.sc.nfkc = norm.NFKC.Append(t.sc.nfkc[:0], t.sc.seq...)
+	for k := 0; k < len(t.sc.nfkc) && !t.stop; {
+		c, n := utf8.DecodeRune(t.sc.nfkc[k:])
+		t.char(c, p, n, false, emit)
+		k += n
+	}
+	return j
+}
+
+// mayCombine reports whether the byte b, which starts a character or an
+// escape, may start one that combines with the character before it
+// (markLen and combines tell for sure): common ideographs and Hangul
+// syllables never do, and this keeps CJK text on its fast path.
+func mayCombine(b byte, escaped bool) bool {
+	return b >= 0xC0 && !(b >= 0xE4 && b <= 0xE9 || b >= 0xEB && b <= 0xED) || escaped && b == '\\'
+}
+
+// markLen returns the length of the character at s[j] when it combines with
+// the character before it (see combines), else 0.
+func markLen(s string, j int) int {
+	b := s[j]
+	switch {
+	case !mayCombine(b, false):
+		return 0
+	case b == 0xE3: // U+3000-3FFF: only U+302A-302F and U+3099-309A
+		if j+2 < len(s) && (s[j+1] == 0x82 && (s[j+2] == 0x99 || s[j+2] == 0x9A) || s[j+1] == 0x80 && s[j+2] >= 0xAA && s[j+2] <= 0xAF) {
+			return 3
+		}
+		return 0
+	case b == 0xEF && j+2 < len(s) && s[j+1] == 0xBE && (s[j+2] == 0x9E || s[j+2] == 0x9F), // U+FF9E, U+FF9F
+		b == 0xE1 && j+2 < len(s) && (s[j+1] == 0x85 && s[j+2] >= 0xA0 || s[j+1] == 0x86 || s[j+1] == 0x87): // U+1160-11FF
+		return 3
+	}
+	if b < 0xE2 { // below U+2000: a table
+		r, n := utf8.DecodeRuneInString(s[j:])
+		if r < 0x2000 && markBits[r>>6]&(1<<(r&63)) != 0 {
+			return n
+		}
+		return 0
+	}
+	if p := norm.NFC.PropertiesString(s[j:]); p.CCC() != 0 {
+		return p.Size()
+	}
+	return 0
+}
+
+// markBits has bit r set for the characters r below U+2000 with a non-zero
+// canonical combining class (most marks of the scripts that use them).
+var markBits = func() (m [0x2000 / 64]uint64) {
+	var enc [utf8.UTFMax]byte
+	for r := rune(0x300); r < 0x2000; r++ {
+		if norm.NFC.Properties(enc[:utf8.EncodeRune(enc[:], r)]).CCC() != 0 {
+			m[r>>6] |= 1 << (r & 63)
+		}
+	}
+	return m
+}()
+
+// combines reports whether composition joins m to the character before it
+// or reorders it: marks with a non-zero combining class, the kana voicing
+// marks (combining and halfwidth), Hangul medial vowels and final
+// consonants.
+func combines(m rune) bool {
+	var enc [utf8.UTFMax]byte
+	return markLen(unsafe.String(&enc[0], utf8.EncodeRune(enc[:], m)), 0) > 0
 }
 
 // char handles one input character r at s[p:p+size]. ident says whether
