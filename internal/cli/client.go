@@ -20,9 +20,17 @@ type clientFlags struct {
 	json    bool
 }
 
-func (c *clientFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", "http://127.0.0.1:4318", "URL of the rastro server")
-	fs.StringVar(&c.project, "project", "", "project (tenant) to query; empty means the server's default")
+// The defaults come from RASTRO_SERVER and RASTRO_PROJECT when they are set.
+func (c *clientFlags) register(fs *flag.FlagSet, env *Env) {
+	server, project := "http://127.0.0.1:4318", ""
+	if v, ok := env.LookupEnv("RASTRO_SERVER"); ok && v != "" {
+		server = v
+	}
+	if v, ok := env.LookupEnv("RASTRO_PROJECT"); ok {
+		project = v
+	}
+	fs.StringVar(&c.server, "server", server, "URL of the rastro server (RASTRO_SERVER)")
+	fs.StringVar(&c.project, "project", project, "project (tenant) to query; empty means the server's default (RASTRO_PROJECT)")
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON response instead of a table")
 }
 

@@ -28,7 +28,7 @@ type apiErasure struct {
 func runErase(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "erase", `[flags] { 'QUERY' | --trace TRACE_ID }   e.g. rastro erase '{ span.user.id = "u_42" }'`)
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	trace := fs.String("trace", "", "erase this trace id instead of a query")
 	wait := fs.Bool("wait", false, "wait until the spans are physically gone (state done), not only hidden")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait, give up after this long")
@@ -87,7 +87,7 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 func runCompact(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "compact", "[flags]")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	args = append(slices.Clone(args[:sub]), args[sub+1:]...)
 	fs := newFlagSet(env, "llm stats", "[flags] [TRACEQL]")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
 	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
 	until := fs.String("until", "", "window end, same forms as --since")

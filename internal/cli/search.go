@@ -17,7 +17,7 @@ func init() {
 func runSearch(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "search", "[flags] [TRACEQL]")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	traces := fs.Bool("traces", false, "list matching traces (summaries) instead of spans")
 	service := fs.String("service", "", "only spans of this service")
 	name := fs.String("name", "", "only spans with this name")

@@ -15,7 +15,7 @@ func init() {
 func runServices(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "services", "[flags] [SERVICE]")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	since := fs.String("since", "24h", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -20,7 +20,7 @@ func init() {
 func runSessions(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "sessions", "[flags] [SESSION_ID]   (with an id: that session as a conversation)")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	sortBy := fs.String("sort", "last_seen", "order: last_seen, first_seen, cost, tokens, spans or errors (descending)")
 	limit := fs.Int("limit", 50, "most sessions to list (1-1000)")
 	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")

@@ -9,7 +9,8 @@ import (
 
 // TestSessionsCommandShowsAConversation: `rastro sessions ID` prints a
 // session's LLM calls and their messages, each message once although the
-// client resent the history with the second call.
+// client resent the history with the second call. RASTRO_SERVER names the
+// server.
 func TestSessionsCommandShowsAConversation(t *testing.T) {
 	base, _ := startTestServer(t)
 	call := func(span, start, in, out string) string {
@@ -43,7 +44,8 @@ func TestSessionsCommandShowsAConversation(t *testing.T) {
 	}
 
 	var out, errb lockedBuffer
-	if c := Main(context.Background(), []string{"sessions", "--server", base, "conv-7"}, &out, &errb); c != 0 {
+	t.Setenv("RASTRO_SERVER", base) // the client commands' default --server
+	if c := Main(context.Background(), []string{"sessions", "conv-7"}, &out, &errb); c != 0 {
 		t.Fatalf("exit %d: %s", c, errb.String())
 	}
 	got := out.String()

@@ -19,7 +19,7 @@ func init() {
 func runTail(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "tail", "[flags] [TRACEQL]")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	fs.Lookup("json").Usage = "print each span as one line of JSON (the API's span shape) instead of a table row"
 	service := fs.String("service", "", "only spans of this service")
 	name := fs.String("name", "", "only spans with this name")

@@ -16,7 +16,7 @@ func init() {
 func runTrace(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "trace", "[flags] TRACE_ID")
 	var c clientFlags
-	c.register(fs)
+	c.register(fs, env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
