@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -19,12 +20,8 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	traces := fs.Bool("traces", false, "list matching traces (summaries) instead of spans")
-	service := fs.String("service", "", "only spans of this service")
-	name := fs.String("name", "", "only spans with this name")
-	status := fs.String("status", "", "only spans with this status: ok, error or unset")
-	minDur := fs.String("min-duration", "", "only spans at least this long (e.g. 100ms)")
-	maxDur := fs.String("max-duration", "", "only spans at most this long")
-	content := fs.String("content", "", `words the span's text must contain (prompts, completions, messages, exceptions); "quoted phrase" for exact order`)
+	var sf spanFilterFlags
+	sf.register(fs)
 	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h)")
 	until := fs.String("until", "", "window end, same forms as --since")
 	limit := fs.Int("limit", 20, "most results to show")
@@ -32,11 +29,8 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	params := url.Values{}
-	if fs.NArg() > 0 {
-		params.Set("q", strings.Join(fs.Args(), " "))
-	}
-	for k, v := range map[string]string{"service": *service, "name": *name, "status": *status,
-		"min_duration": *minDur, "max_duration": *maxDur, "since": *since, "until": *until, "content": *content} {
+	sf.set(params, fs.Args())
+	for k, v := range map[string]string{"since": *since, "until": *until} {
 		if v != "" {
 			params.Set(k, v)
 		}
@@ -99,4 +93,32 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintln(tw, "(no spans match)")
 	}
 	return nil
+}
+
+// spanFilterFlags are the span filter flags of search and tail.
+type spanFilterFlags struct {
+	service, name, status, minDur, maxDur, content string
+}
+
+func (f *spanFilterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.service, "service", "", "only spans of this service")
+	fs.StringVar(&f.name, "name", "", "only spans with this name")
+	fs.StringVar(&f.status, "status", "", "only spans with this status: ok, error or unset")
+	fs.StringVar(&f.minDur, "min-duration", "", "only spans at least this long (e.g. 100ms)")
+	fs.StringVar(&f.maxDur, "max-duration", "", "only spans at most this long")
+	fs.StringVar(&f.content, "content", "", `words the span's text must contain (prompts, completions, messages, exceptions); "quoted phrase" for exact order`)
+}
+
+// set adds the given filters to params, and the positional arguments as
+// the TraceQL query q.
+func (f *spanFilterFlags) set(params url.Values, args []string) {
+	if len(args) > 0 {
+		params.Set("q", strings.Join(args, " "))
+	}
+	for k, v := range map[string]string{"service": f.service, "name": f.name, "status": f.status,
+		"min_duration": f.minDur, "max_duration": f.maxDur, "content": f.content} {
+		if v != "" {
+			params.Set(k, v)
+		}
+	}
 }

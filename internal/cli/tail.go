@@ -21,25 +21,13 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	fs.Lookup("json").Usage = "print each span as one line of JSON (the API's span shape) instead of a table row"
-	service := fs.String("service", "", "only spans of this service")
-	name := fs.String("name", "", "only spans with this name")
-	status := fs.String("status", "", "only spans with this status: ok, error or unset")
-	minDur := fs.String("min-duration", "", "only spans at least this long (e.g. 100ms)")
-	maxDur := fs.String("max-duration", "", "only spans at most this long")
-	content := fs.String("content", "", `words the span's text must contain (prompts, completions, messages, exceptions); "quoted phrase" for exact order`)
+	var sf spanFilterFlags
+	sf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	params := url.Values{}
-	if fs.NArg() > 0 {
-		params.Set("q", strings.Join(fs.Args(), " "))
-	}
-	for k, v := range map[string]string{"service": *service, "name": *name, "status": *status,
-		"min_duration": *minDur, "max_duration": *maxDur, "content": *content} {
-		if v != "" {
-			params.Set(k, v)
-		}
-	}
+	sf.set(params, fs.Args())
 	u := strings.TrimRight(c.server, "/") + "/api/v1/tail?" + params.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
