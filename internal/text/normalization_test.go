@@ -47,6 +47,7 @@ func TestEverySpellingGivesTheSameTokens(t *testing.T) {
 		{norm.NFD.String("/Users/山田/ダウンロード/請求書.pdf"), "ダウンロード"},
 		{`{"content":"\uff83\uff9e\uff70\uff80"}`, "データ"}, // JSON escapes, base and mark
 		{`{"content":"テ\u3099ータ"}`, "データ"},                // an escaped mark after a raw kana
+		{`{"content":"\u30c6` + "\u3099" + `ータ"}`, "データ"}, // a raw mark after an escaped kana
 		{norm.NFD.String("환불 요청"), "환불"},
 		{"환불 요청", norm.NFD.String("환불")},
 		{"ป\u0e48\u0e39", norm.NFC.String("ป\u0e48\u0e39")}, // tone mark typed before the vowel

@@ -151,7 +151,7 @@ func tokenize(s string, escaped bool, sc *scratch, emit func(tok string, fromInp
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
 		if i+size < len(s) && mayCombine(s[i+size], escaped) {
-			if j := t.composed(r, i, i+size, escaped, emit); j > i+size {
+			if j := t.composed(r, i, i+size, escaped, !ident, emit); j > i+size {
 				i = j
 				continue
 			}
@@ -171,9 +171,10 @@ func tokenize(s string, escaped bool, sc *scratch, emit func(tok string, fromInp
 // order. It tokenises r and them in their NFKC form, so that every spelling
 // gives the tokens of the composed one, and returns the end of the run; it
 // returns j when no such character follows or the run is already in NFKC
-// (then the caller goes on as usual).
-func (t *tokenizer) composed(r rune, p, j int, escaped bool, emit emitFunc) int {
-	s, start, esc := t.s, j, false
+// (then the caller goes on as usual). baseEscaped says that r was decoded
+// from a JSON escape (then the input bytes are not r's).
+func (t *tokenizer) composed(r rune, p, j int, escaped, baseEscaped bool, emit emitFunc) int {
+	s, start, esc := t.s, j, baseEscaped
 	for j < len(s) {
 		if escaped && s[j] == '\\' {
 			m, n := decodeEscape(s, j)
