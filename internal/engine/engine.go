@@ -523,7 +523,7 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 		m := e.active
 		e.mu.RUnlock()
 		m.insert(project, spans)
-		e.publish(project, spans)
+		e.publish(project, spans, int64(len(body)))
 		if m.bytes.Load() >= e.opts.SealBytes {
 			e.requestSeal()
 		}

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -15,9 +17,31 @@ import (
 // whose write was acknowledged after the tail opened is seen by it (unless
 // the tail fell behind; then it is counted as dropped). Tails never slow
 // ingest: a full tail loses batches rather than blocking the WAL's commit.
+// What a tail holds is bounded (TailBuffer batches, TailBufferBytes of
+// request bytes), and so is the number of tails (MaxTails): a reader that
+// stops reading pins at most that much memory beyond the write buffer.
 
-// TailBuffer is how many batches a tail holds before it drops new ones.
-const TailBuffer = 256
+const (
+	// TailBuffer is how many batches a tail holds before it drops new ones.
+	TailBuffer = 256
+	// TailBufferBytes bounds the request bytes of the batches a tail holds
+	// (decoded spans take a small multiple of that).
+	TailBufferBytes = 4 << 20
+	// MaxTails is how many tails the engine keeps open at once.
+	MaxTails = 64
+	// tailMaxSpans is about the most spans one Next returns: a reader
+	// catching up gets its backlog in parts.
+	tailMaxSpans = 2000
+)
+
+// ErrTooManyTails is returned by Tail when MaxTails are open.
+var ErrTooManyTails = errors.New("engine: too many live tails open")
+
+// tailBatch is one durable request's spans, with its size in bytes.
+type tailBatch struct {
+	spans []model.Span
+	bytes int64
+}
 
 // Tail is one live subscription. Next and Close may be called from
 // different goroutines; Next from one goroutine at a time.
@@ -25,7 +49,8 @@ type Tail struct {
 	e       *Engine
 	project string
 	f       *query.Filter
-	ch      chan []model.Span
+	ch      chan tailBatch
+	queued  atomic.Int64 // bytes of the batches in ch
 	dropped atomic.Int64 // spans dropped because the tail was full, not yet reported
 	done    chan struct{}
 	once    sync.Once
@@ -42,19 +67,22 @@ type tails struct {
 // from now on that f matches (f's Limit is ignored; its window, if any,
 // still applies to span start times). Spans hidden from queries (expired
 // by retention, or of an erased trace) are left out here too. The caller
-// must Close it.
-func (e *Engine) Tail(project string, f *query.Filter) *Tail {
-	t := &Tail{e: e, project: project, f: f, ch: make(chan []model.Span, TailBuffer), done: make(chan struct{})}
+// must Close it. With MaxTails open it returns ErrTooManyTails.
+func (e *Engine) Tail(project string, f *query.Filter) (*Tail, error) {
+	t := &Tail{e: e, project: project, f: f, ch: make(chan tailBatch, TailBuffer), done: make(chan struct{})}
 	e.tails.mu.Lock()
 	defer e.tails.mu.Unlock()
 	var next []*Tail
 	if cur := e.tails.list.Load(); cur != nil {
+		if len(*cur) >= MaxTails {
+			return nil, fmt.Errorf("%w (%d)", ErrTooManyTails, MaxTails)
+		}
 		next = append(next, *cur...)
 	}
 	next = append(next, t)
 	e.tails.list.Store(&next)
 	e.m.tailsOpened.Add(1)
-	return t
+	return t, nil
 }
 
 // Close ends the tail; a blocked Next returns.
@@ -78,7 +106,7 @@ func (t *Tail) Close() {
 
 // publish hands a durable batch to the tails of its project. It runs in the
 // WAL's commit goroutine and never blocks. The tails only read spans.
-func (e *Engine) publish(project string, spans []model.Span) {
+func (e *Engine) publish(project string, spans []model.Span, bytes int64) {
 	list := e.tails.list.Load()
 	if list == nil {
 		return
@@ -87,13 +115,22 @@ func (e *Engine) publish(project string, spans []model.Span) {
 		if t.project != project {
 			continue
 		}
+		if q := t.queued.Load(); q > 0 && q+bytes > TailBufferBytes {
+			t.drop(len(spans))
+			continue
+		}
 		select {
-		case t.ch <- spans:
+		case t.ch <- tailBatch{spans, bytes}:
+			t.queued.Add(bytes)
 		default:
-			t.dropped.Add(int64(len(spans)))
-			e.m.tailDropped.Add(int64(len(spans)))
+			t.drop(len(spans))
 		}
 	}
+}
+
+func (t *Tail) drop(n int) {
+	t.dropped.Add(int64(n))
+	t.e.m.tailDropped.Add(int64(n))
 }
 
 // Next waits for matching spans and returns them, with the number of spans
@@ -106,11 +143,13 @@ func (t *Tail) Next(ctx context.Context) (spans []model.Span, dropped int64, err
 		select {
 		case b := <-t.ch:
 			spans = t.keep(spans, b)
-			// Take what else is already there, without waiting.
-			for more := true; more; {
+			// Take what else is already there, without waiting, up to
+			// about tailMaxSpans.
+			for more := len(spans) < tailMaxSpans; more; {
 				select {
 				case b := <-t.ch:
 					spans = t.keep(spans, b)
+					more = len(spans) < tailMaxSpans
 				default:
 					more = false
 				}
@@ -130,12 +169,13 @@ func (t *Tail) Next(ctx context.Context) (spans []model.Span, dropped int64, err
 
 // keep appends to dst the spans of batch that the filter matches and queries
 // may show.
-func (t *Tail) keep(dst, batch []model.Span) []model.Span {
+func (t *Tail) keep(dst []model.Span, b tailBatch) []model.Span {
+	t.queued.Add(-b.bytes)
 	e := t.e
 	cutoff := e.cutoff(t.project)
 	hs := e.hidden()
-	for i := range batch {
-		s := &batch[i]
+	for i := range b.spans {
+		s := &b.spans[i]
 		if cutoff != 0 && s.StartTimeUnixNano < cutoff || hs.has(t.project, s.TraceID) || !t.f.Match(s) {
 			continue
 		}

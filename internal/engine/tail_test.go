@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,7 +47,10 @@ func TestTailSeesExactlyTheMatchingAcknowledgedSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := &query.Filter{Expr: expr}
-		tl := e.Tail("p1", f)
+		tl, err := e.Tail("p1", f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		// An erased trace stays hidden, late spans included.
 		erased := g.trace()
 		if _, err := e.Erase(context.Background(), EraseRequest{Project: "p1", TraceID: &erased[0].TraceID}); err != nil {
@@ -81,7 +85,10 @@ func TestTailSeesExactlyTheMatchingAcknowledgedSpans(t *testing.T) {
 func TestTailDropsRatherThanBlockIngest(t *testing.T) {
 	e := openTest(t, t.TempDir())
 	defer e.Close()
-	tl := e.Tail("p", &query.Filter{})
+	tl, err := e.Tail("p", &query.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer tl.Close()
 	g := newGen(5)
 	spans := g.spans(TailBuffer) // at least one span per trace
@@ -118,7 +125,10 @@ func TestTailDropsRatherThanBlockIngest(t *testing.T) {
 func TestTailNextReturnsOnClose(t *testing.T) {
 	e := openTest(t, t.TempDir())
 	for _, closeEngine := range []bool{false, true} {
-		tl := e.Tail("p", &query.Filter{})
+		tl, err := e.Tail("p", &query.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		done := make(chan error, 1)
 		go func() {
 			_, _, err := tl.Next(context.Background())
@@ -139,4 +149,74 @@ func TestTailNextReturnsOnClose(t *testing.T) {
 		}
 		tl.Close() // idempotent
 	}
+}
+
+// TestTailHoldsBoundedMemory: a tail nobody reads holds at most
+// TailBufferBytes of requests (beyond one); a reader catching up gets its
+// backlog in parts; at most MaxTails are open.
+func TestTailHoldsBoundedMemory(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 64, ValueThreshold: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	tl, err := e.Tail("p", &query.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGen(9)
+	big := g.spans(10)[:10]
+	for i := range big {
+		big[i].Attributes = append(big[i].Attributes, model.KeyValue{Key: "blob", Value: model.StringValue(strings.Repeat("x", 1<<20))})
+		body := otlp.EncodeProto(big[i : i+1])
+		b, _ := otlp.DecodeProto(body)
+		if err := e.Append("p", RecordOTLPProto, body, b.Spans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, dropped, err := tl.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got)+int(dropped) != 10 || len(got) > TailBufferBytes>>20 {
+		t.Fatalf("1 MiB requests: a tail nobody read kept %d and dropped %d, want at most %d kept", len(got), dropped, TailBufferBytes>>20)
+	}
+	tl.Close()
+
+	tl, err = e.Tail("p", &query.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Close()
+	appendSpans(t, e, "p", g.spans(600)) // batches of 50 spans, several thousand spans
+	first, _, err := tl.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first) < tailMaxSpans || len(first) >= tailMaxSpans+50 {
+		t.Fatalf("catching up: first part %d spans, want %d to %d", len(first), tailMaxSpans, tailMaxSpans+49)
+	}
+
+	var open []*Tail
+	defer func() {
+		for _, o := range open {
+			o.Close()
+		}
+	}()
+	for len(open) < MaxTails-1 { // tl is open too
+		o, err := e.Tail("q", &query.Filter{})
+		if err != nil {
+			t.Fatalf("tail %d: %v", len(open)+2, err)
+		}
+		open = append(open, o)
+	}
+	if _, err := e.Tail("q", &query.Filter{}); !errors.Is(err, ErrTooManyTails) {
+		t.Fatalf("tail %d: err %v, want ErrTooManyTails", MaxTails+1, err)
+	}
+	open[0].Close()
+	o, err := e.Tail("q", &query.Filter{})
+	if err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	open[0] = o
 }

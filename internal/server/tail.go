@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -9,9 +10,14 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 )
 
-// tailKeepalive is how often an idle tail stream sends a comment, so that
-// proxies keep the connection and the client notices a dead server.
-const tailKeepalive = 15 * time.Second
+const (
+	// tailKeepalive is how often an idle tail stream sends a comment, so
+	// that proxies keep the connection and the client notices a dead server.
+	tailKeepalive = 15 * time.Second
+	// tailWriteTimeout is how long one write to a tail client may block: a
+	// client that reads nothing for that long is disconnected.
+	tailWriteTimeout = 30 * time.Second
+)
 
 // handleTail streams the spans of the project that match the filter
 // parameters as they are acknowledged, as server-sent events:
@@ -38,18 +44,34 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 		writeError(w, http.StatusInternalServerError, "this connection cannot stream")
 		return
 	}
-	t := e.Tail(project, &f)
+	t, err := e.Tail(project, &f)
+	if err != nil {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	defer t.Close()
-	// Server shutdown ends the stream: Shutdown waits for handlers.
+	// Server shutdown ends the stream: Shutdown waits for handlers. A write
+	// blocked on a client that reads nothing fails at its deadline, or at
+	// once when the stream ends.
 	ctx, cancel := contextUntil(r.Context(), s.stopping)
 	defer cancel()
+	rc := http.NewResponseController(w)
+	defer context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })()
+	write := func(b []byte) error {
+		rc.SetWriteDeadline(time.Now().Add(tailWriteTimeout))
+		_, err := w.Write(b)
+		return err
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	w.Write([]byte(": tail open\n\n"))
+	if write([]byte(": tail open\n\n")) != nil {
+		return
+	}
 	flusher.Flush()
 
 	type next struct {
@@ -90,14 +112,15 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 				}
 				return
 			}
-			if n.dropped > 0 {
-				_, err = w.Write([]byte("event: dropped\ndata: {\"dropped\":" + strconv.FormatInt(n.dropped, 10) + "}\n\n"))
+			// The spans came before the batches that were dropped.
+			if len(n.buf) > 0 {
+				err = write(n.buf)
 			}
-			if err == nil && len(n.buf) > 0 {
-				_, err = w.Write(n.buf)
+			if err == nil && n.dropped > 0 {
+				err = write([]byte("event: dropped\ndata: {\"dropped\":" + strconv.FormatInt(n.dropped, 10) + "}\n\n"))
 			}
 		case <-keep.C:
-			_, err = w.Write([]byte(": keepalive\n\n"))
+			err = write([]byte(": keepalive\n\n"))
 		case <-ctx.Done():
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -158,5 +159,30 @@ func TestTailRefusesBadParametersAndEndsOnShutdown(t *testing.T) {
 		t.Fatalf("shutdown with an open tail: %v", err)
 	}
 	for range events { // drained: the stream ended
+	}
+}
+
+// TestTailClientThatStopsReadingDoesNotHoldShutdown: a tail client that
+// reads nothing leaves its handler blocked writing; shutdown still ends it
+// (before, Shutdown waited out its whole timeout).
+func TestTailClientThatStopsReadingDoesNotHoldShutdown(t *testing.T) {
+	ts := startServer(t, Options{})
+	req, _ := http.NewRequest(http.MethodGet, ts.base+"/api/v1/tail", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // never read
+	big := strings.Repeat("x", 256<<10)
+	for i := range 64 { // 16 MiB of events: more than the socket buffers hold
+		body := fmt.Sprintf(`[{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"%016x","name":"n","service":"s","start_time_unix_nano":1764460800000000000,"end_time_unix_nano":1764460800250000000,"attributes":{"p":"%s"}}]`, i+1, big)
+		if code, b := ts.post("/v1/spans", "application/json", []byte(body)); code != 200 {
+			t.Fatalf("post: %d %s", code, b)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown with a tail client that reads nothing: %v", err)
 	}
 }
