@@ -32,6 +32,7 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 	trace := fs.String("trace", "", "erase this trace id instead of a query")
 	wait := fs.Bool("wait", false, "wait until the spans are physically gone (state done), not only hidden")
 	timeout := fs.Duration("timeout", 10*time.Minute, "with --wait, give up after this long")
+	all := fs.Bool("all", false, "confirm a query that matches every trace of the project (refused without it)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 	case *trace != "" && fs.NArg() == 0:
 		body, _ = json.Marshal(map[string]string{"trace_id": *trace})
 	case *trace == "" && fs.NArg() == 1:
-		body, _ = json.Marshal(map[string]string{"query": fs.Arg(0)})
+		body, _ = json.Marshal(map[string]any{"query": fs.Arg(0), "all": *all})
 	default:
 		return fmt.Errorf("%w: give one TraceQL query argument, or --trace TRACE_ID", errUsage)
 	}

@@ -89,6 +89,9 @@ type EraseRequest struct {
 	Project string
 	TraceID *model.TraceID
 	Query   string
+	// All confirms a query erasure that covers every trace of the project;
+	// without it such a request is refused.
+	All bool
 }
 
 // ErrEraseRequest marks a malformed erasure request.
@@ -189,9 +192,24 @@ func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
 		if f, err = eraseFilter(req.Query); err != nil {
 			return Erasure{}, err
 		}
-		if err := e.refuseMatchingAll(ctx, req.Project, f, req.Query); err != nil {
+	}
+	var ids []model.TraceID
+	if f != nil {
+		var err error
+		if ids, err = e.matchingTraces(ctx, req.Project, f); err != nil {
 			return Erasure{}, err
 		}
+		if !req.All && len(ids) > 0 {
+			all, err := e.coversProject(ctx, req.Project, ids)
+			if err != nil {
+				return Erasure{}, err
+			}
+			if all {
+				return Erasure{}, fmt.Errorf("%w: query %q matches every one of the %d traces of project %q; to erase them all, say so (API: \"all\": true; CLI: --all)", ErrEraseRequest, req.Query, len(ids), req.Project)
+			}
+		}
+	} else {
+		ids = []model.TraceID{*req.TraceID}
 	}
 	e.erMu.Lock()
 	defer e.erMu.Unlock()
@@ -206,36 +224,59 @@ func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
 	if err := e.saveErasuresLocked(next); err != nil {
 		return Erasure{}, err
 	}
-	return e.resolveLocked(ctx, len(e.erasures.Erasures)-1, req.TraceID, f)
+	return e.resolveLocked(len(e.erasures.Erasures)-1, ids)
 }
 
-// resolveLocked resolves the pending erasure at index i of the list to its
-// traces, hides them and records it as hidden. Callers hold erMu.
-func (e *Engine) resolveLocked(ctx context.Context, i int, trace *model.TraceID, f *query.Filter) (Erasure, error) {
-	rec := e.erasures.Erasures[i]
+// matchingTraces returns the traces of project with a span matching f,
+// over all time.
+func (e *Engine) matchingTraces(ctx context.Context, project string, f *query.Filter) ([]model.TraceID, error) {
+	all := *f
+	all.Start, all.End = 0, 0
+	seen := map[model.TraceID]bool{}
 	var ids []model.TraceID
-	if trace != nil {
-		ids = []model.TraceID{*trace}
-	} else {
-		all := *f
-		all.Start, all.End = 0, 0
-		seen := map[model.TraceID]bool{}
-		var res Result
-		err := e.scan(ctx, rec.Project, &all, nil, &res, func(s *model.Span, _ func() bool) {
-			if !seen[s.TraceID] {
-				seen[s.TraceID] = true
-				ids = append(ids, s.TraceID)
-			}
-		}, func() (uint64, bool) { return 0, false })
-		if err != nil {
-			return rec.Erasure, fmt.Errorf("resolve erasure %d: %w", rec.ID, err)
+	var res Result
+	err := e.scan(ctx, project, &all, nil, &res, func(s *model.Span, _ func() bool) {
+		if !seen[s.TraceID] {
+			seen[s.TraceID] = true
+			ids = append(ids, s.TraceID)
 		}
-		if len(res.Warnings) > 0 {
-			// A segment could not be read: its matching traces are unknown.
-			// Do not report a partial erasure as complete.
-			return rec.Erasure, fmt.Errorf("resolve erasure %d: %s", rec.ID, res.Warnings[0])
-		}
+	}, func() (uint64, bool) { return 0, false })
+	if err != nil {
+		return nil, fmt.Errorf("resolve erasure: %w", err)
 	}
+	if len(res.Warnings) > 0 {
+		// A segment could not be read: its matching traces are unknown.
+		// Do not report a partial erasure as complete.
+		return nil, fmt.Errorf("resolve erasure: %s", res.Warnings[0])
+	}
+	return ids, nil
+}
+
+// coversProject reports whether ids are every trace the project holds: it
+// reads spans until one belongs to another trace, so an erasure that spares
+// most of the project stops within the first block.
+func (e *Engine) coversProject(ctx context.Context, project string, ids []model.TraceID) (bool, error) {
+	set := make(map[model.TraceID]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	spared := false
+	var res Result
+	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ func() bool) {
+		if !set[s.TraceID] {
+			spared = true
+		}
+	}, func() (uint64, bool) { return math.MaxUint64, spared })
+	if err != nil {
+		return false, fmt.Errorf("check erasure query: %w", err)
+	}
+	return !spared && len(res.Warnings) == 0, nil
+}
+
+// resolveLocked records the pending erasure at index i of the list as
+// resolved to ids, and hides them. Callers hold erMu.
+func (e *Engine) resolveLocked(i int, ids []model.TraceID) (Erasure, error) {
+	rec := e.erasures.Erasures[i]
 	slices.SortFunc(ids, func(a, b model.TraceID) int { return compareTraceIDs(a, b) })
 	now := e.now().UTC()
 	rec.State, rec.HiddenAt, rec.Traces = EraseHidden, &now, len(ids)
@@ -273,28 +314,6 @@ func eraseFilter(q string) (*query.Filter, error) {
 		return nil, fmt.Errorf("%w: query %q matches every span; give a condition (a whole project ages out with --retention)", ErrEraseRequest, q)
 	}
 	return &query.Filter{Expr: expr}, nil
-}
-
-// refuseMatchingAll refuses an erasure whose filter matches every span the
-// project holds, whatever its wording ({ duration >= 0 }): it reads spans
-// until one does not match, so a selective filter costs a block or two, and
-// one that matches everything costs a scan, as its resolution would.
-func (e *Engine) refuseMatchingAll(ctx context.Context, project string, f *query.Filter, q string) error {
-	spans, spared := 0, false
-	var res Result
-	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ func() bool) {
-		spans++
-		if !f.Match(s) {
-			spared = true
-		}
-	}, func() (uint64, bool) { return math.MaxUint64, spared })
-	if err != nil {
-		return fmt.Errorf("check erasure query: %w", err)
-	}
-	if spans > 0 && !spared && len(res.Warnings) == 0 {
-		return fmt.Errorf("%w: query %q matches all %d spans of project %q; erase with a narrower condition (a whole project ages out with --retention)", ErrEraseRequest, q, spans, project)
-	}
-	return nil
 }
 
 func compareTraceIDs(a, b model.TraceID) int {
@@ -345,14 +364,17 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 		if r.TraceID != "" {
 			ids, perr := parseTraceIDs([]string{r.TraceID})
 			if perr == nil {
-				_, err = e.resolveLocked(ctx, i, &ids[0], nil)
+				_, err = e.resolveLocked(i, ids)
 			} else {
 				err = perr
 			}
 		} else {
 			var f *query.Filter
+			var ids []model.TraceID
 			if f, err = eraseFilter(r.Query); err == nil {
-				_, err = e.resolveLocked(ctx, i, nil, f)
+				if ids, err = e.matchingTraces(ctx, r.Project, f); err == nil {
+					_, err = e.resolveLocked(i, ids)
+				}
 			}
 		}
 		if err != nil {

@@ -254,9 +254,10 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 		{Project: "default", TraceID: &id, Query: `{ span.user.id = "x" }`},
 		{Project: "default", Query: `{ }`},
 		{Project: "default", Query: `{ span.user.id = `},
-		// Conditions every stored span meets, however worded.
+		// Conditions every trace meets, however worded, unless confirmed.
 		{Project: "default", Query: `{ duration >= 0 }`},
 		{Project: "default", Query: `{ status = error || !(status = error) }`},
+		{Project: "default", Query: `{ !(span.no.such.key = "x") }`},
 	} {
 		if _, err := e.Erase(context.Background(), bad); !errors.Is(err, ErrEraseRequest) {
 			t.Fatalf("erase %+v: err %v, want ErrEraseRequest", bad, err)
@@ -336,5 +337,42 @@ func TestDamagedErasureListIsFoundAndRefused(t *testing.T) {
 	}
 	if _, err := Open(Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), erasuresName) {
 		t.Fatalf("open with a damaged erasure list: %v, want an error naming it", err)
+	}
+}
+
+// TestEraseCoveringEveryTraceNeedsConfirmation: a query whose traces are
+// all the project holds is refused unless confirmed, even when it matches
+// only some spans (one per trace: the root with the user id).
+func TestEraseCoveringEveryTraceNeedsConfirmation(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 16, NoCompaction: true, EraseDelay: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	corpus := eraseCorpus()
+	appendSpans(t, e, "default", corpus[:len(corpus)/2])
+	if err := e.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	appendSpans(t, e, "default", corpus[len(corpus)/2:])
+	q := `{ span.user.id =~ "user-.*" }`
+	if _, err := e.Erase(context.Background(), EraseRequest{Project: "default", Query: q}); !errors.Is(err, ErrEraseRequest) || !strings.Contains(err.Error(), "every one of the 60 traces") {
+		t.Fatalf("erase %s: err %v, want a refusal naming the 60 traces", q, err)
+	}
+	if n := len(e.Erasures()); n != 0 {
+		t.Fatalf("a refused erasure was recorded: %d erasures", n)
+	}
+	// Some of the traces: accepted without confirmation.
+	st, err := e.Erase(context.Background(), EraseRequest{Project: "default", Query: `{ span.user.id =~ "user-[12]" }`})
+	if err != nil || st.Traces != 20 {
+		t.Fatalf("erase two users: %+v, %v; want 20 traces", st, err)
+	}
+	// Confirmed: every trace.
+	st, err = e.Erase(context.Background(), EraseRequest{Project: "default", Query: q, All: true})
+	if err != nil || st.Traces != 40 || st.State != EraseHidden {
+		t.Fatalf("confirmed erasure: %+v, %v; want the 40 traces left, hidden", st, err)
+	}
+	if got := searchAll(t, e, "default", &query.Filter{}, 1000); len(got) != 0 {
+		t.Fatalf("%d spans still visible after erasing every trace", len(got))
 	}
 }

@@ -20,6 +20,7 @@ const maxEraseBody = 64 << 10
 type eraseBody struct {
 	Query   string `json:"query"`
 	TraceID string `json:"trace_id"`
+	All     bool   `json:"all"` // confirms a query that covers every trace of the project
 }
 
 func (s *Server) handleEraseTrace(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
@@ -44,7 +45,7 @@ func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, e *engine.E
 		writeError(w, http.StatusBadRequest, `body: want JSON {"query": "{ span.user.id = \"u_42\" }"} or {"trace_id": "..."}: `+err.Error())
 		return
 	}
-	req := engine.EraseRequest{Project: project, Query: body.Query}
+	req := engine.EraseRequest{Project: project, Query: body.Query, All: body.All}
 	if body.TraceID != "" {
 		id, err := model.ParseTraceID(body.TraceID)
 		if err != nil {
