@@ -23,7 +23,8 @@
 // followed by marks that composition joins to it or reorders (NFD kana and
 // Hangul, as in macOS file names; halfwidth ｶﾞ; marks typed out of
 // canonical order) is taken in its NFKC form, so ガ, カ+U+3099 and ｶﾞ are
-// all the token ガ. Not folded: compatibility characters that stand for
+// all the token ガ. Segments written before this rule index such text by
+// its old tokens (ｶﾞ was カ); a merge re-indexes what it rewrites. Not folded: compatibility characters that stand for
 // several kana or for Hangul letters (squared ㌔, parenthesised ㈜, the
 // digraph ゟ) are found only as themselves.
 //

@@ -56,6 +56,8 @@ func BenchmarkTokens(b *testing.B) {
 		// Scripts whose words carry combining marks (composed text, NFC).
 		{"thai", strings.Repeat("การคืนเงินสำหรับคำสั่งซื้อนี้จะดำเนินการภายในห้าวันทำการ ขอบคุณที่ใช้บริการ ", 8)},
 		{"hindi", strings.Repeat("आपका रिफंड पाँच कार्य दिवसों में संसाधित किया जाएगा। धन्यवाद। ", 8)},
+		// Crafted: runs of 30 marks (linear, not quadratic, in the run).
+		{"mark-runs", strings.Repeat("ป"+strings.Repeat("\u0e48", 30)+" ", 16)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(c.text)))

@@ -69,6 +69,8 @@ type tokenizer struct {
 	full  bool // the run reached MaxTokenLen: the rest of it is dropped
 	fold  bool // the last base character takes droppable diacritics
 
+	plainUntil int // input before this offset was found in NFKC by composed
+
 	ri    rune // pending regional indicator (first half of a flag)
 	riPos int  // its input offset, or -1 when it is not a copy of the input
 }
@@ -150,7 +152,7 @@ func tokenize(s string, escaped bool, sc *scratch, emit func(tok string, fromInp
 		} else {
 			r, size = utf8.DecodeRuneInString(s[i:])
 		}
-		if i+size < len(s) && mayCombine(s[i+size], escaped) {
+		if i+size < len(s) && i+size >= t.plainUntil && mayCombine(s[i+size], escaped) {
 			if j := t.composed(r, i, i+size, escaped, !ident, emit); j > i+size {
 				i = j
 				continue
@@ -200,6 +202,7 @@ func (t *tokenizer) composed(r rune, p, j int, escaped, baseEscaped bool, emit e
 		j += n
 	}
 	if j == start || !esc && norm.NFKC.IsNormalString(s[p:j]) {
+		t.plainUntil = j // its marks need no second look: linear in long runs
 		return start
 	}
 	t.sc.nfkc = norm.NFKC.Append(t.sc.nfkc[:0], t.sc.seq...)
