@@ -129,8 +129,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 
 // envDefaults sets each flag that was not given on the command line from its
 // environment twin: flag "data-dir" reads RASTRO_DATA_DIR. Call after Parse.
-// A twin set to the empty string sets a string flag to "" (RASTRO_GRPC_ADDR=
-// turns gRPC off, as --grpc-addr "" does) and leaves other flags alone.
+// A twin set to the empty string is ignored (as if unset), except for the
+// flags whose empty value means something (emptyMeaningful):
+// RASTRO_GRPC_ADDR= turns gRPC off, as --grpc-addr "" does.
 func envDefaults(fs *flag.FlagSet, env *Env) error {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -141,7 +142,7 @@ func envDefaults(fs *flag.FlagSet, env *Env) error {
 		}
 		name := EnvName(f.Name)
 		v, set := env.LookupEnv(name)
-		if !set || v == "" && !isStringFlag(f) {
+		if !set || v == "" && !emptyMeaningful[f.Name] {
 			return
 		}
 		if err := f.Value.Set(v); err != nil {
@@ -154,14 +155,9 @@ func envDefaults(fs *flag.FlagSet, env *Env) error {
 	return nil
 }
 
-func isStringFlag(f *flag.Flag) bool {
-	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	_, s := g.Get().(string)
-	return s
-}
+// emptyMeaningful are the flags whose empty value is not their default's
+// absence but a setting of its own.
+var emptyMeaningful = map[string]bool{"grpc-addr": true}
 
 // EnvName returns the environment variable twin of a flag name.
 func EnvName(flagName string) string {

@@ -3,10 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -36,17 +34,9 @@ type llmMeasures struct {
 }
 
 func runLLM(ctx context.Context, env *Env, args []string) error {
-	// The subcommand may come after flags: rastro llm --server URL stats.
-	sub := slices.Index(args, "stats")
-	if sub < 0 {
-		if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
-			fmt.Fprintln(env.Stderr, "Usage: rastro llm stats [--by model,user,...] [flags] [TRACEQL]\n\nRun 'rastro llm stats --help' for its flags.")
-			return flag.ErrHelp
-		}
-		return fmt.Errorf("%w: usage: rastro llm stats [--by model,user,...] [flags]", errUsage)
-	}
-	args = append(slices.Clone(args[:sub]), args[sub+1:]...)
-	fs := newFlagSet(env, "llm stats", "[flags] [TRACEQL]")
+	// The subcommand is the first positional argument, so flags may come
+	// before it: rastro llm --server URL stats.
+	fs := newFlagSet(env, "llm", "stats [flags] [TRACEQL]")
 	var c clientFlags
 	c.register(fs, env)
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
@@ -55,9 +45,12 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() == 0 || fs.Arg(0) != "stats" {
+		return fmt.Errorf("%w: usage: rastro llm stats [--by model,user,...] [flags] [TRACEQL]", errUsage)
+	}
 	params := url.Values{"group_by": {*by}}
-	if fs.NArg() > 0 {
-		params.Set("q", strings.Join(fs.Args(), " "))
+	if fs.NArg() > 1 {
+		params.Set("q", strings.Join(fs.Args()[1:], " "))
 	}
 	if *since != "" {
 		params.Set("since", *since)

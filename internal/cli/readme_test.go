@@ -72,7 +72,7 @@ func TestServeHelpDocumentsEveryFlag(t *testing.T) {
 func TestEnvironmentTwinsSetFlags(t *testing.T) {
 	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: func(k string) (string, bool) {
 		v, ok := map[string]string{"RASTRO_DATA_DIR": "/tmp/x", "RASTRO_SEAL_BYTES": "2MiB", "RASTRO_HTTP_ADDR": "ignored",
-			"RASTRO_GRPC_ADDR": "", "RASTRO_SEAL_AGE": ""}[k]
+			"RASTRO_GRPC_ADDR": "", "RASTRO_SEAL_AGE": "", "RASTRO_LOG_LEVEL": ""}[k]
 		return v, ok
 	}}
 	fs, c := newServeFlags(env)
@@ -85,9 +85,9 @@ func TestEnvironmentTwinsSetFlags(t *testing.T) {
 	if c.dataDir != "/tmp/x" || c.sealBytes != 2<<20 || c.httpAddr != "127.0.0.1:1" {
 		t.Fatalf("env twins: data-dir %q seal-bytes %d http-addr %q", c.dataDir, c.sealBytes, c.httpAddr)
 	}
-	// Set but empty: a string flag takes "" (gRPC off); others keep their default.
-	if c.grpcAddr != "" || c.sealAge != time.Minute {
-		t.Fatalf("empty twins: grpc-addr %q (want \"\"), seal-age %v (want the default)", c.grpcAddr, c.sealAge)
+	// Set but empty: grpc-addr takes "" (gRPC off); others keep their default.
+	if c.grpcAddr != "" || c.sealAge != time.Minute || c.logLevel != "info" {
+		t.Fatalf("empty twins: grpc-addr %q (want \"\"), seal-age %v, log-level %q (want the defaults)", c.grpcAddr, c.sealAge, c.logLevel)
 	}
 	bad := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, LookupEnv: func(k string) (string, bool) {
 		if k == "RASTRO_SEAL_BYTES" {

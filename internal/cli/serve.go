@@ -82,6 +82,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// Zero would silently mean "the default" below: refuse it instead.
 	for name, v := range map[string]int64{"--max-body-bytes": int64(c.maxBody), "--max-inflight-bytes": int64(c.maxInflight),
 		"--seal-bytes": int64(c.sealBytes), "--sync-interval": int64(c.syncInterval), "--seal-age": int64(c.sealAge),
+		"--wal-max-bytes": int64(c.walMax), "--compaction-max-segment-bytes": int64(c.compactionMax),
 		"--erase-delay": int64(c.eraseDelay), "--lifecycle-interval": int64(c.lifecycleInterval)} {
 		if v <= 0 {
 			return fmt.Errorf("%w: %s must be above zero", errUsage, name)

@@ -65,3 +65,19 @@ func TestSessionsCommandShowsAConversation(t *testing.T) {
 		t.Fatalf("two ids: exit %d", c)
 	}
 }
+
+// TestLLMStatsCommandLine: the subcommand may follow flags; a flag value is
+// never taken for it; --help is help.
+func TestLLMStatsCommandLine(t *testing.T) {
+	base, _ := startTestServer(t)
+	var out, errb lockedBuffer
+	if c := Main(context.Background(), []string{"llm", "--server", base, "stats", "--by", "model"}, &out, &errb); c != 0 || !strings.Contains(out.String(), "MODEL") {
+		t.Fatalf("flags before stats: exit %d, stdout %q, stderr %q", c, out.String(), errb.String())
+	}
+	if c := Main(context.Background(), []string{"llm", "--server", base, "--by", "stats"}, &out, &errb); c != 2 {
+		t.Fatalf("--by stats with no subcommand: exit %d, want 2", c)
+	}
+	if c := Main(context.Background(), []string{"llm", "--help"}, &out, &errb); c != 0 {
+		t.Fatalf("llm --help: exit %d", c)
+	}
+}

@@ -270,16 +270,13 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, e *engine.
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// window reads since/until for discovery routes (default: the last 24
-// hours), with the checks of the search routes: both within 1970..2261,
-// since before until.
+// window reads since/until for discovery routes (default: the 24 hours
+// before until, or before now), with the checks of the search routes: both
+// within 1970..2261, since before until.
 func window(w http.ResponseWriter, r *http.Request) (start, end uint64, ok bool) {
 	q := r.URL.Query()
 	v := url.Values{"since": {q.Get("since")}, "until": {q.Get("until")}}
-	defaulted := v.Get("since") == ""
-	if defaulted {
-		v.Set("since", "24h")
-	}
+	defaulted := defaultSince(v, time.Now())
 	f, err := query.FromValues(v, time.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, sinceDefaultHint(err.Error(), defaulted))
@@ -288,11 +285,27 @@ func window(w http.ResponseWriter, r *http.Request) (start, end uint64, ok bool)
 	return f.Start, f.End, true
 }
 
+// defaultSince fills in a missing since: 24 hours before until (when until
+// is a valid time) or before now. It reports whether it did.
+func defaultSince(v url.Values, now time.Time) bool {
+	if v.Get("since") != "" {
+		return false
+	}
+	since := "24h"
+	if u := v.Get("until"); u != "" {
+		if t, err := query.ParseTime(u, now); err == nil && t.Year() >= 1970 && t.Year() <= 2261 {
+			since = t.Add(-24 * time.Hour).UTC().Format(time.RFC3339Nano)
+		}
+	}
+	v.Set("since", since)
+	return true
+}
+
 // sinceDefaultHint says, in an error about since, that the user did not
 // give it: routes with a default window fill it in.
 func sinceDefaultHint(msg string, defaulted bool) string {
 	if defaulted && strings.HasPrefix(msg, "since:") {
-		return msg + " (since was not given; on this route it defaults to 24h ago)"
+		return msg + " (since was not given; on this route it defaults to 24h before until)"
 	}
 	return msg
 }

@@ -161,10 +161,7 @@ func autoStep(window time.Duration) time.Duration {
 
 func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
 	q := r.URL.Query()
-	defaulted := q.Get("since") == ""
-	if defaulted {
-		q.Set("since", "24h")
-	}
+	defaulted := defaultSince(q, time.Now())
 	f, err := query.FromValues(q, time.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, sinceDefaultHint(err.Error(), defaulted))
