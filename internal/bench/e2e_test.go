@@ -176,7 +176,7 @@ func TestBenchTailEndToEnd(t *testing.T) {
 		t.Fatalf("rastro bench tail: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
 	rec := readRaw(t, out, "tail")
-	for _, name := range []string{"tail-idle", "tail-under-load", "ingest-no-tail", "ingest-4-tails"} {
+	for _, name := range []string{"tail-idle", "tail-under-load", "ingest-no-tail", "ingest-4-tails", "ingest-unfiltered-tail"} {
 		sc, ok := rec.Scenario(name)
 		if !ok || sc.Status != "ok" {
 			t.Fatalf("%s not ok: %+v", name, sc)
@@ -192,7 +192,7 @@ func TestBenchTailEndToEnd(t *testing.T) {
 	if errs, _ := strconv.Atoi(sc.Params["error_spans"]); errs == 0 || sc.Summary["tail_spans"].Median+sc.Summary["dropped"].Median < float64(errs) {
 		t.Errorf("error tails: %v spans + %v dropped, corpus has %s error spans", sc.Summary["tail_spans"].Median, sc.Summary["dropped"].Median, sc.Params["error_spans"])
 	}
-	if len(rec.Targets) != 4 {
+	if len(rec.Targets) != 5 {
 		t.Errorf("targets = %+v", rec.Targets)
 	}
 }

@@ -33,10 +33,11 @@ before the 2xx: the server hands a batch to its tails as soon as the batch is du
 Under load, 4 OTLP/HTTP protobuf clients send the ` + "`api`" + ` corpus in a loop, as fast as the server takes it (429s retried),
 for as long as the probes last.
 
-**Ingest cost** (scenarios ` + "`ingest-no-tail`" + ` and ` + "`ingest-4-tails`" + `): 4 clients send the ` + "`api`" + ` corpus once; in the
-second scenario 4 tails filtered by ` + "`status=error`" + ` are open throughout. After the load, every tail must have
-received exactly the corpus's error spans, or have reported (in a ` + "`dropped`" + ` event) how many it skipped: a span
-missing without a report refuses the run.`,
+**Ingest cost** (scenarios ` + "`ingest-no-tail`" + `, ` + "`ingest-4-tails`" + ` and ` + "`ingest-unfiltered-tail`" + `): 4 clients send the
+` + "`api`" + ` corpus once; in the second scenario 4 tails filtered by ` + "`status=error`" + ` are open throughout, in the third one
+tail with no filter (every span is sent to it). After the load, every tail must have received exactly the spans it
+asked for, or have reported (in a ` + "`dropped`" + ` event) how many it skipped: a span missing without a report refuses the
+run.`,
 		Columns: []Column{
 			{Title: "What", Param: "what"},
 			{Title: "Ingest spans/s (min-max)", Metric: "spans_per_s", Spread: true},
@@ -56,7 +57,7 @@ const (
 	tailProbeService   = "tail-probe"
 	tailProbeEvery     = 50 * time.Millisecond
 	tailErrorTails     = 4
-	TailEventTargetMS  = 2000.0 // 2xx to event, p95, under load
+	TailEventTargetMS  = 2000.0 // send to event, p95, under load
 	TailIngestRatioMin = 0.90   // ingest with open tails / without
 )
 
@@ -81,7 +82,7 @@ func planTail(ctx context.Context, cfg Config) ([]Scenario, error) {
 		return nil, err
 	}
 	params := func(what string) map[string]string {
-		return map[string]string{"what": what, "error_spans": strconv.FormatInt(p.errors, 10), "clients": strconv.Itoa(tailClients)}
+		return map[string]string{"what": what, "error_spans": strconv.FormatInt(p.errors, 10), "spans": strconv.Itoa(p.spans), "clients": strconv.Itoa(tailClients)}
 	}
 	return []Scenario{
 		{Name: "tail-idle", Params: params("probes, no other ingest"),
@@ -89,9 +90,15 @@ func planTail(ctx context.Context, cfg Config) ([]Scenario, error) {
 		{Name: "tail-under-load", Params: params("probes during ingest at full speed"),
 			Run: func(ctx context.Context, env *RunEnv) Result { return runTailProbes(ctx, env, p, true) }},
 		{Name: "ingest-no-tail", Params: params("ingest, no tail open"),
-			Run: func(ctx context.Context, env *RunEnv) Result { return runTailIngest(ctx, env, p, 0) }},
+			Run: func(ctx context.Context, env *RunEnv) Result { return runTailIngest(ctx, env, p, 0, nil, 0) }},
 		{Name: "ingest-4-tails", Params: params("ingest, 4 tails of status=error open"),
-			Run: func(ctx context.Context, env *RunEnv) Result { return runTailIngest(ctx, env, p, tailErrorTails) }},
+			Run: func(ctx context.Context, env *RunEnv) Result {
+				return runTailIngest(ctx, env, p, tailErrorTails, url.Values{"status": {"error"}}, p.errors)
+			}},
+		{Name: "ingest-unfiltered-tail", Params: params("ingest, 1 tail of every span open"),
+			Run: func(ctx context.Context, env *RunEnv) Result {
+				return runTailIngest(ctx, env, p, 1, url.Values{}, int64(p.spans))
+			}},
 	}, nil
 }
 
@@ -100,6 +107,7 @@ type tailEvent struct {
 	at      time.Time // when its data line was read
 	spanIDs []string
 	dropped int64
+	err     error // the stream could not be read; the last event
 }
 
 // openTailStream opens GET /api/v1/tail?params and returns its events once
@@ -131,9 +139,11 @@ func openTailStream(ctx context.Context, srv *Server, params url.Values) (<-chan
 		for {
 			line, err := br.ReadSlice('\n')
 			if errors.Is(err, bufio.ErrBufferFull) {
-				// A long data line: read the rest whole.
+				// A long data line: keep what was read (the next read
+				// reuses the buffer), then read the rest whole.
+				head := bytes.Clone(line)
 				rest, err2 := br.ReadBytes('\n')
-				line, err = append(bytes.Clone(line), rest...), err2
+				line, err = append(head, rest...), err2
 			}
 			if err != nil {
 				return
@@ -149,7 +159,8 @@ func openTailStream(ctx context.Context, srv *Server, params url.Values) (<-chan
 					} `json:"spans"`
 					Dropped int64 `json:"dropped"`
 				}
-				if json.Unmarshal(line[len("data: "):], &body) != nil {
+				if err := json.Unmarshal(line[len("data: "):], &body); err != nil {
+					events <- tailEvent{err: fmt.Errorf("tail event %q: %w", name, err)}
 					return
 				}
 				for _, s := range body.Spans {
@@ -231,6 +242,9 @@ func runTailProbes(ctx context.Context, env *RunEnv, p *tailPlan, withLoad bool)
 				if !ok {
 					return refused("probe %d: the tail stream ended", n)
 				}
+				if ev.err != nil {
+					return refused("probe %d: %v", n, ev.err)
+				}
 				dropped += ev.dropped
 				for _, s := range ev.spanIDs {
 					if s == id {
@@ -264,7 +278,9 @@ func runTailProbes(ctx context.Context, env *RunEnv, p *tailPlan, withLoad bool)
 	return res
 }
 
-func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int) Result {
+// runTailIngest sends the corpus with tails open, each asking for params;
+// each must account for want spans.
+func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int, params url.Values, want int64) Result {
 	srv, err := StartServer(ctx, ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"})
 	if err != nil {
 		return refused("start server: %v", err)
@@ -272,10 +288,13 @@ func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int) Res
 	defer srv.Kill()
 	tctx, closeTails := context.WithCancel(ctx)
 	defer closeTails()
-	type count struct{ spans, dropped int64 }
+	type count struct {
+		spans, dropped int64
+		err            error
+	}
 	counts := make([]chan count, tails)
 	for i := range tails {
-		events, err := openTailStream(tctx, srv, url.Values{"status": {"error"}})
+		events, err := openTailStream(tctx, srv, params)
 		if err != nil {
 			return refused("%v", err)
 		}
@@ -283,9 +302,13 @@ func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int) Res
 		go func() {
 			var c count
 			defer func() { counts[i] <- c }()
-			for c.spans+c.dropped < p.errors {
+			for c.spans+c.dropped < want {
 				ev, ok := <-events
 				if !ok {
+					return
+				}
+				if ev.err != nil {
+					c.err = ev.err
 					return
 				}
 				c.spans += int64(len(ev.spanIDs))
@@ -298,9 +321,9 @@ func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int) Res
 		return refused("load: %v", err)
 	}
 	res := Result{Metrics: map[string]float64{"spans_per_s": lr.SpansPerSecond, "retried_429": float64(lr.Retried429)}}
-	// Each tail must account for every error span: received, or reported
-	// dropped. A dropped batch may hold spans of other statuses too, so a
-	// tail that dropped may report more than it missed.
+	// Each tail must account for every span it asked for: received, or
+	// reported dropped. A dropped batch may hold spans the filter would not
+	// have passed, so a tail that dropped may report more than it missed.
 	deadline := time.After(60 * time.Second)
 	minSpans, drops := int64(-1), int64(0)
 	for i := range tails {
@@ -311,8 +334,10 @@ func runTailIngest(ctx context.Context, env *RunEnv, p *tailPlan, tails int) Res
 			closeTails()
 			c = <-counts[i]
 		}
-		if c.dropped == 0 && c.spans != p.errors {
-			res.Refusals = append(res.Refusals, fmt.Sprintf("tail %d received %d of %d error spans and reported no drop", i, c.spans, p.errors))
+		if c.err != nil {
+			res.Refusals = append(res.Refusals, fmt.Sprintf("tail %d: %v", i, c.err))
+		} else if c.dropped == 0 && c.spans != want {
+			res.Refusals = append(res.Refusals, fmt.Sprintf("tail %d received %d of %d spans and reported no drop", i, c.spans, want))
 		}
 		if minSpans < 0 || c.spans < minSpans {
 			minSpans = c.spans
@@ -345,10 +370,13 @@ func passIf(ok bool) string {
 // which keep up receive every span.
 func tailTargets(rec *Record) []Target {
 	var out []Target
-	t := Target{Name: "2xx to event p95 under ingest load (median of runs)", Want: fmt.Sprintf("< %.0f ms", TailEventTargetMS), Status: "NOT RUN"}
+	// The event usually arrives before the 2xx (the batch reaches the tails
+	// as soon as it is durable), so the target is on send to event, which
+	// includes the request itself; 2xx to event is shown too.
+	t := Target{Name: "send to event p95 under ingest load (median of runs)", Want: fmt.Sprintf("< %.0f ms", TailEventTargetMS), Status: "NOT RUN"}
 	if sr, ok := rec.Scenario("tail-under-load"); ok && sr.Status == "ok" {
-		v := sr.Summary["ack_to_event_p95_ms"].Median
-		t.Got, t.Status = fmt.Sprintf("%.2f ms (send to event p95 %.2f ms)", v, sr.Summary["event_p95_ms"].Median), passIf(v < TailEventTargetMS)
+		v := sr.Summary["event_p95_ms"].Median
+		t.Got, t.Status = fmt.Sprintf("%.2f ms (2xx to event p95 %.2f ms)", v, sr.Summary["ack_to_event_p95_ms"].Median), passIf(v < TailEventTargetMS)
 	}
 	out = append(out, withBusyNote(rec, t))
 	t = Target{Name: "ingest with 4 error tails open / with none (medians)", Want: fmt.Sprintf(">= %.2f", TailIngestRatioMin), Status: "NOT RUN"}
@@ -365,6 +393,11 @@ func tailTargets(rec *Record) []Target {
 		t.Got, t.Status = fmt.Sprintf("%.0f", d), passIf(d == 0)
 	}
 	out = append(out, t)
+	if un, ok := rec.Scenario("ingest-unfiltered-tail"); ok && un.Status == "ok" && ok1 && no.Status == "ok" && no.Summary["spans_per_s"].Median > 0 {
+		out = append(out, Target{Name: "ingest with 1 unfiltered tail open / with none (medians); spans it skipped", Want: "report",
+			Got: fmt.Sprintf("%.2f; %.0f of %s skipped (median)", un.Summary["spans_per_s"].Median/no.Summary["spans_per_s"].Median,
+				un.Summary["dropped"].Median, un.Params["spans"]), Status: "REPORT"})
+	}
 	if sr, ok := rec.Scenario("tail-idle"); ok && sr.Status == "ok" {
 		out = append(out, Target{Name: "send to event p95, idle (median of runs)", Want: "report",
 			Got: fmt.Sprintf("%.2f ms", sr.Summary["event_p95_ms"].Median), Status: "REPORT"})
