@@ -59,7 +59,7 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 			var d struct{ Dropped int64 }
 			json.Unmarshal([]byte(data), &d)
 			w.Flush()
-			fmt.Fprintf(env.Stderr, "rastro tail: the server skipped %d spans because this client read too slowly\n", d.Dropped)
+			fmt.Fprintf(env.Stderr, "rastro tail: the server skipped %d spans of the project (matching the filter or not) because this client read too slowly\n", d.Dropped)
 		case "spans":
 			var b struct{ Spans []json.RawMessage }
 			if err := json.Unmarshal([]byte(data), &b); err != nil {

@@ -25,7 +25,7 @@ const (
 //	: tail open                        once the subscription is registered
 //	event: spans   data: {"spans":[...]}
 //	event: dropped data: {"dropped":N}  spans skipped because the client read too slowly
-//	: keepalive                        every 15 s without spans
+//	: keepalive                        every 15 s
 //
 // The stream ends when the client goes away or the server shuts down.
 func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
