@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -94,6 +95,11 @@ func runCompact(ctx context.Context, env *Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "project" })
+	if given { // (RASTRO_PROJECT, set for the other commands, is no error)
+		return fmt.Errorf("%w: --project does not apply: compaction merges the segments of every project", errUsage)
 	}
 	resp, err := c.do(ctx, http.MethodPost, "/api/v1/admin/compact", nil, []byte("{}"), 24*time.Hour)
 	if err != nil {

@@ -124,7 +124,13 @@ func (p *parser) parseQuery() (node, error) {
 	case tPipe:
 		return nil, p.errf(p.tok.pos, "pipelines (|) are not supported: only one spanset filter { ... }")
 	case tAnd, tOr, tOp:
-		return nil, p.errf(p.tok.pos, "spanset operators between filters are not supported, got %s after }", p.desc())
+		// Name the whole operator (>>, !~, &&), not its first token.
+		op := p.src[p.tok.pos:]
+		n := 0
+		for n < len(op) && strings.IndexByte("<>&|~!=", op[n]) >= 0 {
+			n++
+		}
+		return nil, p.errf(p.tok.pos, "spanset operators between filters are not supported, got %q after }", op[:n])
 	}
 	return nil, p.errf(p.tok.pos, "unexpected %s after closing }", p.desc())
 }
