@@ -26,9 +26,9 @@ const (
 	TailBuffer = 256
 	// TailBufferBytes bounds the request bytes of the batches a tail holds
 	// (decoded spans take a small multiple of that).
-	TailBufferBytes = 4 << 20
+	TailBufferBytes = 16 << 20
 	// MaxTails is how many tails the engine keeps open at once.
-	MaxTails = 64
+	MaxTails = 32
 	// tailMaxSpans is about the most spans one Next returns: a reader
 	// catching up gets its backlog in parts.
 	tailMaxSpans = 2000
