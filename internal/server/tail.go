@@ -57,7 +57,14 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 	ctx, cancel := contextUntil(r.Context(), s.stopping)
 	defer cancel()
 	rc := http.NewResponseController(w)
-	defer context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })()
+	stopDeadline := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
+	defer func() {
+		// The connection may serve another request after the stream ends
+		// (the engine closed): it must not keep a deadline.
+		if stopDeadline() {
+			rc.SetWriteDeadline(time.Time{})
+		}
+	}()
 	write := func(b []byte) error {
 		rc.SetWriteDeadline(time.Now().Add(tailWriteTimeout))
 		_, err := w.Write(b)
