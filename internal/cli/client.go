@@ -40,6 +40,23 @@ func (c *clientFlags) get(ctx context.Context, path string, params url.Values) (
 	return c.do(ctx, http.MethodGet, path, params, nil, 60*time.Second)
 }
 
+// fetch gets path?params. With --json it prints the server's answer as is
+// and reports printed; otherwise it decodes the answer into out.
+func (c *clientFlags) fetch(ctx context.Context, env *Env, path string, params url.Values, out any) (printed bool, err error) {
+	body, err := c.get(ctx, path, params)
+	if err != nil {
+		return false, err
+	}
+	if c.json {
+		_, err := env.Stdout.Write(body)
+		return true, err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return false, fmt.Errorf("decode server response: %w", err)
+	}
+	return false, nil
+}
+
 // do sends one request (body: JSON, or nil) and returns the body of a 2xx
 // response, like get.
 func (c *clientFlags) do(ctx context.Context, method, path string, params url.Values, body []byte, timeout time.Duration) ([]byte, error) {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -58,14 +57,6 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	if *until != "" {
 		params.Set("until", *until)
 	}
-	body, err := c.get(ctx, "/api/v1/llm/stats", params)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
 	var resp struct {
 		GroupBy []string `json:"group_by"`
 		Groups  []struct {
@@ -74,8 +65,8 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		} `json:"groups"`
 		Totals llmMeasures `json:"totals"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decode server response: %w", err)
+	if printed, err := c.fetch(ctx, env, "/api/v1/llm/stats", params, &resp); err != nil || printed {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, k := range resp.GroupBy {

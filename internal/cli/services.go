@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"text/tabwriter"
@@ -27,20 +26,12 @@ func runServices(ctx context.Context, env *Env, args []string) error {
 	} else if fs.NArg() > 1 {
 		return fmt.Errorf("%w: give at most one service", errUsage)
 	}
-	body, err := c.get(ctx, path, params)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
 	var resp map[string][]struct {
 		Name  string `json:"name"`
 		Count int    `json:"count"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decode server response: %w", err)
+	if printed, err := c.fetch(ctx, env, path, params, &resp); err != nil || printed {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\tSPANS\n", header)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -45,14 +44,6 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 	}
 	params.Set("sort", *sortBy)
 	params.Set("limit", strconv.Itoa(*limit))
-	body, err := c.get(ctx, "/api/v1/sessions", params)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
 	var resp struct {
 		Sessions []struct {
 			ID    string   `json:"session_id"`
@@ -61,8 +52,8 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 		} `json:"sessions"`
 		Total int `json:"total"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decode server response: %w", err)
+	if printed, err := c.fetch(ctx, env, "/api/v1/sessions", params, &resp); err != nil || printed {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tUSERS\tLAST SEEN\tTRACES\tSPANS\tERRORS\tTOKENS IN/OUT\tCOST USD")
@@ -100,14 +91,6 @@ type apiLLMCall struct {
 // history with every call, so a call's input messages that repeat what the
 // previous call sent and received are left out.
 func showSession(ctx context.Context, env *Env, c *clientFlags, id string, params url.Values, full bool) error {
-	body, err := c.get(ctx, "/api/v1/sessions/"+url.PathEscape(id), params)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
 	var resp struct {
 		SessionID string `json:"session_id"`
 		Traces    []struct {
@@ -122,8 +105,8 @@ func showSession(ctx context.Context, env *Env, c *clientFlags, id string, param
 		} `json:"traces"`
 		Warnings []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decode server response: %w", err)
+	if printed, err := c.fetch(ctx, env, "/api/v1/sessions/"+url.PathEscape(id), params, &resp); err != nil || printed {
+		return err
 	}
 	w := env.Stdout
 	var cost float64

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -23,20 +22,12 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: give exactly one trace id", errUsage)
 	}
-	body, err := c.get(ctx, "/api/v1/traces/"+fs.Arg(0), nil)
-	if err != nil {
-		return err
-	}
-	if c.json {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
 	var resp struct {
 		TraceID string    `json:"trace_id"`
 		Spans   []apiSpan `json:"spans"`
 	}
-	if err := json.Unmarshal(body, &resp); err != nil {
-		return fmt.Errorf("decode server response: %w", err)
+	if printed, err := c.fetch(ctx, env, "/api/v1/traces/"+fs.Arg(0), nil, &resp); err != nil || printed {
+		return err
 	}
 	printTraceTree(env, resp.TraceID, resp.Spans)
 	return nil
