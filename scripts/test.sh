@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/...)
+race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/...)
 
 echo "== go vet"
 go vet ./...
@@ -15,5 +15,5 @@ echo "== go test -race (concurrent packages)"
 go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
 
 echo "== go test (everything else)"
-mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server)
+mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store)
 go test -count=1 -timeout 20m "${rest[@]}"

@@ -10,6 +10,8 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // directEngineWorkers is the concurrency of the direct-engine scenario.
@@ -55,7 +57,7 @@ func runDirectEngine(ctx context.Context, env *RunEnv, dur string, batches [][]m
 					return
 				}
 				t0 := time.Now()
-				if err := e.Append("default", engine.RecordOTLPProto, jobs[i].body, jobs[i].spans); err != nil {
+				if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: jobs[i].body, Spans: jobs[i].spans}); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, &err)
 				}
@@ -78,7 +80,7 @@ func runDirectEngine(ctx context.Context, env *RunEnv, dur string, batches [][]m
 	if ctx.Err() != nil {
 		lr.SentSpans = 0
 	}
-	facts := RunFacts{Load: lr, Expected: int64(total), Stored: e.Stats("default").Spans, RestartStored: -1}
+	facts := RunFacts{Load: lr, Expected: int64(total), Stored: storedSpans(e), RestartStored: -1}
 	res := Result{Metrics: map[string]float64{
 		"spans_per_s": float64(total) / elapsed.Seconds(),
 		"p50_ms":      l.P50, "p95_ms": l.P95, "p99_ms": l.P99, "max_ms": l.Max,
@@ -92,7 +94,7 @@ func runDirectEngine(ctx context.Context, env *RunEnv, dur string, batches [][]m
 		if err != nil {
 			res.Refusals = append(res.Refusals, fmt.Sprintf("reopen engine: %v", err))
 		} else {
-			facts.RestartStored = e2.Stats("default").Spans
+			facts.RestartStored = storedSpans(e2)
 			if err := e2.Close(); err != nil {
 				res.Refusals = append(res.Refusals, fmt.Sprintf("close reopened engine: %v", err))
 			}
@@ -100,4 +102,14 @@ func runDirectEngine(ctx context.Context, env *RunEnv, dur string, batches [][]m
 	}
 	res.Refusals = append(Refusals(facts), res.Refusals...)
 	return res
+}
+
+// storedSpans is the count of spans the engine holds in the default project
+// (-1 when it cannot say).
+func storedSpans(e *engine.Engine) int64 {
+	st, err := e.Stats(context.Background(), "default")
+	if err != nil {
+		return -1
+	}
+	return st.Spans
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // fsckStore makes a closed store with two segments.
@@ -32,7 +34,7 @@ func fsckStore(t *testing.T) (dir string, segs []string) {
 			s.StartTimeUnixNano = 1_700_000_000_000_000_000 + uint64(i)
 			s.EndTimeUnixNano = s.StartTimeUnixNano + 10
 		}
-		if err := e.Append("default", engine.RecordOTLPProto, otlp.EncodeProto(spans), spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: otlp.EncodeProto(spans), Spans: spans}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Seal(); err != nil {

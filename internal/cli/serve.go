@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/process"
 	"github.com/rastro-dev/rastro/internal/server"
 )
 
@@ -40,7 +44,7 @@ type serveConfig struct {
 func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
-		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: engine.DefaultMergeHeadroom,
+		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: process.DefaultMergeHeadroom,
 		valueThreshold: engine.DefaultValueThreshold}
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
@@ -115,9 +119,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
-		MergeHeadroom: offIfZero(c.mergeHeadroom), ValueThreshold: int(offIfZero(c.valueThreshold)),
-		Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		ValueThreshold: int(offIfZero(c.valueThreshold)), Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
+		// The process's runtime policy: merges on a low-priority thread, with
+		// the memory guard holding the soft limit near the live heap.
+		Background: &process.Background{MergeHeadroom: offIfZero(c.mergeHeadroom), MergeNice: process.DefaultMergeNice},
 	}
 	// Settings are checked before anything listens: a bad one is a usage
 	// error, not a server that starts and then exits.
@@ -125,9 +131,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 
+	// The engine opens after the ports are bound (WAL replay can take a
+	// while); its metrics are served from the start, 0 until it is open.
+	var opened atomic.Pointer[engine.Engine]
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		MaxBodyBytes: int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
+		Collectors: []prometheus.Collector{engine.NewCollector(opened.Load)},
 	})
 	if err != nil {
 		return err
@@ -137,9 +147,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "data_dir", c.dataDir, "durability", c.durability)
 
-	// Fewer collections while the live heap is small (engine.StartGCFloor;
+	// Fewer collections while the live heap is small (process.StartGCFloor;
 	// an operator's GOGC turns it off).
-	defer engine.StartGCFloor(engine.DefaultGCFloor)()
+	defer process.StartGCFloor(process.DefaultGCFloor)()
 
 	start := time.Now()
 	eng, err := engine.Open(opts)
@@ -147,7 +157,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		shutdown(srv, log)
 		return fmt.Errorf("open store %s: %w", c.dataDir, err)
 	}
-	srv.SetEngine(eng)
+	opened.Store(eng)
+	srv.SetBackend(eng)
 	log.Info("ready", "took", time.Since(start).String())
 
 	<-ctx.Done()

@@ -56,7 +56,7 @@ func startTestServer(t *testing.T) (base string, eng *engine.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.SetEngine(eng)
+	srv.SetBackend(eng)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,6 +1,7 @@
-// Package durable holds the two file-system calls every on-disk structure of
-// Rastro relies on to survive a crash: syncing a file's data, and syncing a
-// directory so that creations, renames and removals in it persist.
+// Package durable holds what every on-disk structure of Rastro shares: the two
+// file-system calls it relies on to survive a crash (syncing a file's data,
+// and syncing a directory so that creations, renames and removals in it
+// persist), and the marker of corruption, ErrCorruption.
 package durable
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // appendSealed appends spans to the default project as OTLP requests of
@@ -22,7 +23,7 @@ func appendSealed(tb testing.TB, e *engine.Engine, spans []model.Span, batch int
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if err := e.Append("default", engine.RecordOTLPProto, body, bt.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -43,7 +44,10 @@ func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
 		b.Fatal(err)
 	}
 	appendSealed(b, e, spans, 1000)
-	st := e.Stats("default")
+	st, err := e.Stats(context.Background(), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportMetric(float64(st.SegmentBytes)/float64(st.Spans), "disk-B/span")
 	return e, spans
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // Caps that bound a catalog's memory whatever the data's cardinality.
@@ -113,7 +114,7 @@ func (e *Engine) blockCatalog(s *segHandle, i int) (*catalog, error) {
 // discover merges the catalogs of everything in project overlapping [start, end)
 // (0 = unbounded). Segment blocks are included whole when they overlap the
 // window, so counts are exact for memtables and block-granular for segments.
-func (e *Engine) discover(ctx context.Context, project string, start, end uint64, res *Result) (*catalog, error) {
+func (e *Engine) discover(ctx context.Context, project string, start, end uint64, res *queryResult) (*catalog, error) {
 	start = max(start, e.cutoff(project))
 	v := e.view()
 	defer v.release()
@@ -138,7 +139,7 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 			}
 			c, err := e.blockCatalog(s, i)
 			if err != nil {
-				e.corrupt(res, s.name, err)
+				e.readFailed(res, s.name, err)
 				continue
 			}
 			out.merge(c)
@@ -147,16 +148,10 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 	return out, nil
 }
 
-// NameCount is a name with how often it was seen.
-type NameCount struct {
-	Name  string `json:"name"`
-	Count int    `json:"count"`
-}
-
-func sortedCounts(m map[string]int, limit int) []NameCount {
-	out := make([]NameCount, 0, len(m))
+func sortedCounts(m map[string]int, limit int) []store.NameCount {
+	out := make([]store.NameCount, 0, len(m))
 	for k, v := range m {
-		out = append(out, NameCount{k, v})
+		out = append(out, store.NameCount{Name: k, Count: v})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Count != out[j].Count {
@@ -171,11 +166,11 @@ func sortedCounts(m map[string]int, limit int) []NameCount {
 }
 
 // Services lists the services seen in the window with their span counts.
-func (e *Engine) Services(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error) {
-	var res Result
+func (e *Engine) Services(ctx context.Context, project string, start, end uint64) ([]store.NameCount, store.Result, error) {
+	var res queryResult
 	c, err := e.discover(ctx, project, start, end, &res)
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	counts := map[string]int{}
 	for svc, ops := range c.ops {
@@ -185,27 +180,27 @@ func (e *Engine) Services(ctx context.Context, project string, start, end uint64
 	}
 	out := sortedCounts(counts, 0)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, res, nil
+	return finish(out, &res)
 }
 
 // Operations lists the span names of one service in the window with counts.
-func (e *Engine) Operations(ctx context.Context, project, service string, start, end uint64) ([]NameCount, Result, error) {
-	var res Result
+func (e *Engine) Operations(ctx context.Context, project, service string, start, end uint64) ([]store.NameCount, store.Result, error) {
+	var res queryResult
 	c, err := e.discover(ctx, project, start, end, &res)
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	out := sortedCounts(c.ops[service], 0)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, res, nil
+	return finish(out, &res)
 }
 
 // AttributeKeys lists attribute keys ("span.x", "resource.y") seen in the window.
-func (e *Engine) AttributeKeys(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error) {
-	var res Result
+func (e *Engine) AttributeKeys(ctx context.Context, project string, start, end uint64) ([]store.NameCount, store.Result, error) {
+	var res queryResult
 	c, err := e.discover(ctx, project, start, end, &res)
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	counts := map[string]int{}
 	for k, vals := range c.attrs {
@@ -215,16 +210,16 @@ func (e *Engine) AttributeKeys(ctx context.Context, project string, start, end u
 	}
 	out := sortedCounts(counts, 0)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, res, nil
+	return finish(out, &res)
 }
 
 // AttributeValues lists the most frequent values of one attribute key. A key
 // without a scope prefix matches both span and resource attributes.
-func (e *Engine) AttributeValues(ctx context.Context, project, key string, start, end uint64, limit int) ([]NameCount, Result, error) {
-	var res Result
+func (e *Engine) AttributeValues(ctx context.Context, project, key string, start, end uint64, limit int) ([]store.NameCount, store.Result, error) {
+	var res queryResult
 	c, err := e.discover(ctx, project, start, end, &res)
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	counts := map[string]int{}
 	for _, k := range []string{key, "span." + key, "resource." + key} {
@@ -232,5 +227,5 @@ func (e *Engine) AttributeValues(ctx context.Context, project, key string, start
 			counts[v] += n
 		}
 	}
-	return sortedCounts(counts, limit), res, nil
+	return finish(sortedCounts(counts, limit), &res)
 }

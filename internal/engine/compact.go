@@ -7,10 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"time"
+
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // Compaction policy (docs/operations.md). Seals write one segment per write
@@ -37,15 +37,6 @@ const (
 	DefaultCompactionMaxSegmentBytes = 1 << 30
 	DefaultCompactionFanout          = 8
 )
-
-// CompactResult reports what a Compact call did.
-type CompactResult struct {
-	Merges         int           `json:"merges"`
-	SegmentsBefore int           `json:"segments_before"`
-	SegmentsAfter  int           `json:"segments_after"`
-	BytesWritten   int64         `json:"bytes_written"`
-	Took           time.Duration `json:"-"`
-}
 
 // tier returns the size tier of a segment of n bytes.
 func (e *Engine) tier(n int64) int {
@@ -125,11 +116,11 @@ func (e *Engine) planMerge(force bool) []*segHandle {
 // Compact merges segments until the policy, ignoring tiers, finds nothing
 // more to merge (see the policy above). It waits for a background merge in
 // progress and holds off the next one.
-func (e *Engine) Compact(ctx context.Context) (CompactResult, error) {
+func (e *Engine) Compact(ctx context.Context) (store.CompactResult, error) {
 	e.lcMu.Lock()
 	defer e.lcMu.Unlock()
 	start := time.Now()
-	res := CompactResult{SegmentsBefore: e.segmentCount()}
+	res := store.CompactResult{SegmentsBefore: e.segmentCount()}
 	for {
 		n, bytes, err := e.compactOnceLocked(ctx, true)
 		res.Merges += n
@@ -146,7 +137,7 @@ func (e *Engine) Compact(ctx context.Context) (CompactResult, error) {
 		e.log.Warn("value collection after compaction failed", "err", err)
 	}
 	if res.Merges > 0 {
-		releaseMemory()
+		e.mergesDone()
 	}
 	res.SegmentsAfter, res.Took = e.segmentCount(), time.Since(start)
 	return res, nil
@@ -191,7 +182,7 @@ func (e *Engine) rewrite(ctx context.Context, run []*segHandle, drop dropFunc) (
 	name := e.allocSegmentName()
 	var res mergeResult
 	var err error
-	atLowPriority(func() { res, err = e.merge(ctx, run, name, drop) })
+	e.runMerge(func() { res, err = e.merge(ctx, run, name, drop) })
 	if err != nil {
 		os.Remove(filepath.Join(e.dir, name))
 		return res, err
@@ -290,25 +281,19 @@ func (e *Engine) retire(hs []*segHandle, remove bool) {
 	}
 }
 
-// mergeNice is the nice value of the thread running a merge: under full
-// ingest load the merge yields the CPU (CFS weight 110 against 1024 for
-// ingest's threads), and uses it all when the machine is otherwise idle.
-const mergeNice = 10
-
-// atLowPriority runs f on an OS thread of its own with a lower scheduling
-// priority; the thread exits with f (it is never handed back to the Go
-// scheduler with the lowered priority).
-func atLowPriority(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // not unlocked: the thread ends with this goroutine
-		_ = lowerThreadPriority(mergeNice)
-		f()
-	}()
-	<-done
+// runMerge runs merge through the process's policy (Options.Background), or
+// as it is without one.
+func (e *Engine) runMerge(merge func()) {
+	if b := e.opts.Background; b != nil {
+		b.RunMerge(e.ingestActive, merge)
+		return
+	}
+	merge()
 }
 
-// releaseMemory returns the memory a merge used to the operating system at
-// once, instead of leaving it to the background scavenger.
-func releaseMemory() { debug.FreeOSMemory() }
+// mergesDone tells the process's policy that a run of merges has ended.
+func (e *Engine) mergesDone() {
+	if b := e.opts.Background; b != nil {
+		b.MergesDone()
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 )
 
@@ -88,11 +89,11 @@ func collectAnswers(t *testing.T, e *Engine, want map[string]model.Span) answers
 		t.Fatal(err)
 	}
 	a.content = keys(searchAll(t, e, "default", &query.Filter{Content: cq}, 20))
-	groups, res, err := e.LLMStats(ctx, "default", &LLMQuery{GroupBy: []string{"model"}})
-	if err != nil || len(res.Warnings) > 0 {
-		t.Fatalf("llm stats: %v %v", err, res.Warnings)
+	st, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"model"}})
+	if err != nil || len(st.Warnings) > 0 {
+		t.Fatalf("llm stats: %v %v", err, st.Warnings)
 	}
-	for _, g := range groups {
+	for _, g := range st.Groups {
 		m := g.M
 		a.llm += fmt.Sprintf("%v spans=%d in=%d out=%d cost=%d;", g.Key, m.Spans, m.InputTokens, m.OutputTokens, m.CostNanoUSD)
 	}
@@ -177,7 +178,7 @@ func TestCompactionKeepsEverySpanOnce(t *testing.T) {
 	}
 	before.llm = ref.llm
 	requireSameAnswers(t, "before compaction", before, ref)
-	if st := e.Stats("default"); st.Spans == int64(len(want)) {
+	if st := testStats(e, "default"); st.Spans == int64(len(want)) {
 		t.Fatalf("stats should count re-sent copies twice before compaction (test premise)")
 	}
 	res, err := e.Compact(context.Background())
@@ -190,7 +191,7 @@ func TestCompactionKeepsEverySpanOnce(t *testing.T) {
 	if files := segFiles(t, dir); len(files) != 1 {
 		t.Fatalf("segment files after compaction: %v", files)
 	}
-	if st := e.Stats("default"); st.Spans != int64(len(want)) {
+	if st := testStats(e, "default"); st.Spans != int64(len(want)) {
 		t.Fatalf("stats after compaction: %d spans, want %d (older copies dropped)", st.Spans, len(want))
 	}
 	requireSameAnswers(t, "after compaction", collectAnswers(t, e, want), ref)
@@ -284,7 +285,7 @@ func TestQueriesDuringCompactionSeeNoGapOrDuplicate(t *testing.T) {
 		for !stop.Load() {
 			spans := g.spans(5)
 			body := otlpBody(t, spans)
-			if err := e.Append("other", RecordOTLPProto, body.raw, body.spans); err != nil {
+			if err := e.Append(context.Background(), &store.Write{Project: "other", Type: otlp.RecordOTLPProto, Body: body.raw, Spans: body.spans}); err != nil {
 				errs <- err
 				return
 			}
@@ -398,7 +399,7 @@ type protoBody struct {
 func otlpBody(t *testing.T, spans []model.Span) protoBody {
 	t.Helper()
 	raw := otlp.EncodeProto(spans)
-	b, err := Decode(RecordOTLPProto, raw)
+	b, err := otlp.Decode(otlp.RecordOTLPProto, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +482,7 @@ func TestRetentionHidesThenRemoves(t *testing.T) {
 	if c.RetentionRewritten-before.RetentionRewritten < 1 {
 		t.Fatalf("no straddling segment rewritten: %+v", c)
 	}
-	st := e.Stats("default")
+	st := testStats(e, "default")
 	if st.Spans != int64(len(fresh)+40) {
 		t.Fatalf("stored spans after the sweep: %d, want %d (expired ones removed, the re-sent fresh copies kept)", st.Spans, len(fresh)+40)
 	}

@@ -1,6 +1,9 @@
 // Package engine is Rastro's embedded store: a WAL-backed in-memory write
 // buffer, immutable columnar segments published through a manifest, and the
-// query execution over both.
+// query execution over both. *Engine is a store.Backend (with the optional
+// store.Compactor and store.StatsReporter); NewCollector exports its
+// metrics. It changes no process-wide setting itself: merges run through
+// Options.Background, the process's policy (internal/process).
 //
 // Locking: mu guards the read view (active, frozen, segs). It is held only to
 // swap pointers, never across I/O. pubMu serialises seals, manifest writes
@@ -28,18 +31,10 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 	"github.com/rastro-dev/rastro/internal/valuestore"
 	"github.com/rastro-dev/rastro/internal/wal"
-)
-
-// RecordType says how a WAL record's body is encoded.
-type RecordType uint8
-
-const (
-	RecordOTLPProto RecordType = 1
-	RecordOTLPJSON  RecordType = 2
-	RecordNative    RecordType = 3
 )
 
 // Durability selects when an append is acknowledged.
@@ -92,11 +87,11 @@ type Options struct {
 	// CompactionMaxSegmentBytes caps the size of a merged segment; segments
 	// of half of it or more are not merged again. Default 1 GiB.
 	CompactionMaxSegmentBytes int64
-	// MergeHeadroom bounds the garbage a merge (compaction, retention or
-	// erasure rewrite) may leave before the collector runs: while a merge
-	// runs, the Go soft memory limit is held at the live heap plus this
-	// (see memGuard). Default DefaultMergeHeadroom; negative turns it off.
-	MergeHeadroom int64
+	// Background runs merges (compaction, retention and erasure rewrites)
+	// under the process's runtime policy: thread priority, memory limit
+	// (internal/process). nil runs them in the calling goroutine and changes
+	// no process-wide setting.
+	Background Background
 	// CompactionFanout is how many adjacent segments of one size tier
 	// trigger a merge, and the most one merge reads. Default 8, at most 64.
 	CompactionFanout int
@@ -118,6 +113,8 @@ type Options struct {
 
 	// valueFS replaces the value store's filesystem (tests inject faults).
 	valueFS valuestore.FS
+	// openSegment replaces segment.Open (tests inject read faults).
+	openSegment func(path string) (*segment.Reader, error)
 
 	Logger *slog.Logger
 }
@@ -169,9 +166,6 @@ func (o *Options) Validate() error {
 	if o.CompactionFanout == 0 {
 		o.CompactionFanout = DefaultCompactionFanout
 	}
-	if o.MergeHeadroom == 0 {
-		o.MergeHeadroom = DefaultMergeHeadroom
-	}
 	if o.CompactionFanout < 2 || o.CompactionFanout > maxMergeInputs {
 		return fmt.Errorf("engine: compaction fan-out %d out of range [2, %d]", o.CompactionFanout, maxMergeInputs)
 	}
@@ -192,8 +186,27 @@ func (o *Options) Validate() error {
 	if o.now == nil {
 		o.now = time.Now
 	}
+	if o.openSegment == nil {
+		o.openSegment = segment.Open
+	}
 	return nil
 }
+
+// Background is how the engine runs its heavy background work; the process
+// decides the policy (process.Background implements it).
+type Background interface {
+	// RunMerge runs merge and returns when it has returned. busy reports
+	// whether this engine's ingest is active.
+	RunMerge(busy func() bool, merge func())
+	// MergesDone is called after a run of merges.
+	MergesDone()
+}
+
+var _ interface {
+	store.Backend
+	store.Compactor
+	store.StatsReporter
+} = (*Engine)(nil)
 
 // Engine is the embedded store. It is safe for concurrent use.
 type Engine struct {
@@ -247,7 +260,7 @@ type Engine struct {
 	erasures  erasureFile
 	eraseWake *time.Timer
 
-	lastAppend atomic.Int64 // unix ns of the last Append (memGuard)
+	lastAppend atomic.Int64 // unix ns of the last Append (ingestActive)
 
 	tails tails // live tails (tail.go)
 
@@ -277,6 +290,8 @@ type counters struct {
 	contentGroupPruned, contentGroupExamined atomic.Int64
 	// Stored values that could not be read for a result (placeholder shown).
 	valueErrors atomic.Int64
+	// Segment reads that failed without damage (EIO, a closed file).
+	ioErrors atomic.Int64
 	// Lifecycle: merges, input segments merged away, output bytes and time;
 	// segments dropped whole and rewritten by retention; spans erased.
 	merges, segmentsMerged, mergeBytes, mergeNanos, mergeErrors atomic.Int64
@@ -389,11 +404,22 @@ func Open(opts Options) (*Engine, error) {
 func (e *Engine) openSegments() {
 	for _, name := range e.manifest.Segments {
 		path := filepath.Join(e.dir, name)
-		r, err := segment.Open(path)
+		r, err := e.opts.openSegment(path)
 		if err != nil {
-			// Isolate the damage: keep serving everything else.
-			e.log.Error("segment not served", "file", path, "err", err)
-			e.m.corruptions.Add(1)
+			// Isolate the damage: keep serving everything else, and say so
+			// (log, /api/v1/stats quarantined, rastro_quarantined_segments).
+			// Only damage counts as corruption: a segment that could not be
+			// read (EIO, a missing file) is an I/O error.
+			switch {
+			case errors.Is(err, store.ErrCorruption):
+				e.m.corruptions.Add(1)
+				e.log.Error("segment damaged; not served", "file", path, "err", err)
+			case errors.Is(err, segment.ErrUnsupported):
+				e.log.Error("segment written by a newer version; not served", "file", path, "err", err)
+			default:
+				e.m.ioErrors.Add(1)
+				e.log.Error("segment could not be read; not served", "file", path, "err", err)
+			}
 			e.quarantined = append(e.quarantined, name)
 			continue
 		}
@@ -444,7 +470,7 @@ func checkManifestPresent(dir, segDir string) error {
 func (e *Engine) replay() error {
 	start := time.Now()
 	st, err := e.wal.Replay(e.manifest.WALStart, func(r wal.Record) error {
-		b, err := Decode(RecordType(r.Type), r.Body)
+		b, err := otlp.Decode(otlp.RecordType(r.Type), r.Body)
 		e.m.replayedRecords.Add(1)
 		if err != nil {
 			// A record is only written after it decoded once; failing now means
@@ -466,25 +492,23 @@ func (e *Engine) replay() error {
 	return nil
 }
 
-// Decode decodes a request body of the given record type.
-func Decode(t RecordType, body []byte) (otlp.Batch, error) {
-	switch t {
-	case RecordOTLPProto:
-		return otlp.DecodeProto(body)
-	case RecordOTLPJSON:
-		return otlp.DecodeJSON(body)
-	case RecordNative:
-		return otlp.DecodeNative(body)
-	}
-	return otlp.Batch{}, fmt.Errorf("unknown record type %d", t)
-}
-
-// ErrClosed is returned by Append after Close.
-var ErrClosed = errors.New("engine: closed")
+// ErrClosed is returned by Append, queries and tails after Close.
+var ErrClosed = kindError{"engine: closed", store.ErrClosed}
 
 // ErrBufferFull is returned by Append when the memory for unsealed spans is
-// at its limit; the caller should answer "retry later" (HTTP 429).
-var ErrBufferFull = errors.New("engine: write buffer full; sealing is behind")
+// at its limit; the caller should answer "retry later" (HTTP 429). It wraps
+// store.ErrOverloaded.
+var ErrBufferFull = kindError{"engine: write buffer full; sealing is behind", store.ErrOverloaded}
+
+// kindError is an engine error with its own message that is also one of the
+// store's kinds (errors.Is(err, kind)).
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e kindError) Error() string { return e.msg }
+func (e kindError) Unwrap() error { return e.kind }
 
 // bufferBytes is the estimated memory of the write buffer and the buffers
 // waiting to be sealed.
@@ -498,15 +522,20 @@ func (e *Engine) bufferBytes() int64 {
 	return b
 }
 
-// Append stores one decoded request: body is written to the WAL, and once it
-// is durable (per Durability) spans become visible to queries, in that order.
-// Append returns only after both; the caller acknowledges the client then.
-// The engine takes ownership of body and spans, and derives each span's LLM
-// fields (llm.Enrich) before storing it; replay derives them again.
-func (e *Engine) Append(project string, t RecordType, body []byte, spans []model.Span) error {
+// Append stores one decoded request: its body is written to the WAL, and
+// once it is durable (per Durability) its spans become visible to queries, in
+// that order. Append returns only after both; the caller acknowledges the
+// client then. The engine takes ownership of the body and spans, and derives
+// each span's LLM fields (llm.Enrich) before storing it; replay derives them
+// again. ctx is checked before the write starts.
+func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	if e.closed.Load() {
 		return ErrClosed
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	project, body, spans := w.Project, w.Body, w.Spans
 	if len(spans) == 0 {
 		return nil
 	}
@@ -517,7 +546,7 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 	}
 	e.lastAppend.Store(time.Now().UnixNano())
 	llm.Enrich(spans, e.opts.Prices)
-	err := e.wal.Append(wal.Record{Type: uint8(t), Project: project, Body: body}, func() {
+	err := e.wal.Append(wal.Record{Type: uint8(w.Type), Project: project, Body: body}, func() {
 		// Runs in the WAL commit goroutine, serialised with Rotate.
 		e.mu.RLock()
 		m := e.active
@@ -533,6 +562,9 @@ func (e *Engine) Append(project string, t RecordType, body []byte, spans []model
 	}
 	return nil
 }
+
+// ingestQuiet is how long after the last append ingest counts as idle.
+const ingestQuiet = time.Second
 
 // ingestActive reports whether spans were appended within ingestQuiet.
 func (e *Engine) ingestActive() bool {
@@ -660,7 +692,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 				return err
 			}
 		}
-		r, err := segment.Open(filepath.Join(e.dir, name))
+		r, err := e.opts.openSegment(filepath.Join(e.dir, name))
 		if err != nil {
 			return fmt.Errorf("reopen sealed segment %s: %w", name, err)
 		}

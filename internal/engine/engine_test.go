@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -117,7 +119,7 @@ func appendSpans(t *testing.T, e *Engine, project string, spans []model.Span) {
 		if err != nil {
 			t.Fatalf("decode own encoding: %v", err)
 		}
-		if err := e.Append(project, RecordOTLPProto, body, b.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: project, Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}); err != nil {
 			t.Fatalf("append: %v", err)
 		}
 		spans = spans[n:]
@@ -153,7 +155,7 @@ func bruteForce(corpus []model.Span, f *query.Filter) []model.Span {
 func searchAll(t *testing.T, e *Engine, project string, f *query.Filter, page int) []model.Span {
 	t.Helper()
 	var out []model.Span
-	var cur *Cursor
+	var cur *store.Cursor
 	for {
 		spans, next, res, err := e.SearchSpans(context.Background(), project, f, page, cur)
 		if err != nil {
@@ -217,7 +219,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 	}
 	// Another project's spans must never appear.
 	appendSpans(t, e, "p2", newGen(99).spans(50))
-	if got := e.Stats("p1").Segments; got < 3 {
+	if got := testStats(e, "p1").Segments; got < 3 {
 		t.Fatalf("want >= 3 segments, got %d", got)
 	}
 	r := rand.New(rand.NewPCG(7, 7))
@@ -430,7 +432,7 @@ func TestCorruptSegmentIsIsolated(t *testing.T) {
 	os.WriteFile(segs[1], data, 0o644)
 	e2 := openTest(t, dir)
 	defer e2.Close()
-	if q := e2.Stats("default").Quarantined; len(q) != 1 {
+	if q := testStats(e2, "default").Quarantined; len(q) != 1 {
 		t.Fatalf("want one quarantined segment, got %v", q)
 	}
 }
@@ -463,7 +465,7 @@ func TestBufferFullRefusesUntilSealed(t *testing.T) {
 	for i := 0; i < 10000 && !full; i++ {
 		tr := g.trace()
 		body := otlp.EncodeProto(tr)
-		err := e.Append("default", RecordOTLPProto, body, tr)
+		err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: tr})
 		switch {
 		case errors.Is(err, ErrBufferFull):
 			full = true
@@ -476,14 +478,14 @@ func TestBufferFullRefusesUntilSealed(t *testing.T) {
 	if !full {
 		t.Fatal("buffer limit never reached")
 	}
-	if got := e.Stats("default").Spans; got != int64(len(accepted)) {
+	if got := testStats(e, "default").Spans; got != int64(len(accepted)) {
 		t.Fatalf("stored %d spans, accepted %d", got, len(accepted))
 	}
 	if err := e.Seal(); err != nil {
 		t.Fatal(err)
 	}
 	tr := g.trace()
-	if err := e.Append("default", RecordOTLPProto, otlp.EncodeProto(tr), tr); err != nil {
+	if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: otlp.EncodeProto(tr), Spans: tr}); err != nil {
 		t.Fatalf("append after seal: %v", err)
 	}
 }
@@ -522,7 +524,36 @@ func TestCrashBeforeFirstManifest(t *testing.T) {
 	}
 	e2 := openTest(t, dir)
 	defer e2.Close()
-	if got := e2.Stats("default").Spans; got != int64(len(spans)) {
+	if got := testStats(e2, "default").Spans; got != int64(len(spans)) {
 		t.Fatalf("after restart %d spans, want %d", got, len(spans))
 	}
+}
+
+// testStats is e.Stats for tests (it fails only on a closed engine).
+func testStats(e *Engine, project string) store.Stats {
+	st, err := e.Stats(context.Background(), project)
+	if err != nil {
+		panic(err)
+	}
+	return st
+}
+
+// testErasures is every erasure the engine records, of every project.
+func testErasures(e *Engine) []store.Erasure {
+	e.erMu.Lock()
+	projects := map[string]bool{}
+	for _, r := range e.erasures.Erasures {
+		projects[r.Project] = true
+	}
+	e.erMu.Unlock()
+	var out []store.Erasure
+	for p := range projects {
+		st, err := e.Erasures(context.Background(), p)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, st...)
+	}
+	slices.SortFunc(out, func(a, b store.Erasure) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }

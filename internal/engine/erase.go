@@ -16,6 +16,7 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // Erasure (docs/operations.md, "Erasing data"). An erasure request names a
@@ -40,15 +41,10 @@ import (
 // restart (it was never acknowledged, but is honoured); a "hidden" one is
 // hidden again at Open and its pass runs again.
 
-// Erasure states.
-const (
-	ErasePending = "pending" // recorded, not yet resolved to traces
-	EraseHidden  = "hidden"  // resolved; its spans are hidden from every query, physical pass to come
-	EraseDone    = "done"    // its spans are gone from segments, WAL and value store
-)
-
-// Erasure is the status of one erasure request.
-type Erasure struct {
+// erasureStatus is the status of one erasure request as the ERASURES file
+// stores it (its JSON is part of that file's format); status gives the
+// store.Erasure the API serves.
+type erasureStatus struct {
 	ID          uint64     `json:"id"`
 	Project     string     `json:"project"`
 	Query       string     `json:"query,omitempty"`    // the filter, as given
@@ -62,9 +58,9 @@ type Erasure struct {
 	Error       string     `json:"error,omitempty"`
 }
 
-// erasureRecord is an Erasure as ERASURES stores it.
+// erasureRecord is an erasure as ERASURES stores it.
 type erasureRecord struct {
-	Erasure
+	erasureStatus
 	TraceIDs []string `json:"trace_ids,omitempty"` // hex, until done
 }
 
@@ -82,20 +78,9 @@ const (
 	keepDone = 1000
 )
 
-// EraseRequest says what to erase: exactly one of TraceID and Query (a
-// TraceQL spanset filter, e.g. `{ span.user.id = "u_42" }`: every trace with
-// a matching span is erased, over all time).
-type EraseRequest struct {
-	Project string
-	TraceID *model.TraceID
-	Query   string
-	// All confirms a query erasure that covers every trace of the project;
-	// without it such a request is refused.
-	All bool
-}
-
-// ErrEraseRequest marks a malformed erasure request.
-var ErrEraseRequest = errors.New("invalid erasure request")
+// ErrEraseRequest marks a malformed or refused erasure request; it wraps
+// store.ErrBadRequest.
+var ErrEraseRequest = kindError{"invalid erasure request", store.ErrBadRequest}
 
 func readErasures(dir string) (erasureFile, error) {
 	path := filepath.Join(dir, erasuresName)
@@ -159,7 +144,7 @@ func (e *Engine) loadErasures() error {
 	e.erasures = f
 	hs := &hideSet{traces: map[traceKey]*atomic.Int64{}}
 	for _, r := range f.Erasures {
-		if r.State != EraseHidden {
+		if r.State != store.EraseHidden {
 			continue
 		}
 		ids, err := parseTraceIDs(r.TraceIDs)
@@ -177,35 +162,35 @@ func (e *Engine) loadErasures() error {
 // Erase records an erasure request durably, resolves it to traces and hides
 // them, then returns its status (state "hidden"). The physical pass follows
 // within Options.EraseDelay; Erasures reports its progress.
-func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
+func (e *Engine) Erase(ctx context.Context, req store.EraseRequest) (store.Erasure, error) {
 	if e.closed.Load() {
-		return Erasure{}, ErrClosed
+		return store.Erasure{}, ErrClosed
 	}
 	var f *query.Filter
 	switch {
 	case req.TraceID != nil && req.Query != "":
-		return Erasure{}, fmt.Errorf("%w: give a trace id or a query, not both", ErrEraseRequest)
+		return store.Erasure{}, fmt.Errorf("%w: give a trace id or a query, not both", ErrEraseRequest)
 	case req.TraceID == nil && strings.TrimSpace(req.Query) == "":
-		return Erasure{}, fmt.Errorf("%w: give a trace id or a query", ErrEraseRequest)
+		return store.Erasure{}, fmt.Errorf("%w: give a trace id or a query", ErrEraseRequest)
 	case req.TraceID == nil:
 		var err error
 		if f, err = eraseFilter(req.Query); err != nil {
-			return Erasure{}, err
+			return store.Erasure{}, err
 		}
 	}
 	var ids []model.TraceID
 	if f != nil {
 		var err error
 		if ids, err = e.matchingTraces(ctx, req.Project, f); err != nil {
-			return Erasure{}, err
+			return store.Erasure{}, err
 		}
 		if !req.All && len(ids) > 0 {
 			all, err := e.coversProject(ctx, req.Project, ids)
 			if err != nil {
-				return Erasure{}, err
+				return store.Erasure{}, err
 			}
 			if all {
-				return Erasure{}, fmt.Errorf("%w: query %q matches every one of the %d traces of project %q; to erase them all, say so (API: \"all\": true; CLI: --all)", ErrEraseRequest, req.Query, len(ids), req.Project)
+				return store.Erasure{}, fmt.Errorf("%w: query %q matches every one of the %d traces of project %q; to erase them all, say so (API: \"all\": true; CLI: --all)", ErrEraseRequest, req.Query, len(ids), req.Project)
 			}
 		}
 	} else {
@@ -213,8 +198,8 @@ func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
 	}
 	e.erMu.Lock()
 	defer e.erMu.Unlock()
-	rec := erasureRecord{Erasure: Erasure{ID: e.erasures.NextID, Project: req.Project, Query: req.Query,
-		State: ErasePending, RequestedAt: e.now().UTC()}}
+	rec := erasureRecord{erasureStatus: erasureStatus{ID: e.erasures.NextID, Project: req.Project, Query: req.Query,
+		State: store.ErasePending, RequestedAt: e.now().UTC()}}
 	if req.TraceID != nil {
 		rec.TraceID = req.TraceID.String()
 	}
@@ -222,9 +207,10 @@ func (e *Engine) Erase(ctx context.Context, req EraseRequest) (Erasure, error) {
 	next.NextID++
 	next.Erasures = append(next.Erasures, rec)
 	if err := e.saveErasuresLocked(next); err != nil {
-		return Erasure{}, err
+		return store.Erasure{}, err
 	}
-	return e.resolveLocked(len(e.erasures.Erasures)-1, ids)
+	st, err := e.resolveLocked(len(e.erasures.Erasures)-1, ids)
+	return st.status(0), err
 }
 
 // matchingTraces returns the traces of project with a span matching f,
@@ -234,7 +220,7 @@ func (e *Engine) matchingTraces(ctx context.Context, project string, f *query.Fi
 	all.Start, all.End = 0, 0
 	seen := map[model.TraceID]bool{}
 	var ids []model.TraceID
-	var res Result
+	var res queryResult
 	err := e.scan(ctx, project, &all, nil, &res, func(s *model.Span, _ func() bool) {
 		if !seen[s.TraceID] {
 			seen[s.TraceID] = true
@@ -243,6 +229,9 @@ func (e *Engine) matchingTraces(ctx context.Context, project string, f *query.Fi
 	}, func() (uint64, bool) { return 0, false })
 	if err != nil {
 		return nil, fmt.Errorf("resolve erasure: %w", err)
+	}
+	if res.ioErr != nil {
+		return nil, fmt.Errorf("resolve erasure: %w", res.ioErr)
 	}
 	if len(res.Warnings) > 0 {
 		// A segment could not be read: its matching traces are unknown.
@@ -261,12 +250,15 @@ func (e *Engine) coversProject(ctx context.Context, project string, ids []model.
 		set[id] = true
 	}
 	spared := false
-	var res Result
+	var res queryResult
 	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ func() bool) {
 		if !set[s.TraceID] {
 			spared = true
 		}
 	}, func() (uint64, bool) { return math.MaxUint64, spared })
+	if err == nil {
+		err = res.ioErr
+	}
 	if err != nil {
 		return false, fmt.Errorf("check erasure query: %w", err)
 	}
@@ -275,11 +267,11 @@ func (e *Engine) coversProject(ctx context.Context, project string, ids []model.
 
 // resolveLocked records the pending erasure at index i of the list as
 // resolved to ids, and hides them. Callers hold erMu.
-func (e *Engine) resolveLocked(i int, ids []model.TraceID) (Erasure, error) {
+func (e *Engine) resolveLocked(i int, ids []model.TraceID) (erasureStatus, error) {
 	rec := e.erasures.Erasures[i]
 	slices.SortFunc(ids, func(a, b model.TraceID) int { return compareTraceIDs(a, b) })
 	now := e.now().UTC()
-	rec.State, rec.HiddenAt, rec.Traces = EraseHidden, &now, len(ids)
+	rec.State, rec.HiddenAt, rec.Traces = store.EraseHidden, &now, len(ids)
 	rec.TraceIDs = make([]string, len(ids))
 	for j, id := range ids {
 		rec.TraceIDs[j] = id.String()
@@ -287,7 +279,7 @@ func (e *Engine) resolveLocked(i int, ids []model.TraceID) (Erasure, error) {
 	next := e.erasures.clone()
 	next.Erasures[i] = rec
 	if err := e.saveErasuresLocked(next); err != nil {
-		return rec.Erasure, err
+		return rec.erasureStatus, err
 	}
 	e.setHidden(func(m map[traceKey]*atomic.Int64) {
 		for _, id := range ids {
@@ -300,7 +292,7 @@ func (e *Engine) resolveLocked(i int, ids []model.TraceID) (Erasure, error) {
 		e.eraseWake.Stop()
 	}
 	e.eraseWake = time.AfterFunc(e.opts.EraseDelay, e.kickLifecycle)
-	return rec.Erasure, nil
+	return rec.erasureStatus, nil
 }
 
 // eraseFilter parses an erasure's query. A query matching every span is
@@ -320,26 +312,37 @@ func compareTraceIDs(a, b model.TraceID) int {
 	return slices.Compare(a[:], b[:])
 }
 
-// Erasures returns the status of every recorded erasure, oldest first, with
-// the spans erased so far.
-func (e *Engine) Erasures() []Erasure {
+// Erasures returns the status of project's recorded erasures, oldest first,
+// with the spans erased so far.
+func (e *Engine) Erasures(ctx context.Context, project string) ([]store.Erasure, error) {
 	e.erMu.Lock()
 	defer e.erMu.Unlock()
 	hs := e.hidden()
-	out := make([]Erasure, 0, len(e.erasures.Erasures))
+	out := []store.Erasure{}
 	for _, r := range e.erasures.Erasures {
-		st := r.Erasure
-		if st.State == EraseHidden {
+		if r.Project != project {
+			continue
+		}
+		var erased int64
+		if r.State == store.EraseHidden {
 			ids, _ := parseTraceIDs(r.TraceIDs)
 			for _, id := range ids {
 				if n := hs.traces[traceKey{r.Project, id}]; n != nil {
-					st.SpansErased += n.Load()
+					erased += n.Load()
 				}
 			}
 		}
-		out = append(out, st)
+		out = append(out, r.status(erased))
 	}
-	return out
+	return out, nil
+}
+
+// status is the API's view of the erasure, with erased more spans removed
+// so far than the record says.
+func (s erasureStatus) status(erased int64) store.Erasure {
+	return store.Erasure{ID: s.ID, Project: s.Project, Query: s.Query, TraceID: s.TraceID, State: s.State,
+		RequestedAt: s.RequestedAt, HiddenAt: s.HiddenAt, DoneAt: s.DoneAt, Traces: s.Traces,
+		SpansErased: s.SpansErased + erased, Error: s.Error}
 }
 
 // EraseNow runs the physical pass of every hidden erasure at once, without
@@ -357,7 +360,7 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 	e.erMu.Lock()
 	for i := range e.erasures.Erasures {
 		r := e.erasures.Erasures[i]
-		if r.State != ErasePending {
+		if r.State != store.ErasePending {
 			continue
 		}
 		var err error
@@ -384,7 +387,7 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 	var due []erasureRecord
 	now := e.now()
 	for _, r := range e.erasures.Erasures {
-		if r.State == EraseHidden && (force || !now.Before(r.RequestedAt.Add(e.opts.EraseDelay))) {
+		if r.State == store.EraseHidden && (force || !now.Before(r.RequestedAt.Add(e.opts.EraseDelay))) {
 			due = append(due, r)
 		}
 	}
@@ -460,7 +463,7 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 				r.SpansErased += n.Load()
 			}
 		}
-		r.State, r.DoneAt, r.TraceIDs = EraseDone, &doneAt, nil
+		r.State, r.DoneAt, r.TraceIDs = store.EraseDone, &doneAt, nil
 		e.m.erasedSpans.Add(r.SpansErased)
 	}
 	next.Erasures = trimDone(next.Erasures)
@@ -470,7 +473,7 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 	// Traces still named by an erasure not done stay hidden.
 	still := map[traceKey]bool{}
 	for _, r := range next.Erasures {
-		if r.State == EraseHidden {
+		if r.State == store.EraseHidden {
 			ids, _ := parseTraceIDs(r.TraceIDs)
 			for _, id := range ids {
 				still[traceKey{r.Project, id}] = true
@@ -494,13 +497,13 @@ func (e *Engine) erasePassLocked(ctx context.Context, force bool) error {
 func trimDone(rs []erasureRecord) []erasureRecord {
 	done := 0
 	for _, r := range rs {
-		if r.State == EraseDone {
+		if r.State == store.EraseDone {
 			done++
 		}
 	}
 	out := rs[:0]
 	for _, r := range rs {
-		if r.State == EraseDone && done > keepDone {
+		if r.State == store.EraseDone && done > keepDone {
 			done--
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/valuestore"
 )
 
@@ -139,7 +140,7 @@ func TestEraseByFilterHidesAtOnceThenRemovesEverywhere(t *testing.T) {
 	appendSpans(t, e, "other", corpus[:10]) // another project's copy is not erased
 	erased, kept := erasedBy(corpus, "user-2")
 
-	st, err := e.Erase(context.Background(), EraseRequest{Project: "default", Query: `{ span.user.id = "user-2" }`})
+	st, err := e.Erase(context.Background(), store.EraseRequest{Project: "default", Query: `{ span.user.id = "user-2" }`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestEraseByFilterHidesAtOnceThenRemovesEverywhere(t *testing.T) {
 	for i := range erased {
 		traces[erased[i].TraceID] = true
 	}
-	if st.State != EraseHidden || st.Traces != len(traces) || st.Traces == 0 {
+	if st.State != store.EraseHidden || st.Traces != len(traces) || st.Traces == 0 {
 		t.Fatalf("erase status %+v, want hidden with %d traces", st, len(traces))
 	}
 	requireHidden := func(e *Engine, what string) {
@@ -167,12 +168,12 @@ func TestEraseByFilterHidesAtOnceThenRemovesEverywhere(t *testing.T) {
 		if got := searchAll(t, e, "other", &query.Filter{}, 500); len(got) != 10 {
 			t.Fatalf("%s: other project has %d spans, want 10", what, len(got))
 		}
-		groups, _, err := e.LLMStats(context.Background(), "default", &LLMQuery{})
+		st, err := e.LLMStats(context.Background(), "default", &store.LLMQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var n int64
-		for _, g := range groups {
+		for _, g := range st.Groups {
 			n += g.M.Spans
 		}
 		if want := countLLM(kept); n != want {
@@ -189,13 +190,13 @@ func TestEraseByFilterHidesAtOnceThenRemovesEverywhere(t *testing.T) {
 	if err := e.EraseNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	var done Erasure
-	for _, s := range e.Erasures() {
+	var done store.Erasure
+	for _, s := range testErasures(e) {
 		if s.ID == st.ID {
 			done = s
 		}
 	}
-	if done.State != EraseDone || done.SpansErased != int64(len(erased)) {
+	if done.State != store.EraseDone || done.SpansErased != int64(len(erased)) {
 		t.Fatalf("after the pass: %+v, want done with %d spans erased", done, len(erased))
 	}
 	requireHidden(e, "after the pass")
@@ -249,7 +250,7 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := corpus[0].TraceID
-	for _, bad := range []EraseRequest{
+	for _, bad := range []store.EraseRequest{
 		{Project: "default"},
 		{Project: "default", TraceID: &id, Query: `{ span.user.id = "x" }`},
 		{Project: "default", Query: `{ }`},
@@ -263,7 +264,7 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 			t.Fatalf("erase %+v: err %v, want ErrEraseRequest", bad, err)
 		}
 	}
-	st, err := e.Erase(context.Background(), EraseRequest{Project: "default", TraceID: &id})
+	st, err := e.Erase(context.Background(), store.EraseRequest{Project: "default", TraceID: &id})
 	if err != nil || st.Traces != 1 {
 		t.Fatalf("erase trace: %+v %v", st, err)
 	}
@@ -276,13 +277,13 @@ func TestEraseTraceAndBadRequests(t *testing.T) {
 	// The lifecycle loop runs the pass by itself after EraseDelay.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		var cur Erasure
-		for _, s := range e.Erasures() {
+		var cur store.Erasure
+		for _, s := range testErasures(e) {
 			if s.ID == st.ID {
 				cur = s
 			}
 		}
-		if cur.State == EraseDone {
+		if cur.State == store.EraseDone {
 			if cur.SpansErased != int64(want) {
 				t.Fatalf("done with %d spans erased, want %d", cur.SpansErased, want)
 			}
@@ -309,7 +310,7 @@ func TestDamagedErasureListIsFoundAndRefused(t *testing.T) {
 	}
 	corpus := eraseCorpus()
 	appendSpans(t, e, "default", corpus)
-	if _, err := e.Erase(context.Background(), EraseRequest{Project: "default", TraceID: &corpus[0].TraceID}); err != nil {
+	if _, err := e.Erase(context.Background(), store.EraseRequest{Project: "default", TraceID: &corpus[0].TraceID}); err != nil {
 		t.Fatal(err)
 	}
 	e.stopForTest()
@@ -356,20 +357,20 @@ func TestEraseCoveringEveryTraceNeedsConfirmation(t *testing.T) {
 	}
 	appendSpans(t, e, "default", corpus[len(corpus)/2:])
 	q := `{ span.user.id =~ "user-.*" }`
-	if _, err := e.Erase(context.Background(), EraseRequest{Project: "default", Query: q}); !errors.Is(err, ErrEraseRequest) || !strings.Contains(err.Error(), "every one of the 60 traces") {
+	if _, err := e.Erase(context.Background(), store.EraseRequest{Project: "default", Query: q}); !errors.Is(err, ErrEraseRequest) || !strings.Contains(err.Error(), "every one of the 60 traces") {
 		t.Fatalf("erase %s: err %v, want a refusal naming the 60 traces", q, err)
 	}
-	if n := len(e.Erasures()); n != 0 {
+	if n := len(testErasures(e)); n != 0 {
 		t.Fatalf("a refused erasure was recorded: %d erasures", n)
 	}
 	// Some of the traces: accepted without confirmation.
-	st, err := e.Erase(context.Background(), EraseRequest{Project: "default", Query: `{ span.user.id =~ "user-[12]" }`})
+	st, err := e.Erase(context.Background(), store.EraseRequest{Project: "default", Query: `{ span.user.id =~ "user-[12]" }`})
 	if err != nil || st.Traces != 20 {
 		t.Fatalf("erase two users: %+v, %v; want 20 traces", st, err)
 	}
 	// Confirmed: every trace.
-	st, err = e.Erase(context.Background(), EraseRequest{Project: "default", Query: q, All: true})
-	if err != nil || st.Traces != 40 || st.State != EraseHidden {
+	st, err = e.Erase(context.Background(), store.EraseRequest{Project: "default", Query: q, All: true})
+	if err != nil || st.Traces != 40 || st.State != store.EraseHidden {
 		t.Fatalf("confirmed erasure: %+v, %v; want the 40 traces left, hidden", st, err)
 	}
 	if got := searchAll(t, e, "default", &query.Filter{}, 1000); len(got) != 0 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 	"github.com/rastro-dev/rastro/internal/valuestore"
 	"github.com/rastro-dev/rastro/internal/wal"
@@ -233,7 +234,7 @@ func fsckCheck(dir string) (*fsckState, error) {
 				s.problem(filepath.Join(dir, n), corruptionOffset(err), "%v (restore it from a backup; the server refuses to open without it)", err)
 			} else {
 				for _, r := range f.Erasures {
-					if r.State != EraseDone {
+					if r.State != store.EraseDone {
 						s.note("%s: erasure %d is %s: the server finishes it after it starts", filepath.Join(dir, n), r.ID, r.State)
 					}
 				}

@@ -66,7 +66,7 @@ func buildFsckFixture(t *testing.T) *fsckFixture {
 	}
 	for range 3 {
 		spans := g.spans(3)
-		if err := w.Append(wal.Record{Type: uint8(RecordOTLPProto), Project: "default", Body: otlp.EncodeProto(spans)}, nil); err != nil {
+		if err := w.Append(wal.Record{Type: uint8(otlp.RecordOTLPProto), Project: "default", Body: otlp.EncodeProto(spans)}, nil); err != nil {
 			t.Fatal(err)
 		}
 		fx.walKeys = append(fx.walKeys, keys(spans))

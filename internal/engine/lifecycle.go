@@ -68,7 +68,7 @@ func (e *Engine) lifecycleOnce(ctx context.Context) {
 		if merged {
 			_, err := e.collectValues(false)
 			logErr("value collection", err)
-			releaseMemory()
+			e.mergesDone()
 		}
 	}
 }

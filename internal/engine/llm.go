@@ -14,26 +14,8 @@ import (
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/sketch"
+	"github.com/rastro-dev/rastro/internal/store"
 )
-
-// GroupKeys are the dimensions LLM statistics can be grouped by.
-var GroupKeys = []string{"model", "provider", "service", "operation", "session", "user", "agent", "day", "hour"}
-
-// ValidGroupKey reports whether k is one of GroupKeys.
-func ValidGroupKey(k string) bool { return slices.Contains(GroupKeys, k) }
-
-// LLMGroup is one group of LLM statistics.
-type LLMGroup struct {
-	Key    map[string]string // group-by dimension -> value
-	Bucket int64             // time series only: bucket start, Unix seconds
-	M      segment.AggMeasures
-}
-
-// LLMQuery selects and groups LLM spans.
-type LLMQuery struct {
-	Filter  query.Filter // window (Start, End) and any span filter
-	GroupBy []string     // subset of GroupKeys; empty = one group with the totals
-}
 
 // aggregatesUsable reports whether stored aggregates can answer f: they
 // summarise every LLM span of a block, so only a filter that constrains
@@ -62,7 +44,7 @@ func overlaps(lo, hi, start, end uint64) bool {
 // Entries come projected onto p: key fields outside it are blanked and
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
-func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *Result) ([]segment.AggEntry, error) {
+func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
 	f = e.visible(project, f)
 	v := e.view()
 	defer v.release()
@@ -90,7 +72,7 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 }
 
 // llmPart gathers the entries of one part of a view; see llmEntries.
-func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.Filter, p projection, usable bool, res *Result) ([]segment.AggEntry, error) {
+func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.Filter, p projection, usable bool, res *queryResult) ([]segment.AggEntry, error) {
 	rows := segment.NewAggregator()
 	var out []segment.AggEntry
 	err := e.llmScan(ctx, v, project, f, res, func(s *segHandle, project string) bool {
@@ -99,7 +81,7 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 		}
 		agg, err := e.projected(s, -1, project, p)
 		if err != nil {
-			e.corrupt(res, s.name, err) // fall back to blocks
+			e.readFailed(res, s.name, err) // fall back to blocks
 			return false
 		}
 		out = append(out, agg...)
@@ -110,7 +92,7 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 		}
 		agg, err := e.projected(s, i, project, p)
 		if err != nil {
-			e.corrupt(res, s.name, err) // fall back to the rows
+			e.readFailed(res, s.name, err) // fall back to the rows
 			return false
 		}
 		out = append(out, agg...)
@@ -280,11 +262,11 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 // inside the window it first offers wholeSeg, then for each block wholly
 // inside the window wholeBlock; when the offer is taken (true), those spans
 // are accounted for and not visited. Everything else goes to span.
-func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.Filter, res *Result,
+func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.Filter, res *queryResult,
 	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
 	f = e.visible(project, f)
 	hs := e.hidden()
-	rv := e.newResolver(res)
+	rv := e.newResolver(&res.Result)
 	visit := func(s *model.Span) {
 		if s.LLM == nil || hs.has(project, s.TraceID) {
 			return
@@ -328,7 +310,7 @@ func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.F
 			e.m.llmRowBlocks.Add(1)
 			spans, err := e.readBlock(s, i)
 			if err != nil {
-				e.corrupt(res, s.name, err)
+				e.readFailed(res, s.name, err)
 				continue
 			}
 			for j := range spans {
@@ -463,24 +445,72 @@ func mergeSketch(a, b *sketch.Sketch) *sketch.Sketch {
 
 // LLMStats groups the LLM spans matching q by q.GroupBy. Groups come sorted
 // by cost, then spans, descending.
-func (e *Engine) LLMStats(ctx context.Context, project string, q *LLMQuery) ([]LLMGroup, Result, error) {
-	var res Result
-	for _, g := range q.GroupBy {
-		if !ValidGroupKey(g) {
-			return nil, res, fmt.Errorf("unknown group_by %q (use %v)", g, GroupKeys)
-		}
+func (e *Engine) LLMStats(ctx context.Context, project string, q *store.LLMQuery) (store.LLMStats, error) {
+	var res queryResult
+	if err := checkGroupBy(q.GroupBy); err != nil {
+		return store.LLMStats{}, err
 	}
 	entries, err := e.llmEntries(ctx, project, &q.Filter, newProjection(q.GroupBy, false), &res)
 	if err != nil {
-		return nil, res, err
+		return store.LLMStats{Result: res.Result}, err
 	}
-	return groupEntries(entries, q.GroupBy, nil), res, nil
+	return llmAnswer(groupEntries(entries, q.GroupBy, nil), &res)
+}
+
+// checkGroupBy refuses a dimension that is not one of store.LLMGroupKeys.
+func checkGroupBy(groupBy []string) error {
+	for _, g := range groupBy {
+		if !store.ValidLLMGroupKey(g) {
+			return fmt.Errorf("unknown group_by %q (use %v): %w", g, store.LLMGroupKeys, store.ErrBadRequest)
+		}
+	}
+	return nil
+}
+
+// llmGroup is one group of LLM statistics while a query gathers it.
+type llmGroup struct {
+	Key    map[string]string // group-by dimension -> value
+	Bucket int64             // time series only: bucket start, Unix seconds
+	M      segment.AggMeasures
+}
+
+// llmAnswer converts groups to the store's form, or returns the I/O error
+// that failed the query.
+func llmAnswer(groups []llmGroup, res *queryResult) (store.LLMStats, error) {
+	out := store.LLMStats{Result: res.Result, QuantileError: sketch.Alpha}
+	if res.ioErr != nil {
+		return out, res.ioErr
+	}
+	out.Groups = make([]store.LLMGroup, len(groups))
+	for i := range groups {
+		out.Groups[i] = store.LLMGroup{Key: groups[i].Key, Bucket: groups[i].Bucket, M: measures(&groups[i].M)}
+	}
+	return out, nil
+}
+
+// measures converts stored aggregate measures to the store's form: the
+// sketches become the quantiles the API reports.
+func measures(m *segment.AggMeasures) store.Measures {
+	return store.Measures{
+		Spans: m.Spans, Counted: m.Counted, Errors: m.Errors, Traces: m.Traces,
+		InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CacheReadTokens: m.CacheReadTokens,
+		CacheCreationTokens: m.CacheCreationTokens, ReasoningTokens: m.ReasoningTokens,
+		CostNanoUSD: m.CostNanoUSD, MinStart: m.MinStart, MaxEnd: m.MaxEnd,
+		Latency: quantiles(m.Latency), TTFT: quantiles(m.TTFT),
+	}
+}
+
+func quantiles(s *sketch.Sketch) *store.Quantiles {
+	if s == nil || s.Count() == 0 {
+		return nil
+	}
+	return &store.Quantiles{P50: s.Quantile(0.5), P95: s.Quantile(0.95), P99: s.Quantile(0.99), Max: float64(s.Max())}
 }
 
 // groupEntries merges entries by their projection onto groupBy, plus a time
 // bucket when bucket is not nil.
-func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) []LLMGroup {
-	groups := map[string]*LLMGroup{}
+func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) []llmGroup {
+	groups := map[string]*llmGroup{}
 	var order []string
 	keyBuf := make([]byte, 0, 128)
 	for i := range entries {
@@ -495,7 +525,7 @@ func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *s
 		}
 		g, ok := groups[string(keyBuf)]
 		if !ok {
-			g = &LLMGroup{Key: map[string]string{}}
+			g = &llmGroup{Key: map[string]string{}}
 			for _, d := range groupBy {
 				g.Key[d] = groupValue(&en.Key, d)
 			}
@@ -507,7 +537,7 @@ func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *s
 		}
 		mergeMeasures(&g.M, &en.M)
 	}
-	out := make([]LLMGroup, 0, len(order))
+	out := make([]llmGroup, 0, len(order))
 	for _, k := range order {
 		out = append(out, *groups[k])
 	}
@@ -524,21 +554,19 @@ func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *s
 // (aligned to the Unix epoch), one group per (bucket, group-by key), sorted
 // by bucket. Steps that are whole hours are answered from stored
 // aggregates where possible; finer steps read the spans.
-func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery, step time.Duration) ([]LLMGroup, Result, error) {
-	var res Result
+func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *store.LLMQuery, step time.Duration) (store.LLMStats, error) {
+	var res queryResult
 	if step < time.Second || step%time.Second != 0 {
-		return nil, res, fmt.Errorf("step %s is not a whole number of seconds of at least 1s", step)
+		return store.LLMStats{}, fmt.Errorf("step %s is not a whole number of seconds of at least 1s: %w", step, store.ErrBadRequest)
 	}
-	for _, g := range q.GroupBy {
-		if !ValidGroupKey(g) {
-			return nil, res, fmt.Errorf("unknown group_by %q (use %v)", g, GroupKeys)
-		}
+	if err := checkGroupBy(q.GroupBy); err != nil {
+		return store.LLMStats{}, err
 	}
-	var groups []LLMGroup
+	var groups []llmGroup
 	if step%time.Hour == 0 {
 		entries, err := e.llmEntries(ctx, project, &q.Filter, newProjection(q.GroupBy, true), &res)
 		if err != nil {
-			return nil, res, err
+			return store.LLMStats{Result: res.Result}, err
 		}
 		stepSec := int64(step / time.Second)
 		groups = groupEntries(entries, q.GroupBy, func(k *segment.AggKey) int64 { return k.Hour - k.Hour%stepSec })
@@ -559,7 +587,7 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery,
 				a.Add(s)
 			})
 		if err != nil {
-			return nil, res, err
+			return store.LLMStats{Result: res.Result}, err
 		}
 		for b, a := range byBucket {
 			for _, g := range groupEntries(a.Entries(), q.GroupBy, nil) {
@@ -569,5 +597,5 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *LLMQuery,
 		}
 	}
 	sort.SliceStable(groups, func(i, j int) bool { return groups[i].Bucket < groups[j].Bucket })
-	return groups, res, nil
+	return llmAnswer(groups, &res)
 }

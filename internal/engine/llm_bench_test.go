@@ -8,6 +8,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // BenchmarkLLMSessions measures warm session queries over 200k sealed spans
@@ -27,7 +28,7 @@ func BenchmarkLLMSessions(b *testing.B) {
 	b.Run("group_by_session", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := e.LLMStats(ctx, "default", &engine.LLMQuery{GroupBy: []string{"session"}}); err != nil {
+			if _, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"session"}}); err != nil {
 				b.Fatal(err)
 			}
 		}

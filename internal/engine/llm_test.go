@@ -13,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 )
 
@@ -68,7 +69,7 @@ func TestLLMStatsEqualBruteForce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Append("default", engine.RecordOTLPProto, body, b.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}); err != nil {
 			t.Fatal(err)
 		}
 		if i%3000 == 2500 {
@@ -139,10 +140,11 @@ func TestLLMStatsEqualBruteForce(t *testing.T) {
 			}
 			want[k] = w
 		}
-		groups, _, err := e.LLMStats(context.Background(), "default", &engine.LLMQuery{Filter: f, GroupBy: gb})
+		st, err := e.LLMStats(context.Background(), "default", &store.LLMQuery{Filter: f, GroupBy: gb})
 		if err != nil {
 			t.Fatal(err)
 		}
+		groups := st.Groups
 		if len(groups) != len(want) {
 			t.Fatalf("iter %d group_by %v: %d groups, want %d", iter, gb, len(groups), len(want))
 		}
@@ -180,10 +182,11 @@ func TestLLMStatsCacheFollowsNewData(t *testing.T) {
 	}
 	defer e.Close()
 	total := func() int64 {
-		g, _, err := e.LLMStats(context.Background(), "default", &engine.LLMQuery{GroupBy: []string{"model"}})
+		st, err := e.LLMStats(context.Background(), "default", &store.LLMQuery{GroupBy: []string{"model"}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		g := st.Groups
 		var n int64
 		for i := range g {
 			n += g[i].M.Spans
@@ -199,7 +202,7 @@ func TestLLMStatsCacheFollowsNewData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Append("default", engine.RecordOTLPProto, body, b.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}); err != nil {
 			t.Fatal(err)
 		}
 		if err := e.Seal(); err != nil {

@@ -133,3 +133,6 @@ type CorruptionError struct {
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("corruption in %s at offset %d: %s", e.File, e.Offset, e.Msg)
 }
+
+// Is makes errors.Is(err, durable.ErrCorruption) true for every corruption error.
+func (e *CorruptionError) Is(target error) bool { return target == durable.ErrCorruption }

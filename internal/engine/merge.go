@@ -185,8 +185,6 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 	if len(run) == 0 || len(run) > maxMergeInputs {
 		return res, fmt.Errorf("merge: %d inputs (want 1 to %d)", len(run), maxMergeInputs)
 	}
-	guard := startMemGuard(e.opts.MergeHeadroom, e.ingestActive)
-	defer guard.stop()
 	inputs := make([]*mergeInput, len(run))
 	for i, h := range run {
 		inputs[i] = &mergeInput{h: h, idx: i}
@@ -314,7 +312,7 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 			return res, fmt.Errorf("merge into %s: sync value store: %w", name, err)
 		}
 	}
-	r, err := segment.Open(path)
+	r, err := e.opts.openSegment(path)
 	if err != nil {
 		os.Remove(path)
 		return res, fmt.Errorf("merge into %s: reopen: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // segHandle is an open segment in the read view.
@@ -115,29 +117,61 @@ func (e *Engine) segments() (segs []*segHandle, release func()) {
 	}
 }
 
-// Result carries query warnings: parts of the store that could not be read.
-type Result struct {
-	Warnings []string
+// queryResult is what a query gathers besides its answer: warnings about the
+// damaged parts it skipped, and the first read error that was not damage,
+// which fails the query.
+type queryResult struct {
+	store.Result
+	ioErr error
 }
 
-func (e *Engine) corrupt(res *Result, seg string, err error) {
-	e.m.corruptions.Add(1)
-	e.log.Error("segment read failed; skipped", "segment", seg, "err", err)
+// finish returns a query's answer, or the I/O error that fails it.
+func finish[T any](out T, res *queryResult) (T, store.Result, error) {
+	if res.ioErr != nil {
+		var zero T
+		return zero, res.Result, res.ioErr
+	}
+	return out, res.Result, nil
+}
+
+// readFailed handles an error reading segment seg during a query. Damage
+// (errors.Is(err, store.ErrCorruption)) is isolated: the caller skips the
+// part or falls back to reading more, a warning names it, and
+// rastro_corruption_errors_total counts it. A part this build cannot read
+// (segment.ErrUnsupported, a newer format) is skipped with a warning too, but
+// is not damage. Any other error (EIO, a closed file) is an I/O failure: it
+// is counted apart (rastro_io_errors_total) and fails the query when it ends,
+// so a part that could not be read is never left out of an answer silently.
+func (e *Engine) readFailed(res *queryResult, seg string, err error) {
+	switch {
+	case errors.Is(err, store.ErrCorruption):
+		e.m.corruptions.Add(1)
+		e.log.Error("segment damaged; part skipped", "segment", seg, "err", err)
+	case errors.Is(err, segment.ErrUnsupported):
+		e.log.Warn("segment part this build cannot read; skipped", "segment", seg, "err", err)
+	default:
+		e.m.ioErrors.Add(1)
+		e.log.Error("segment read failed: I/O error", "segment", seg, "err", err)
+		if res.ioErr == nil {
+			res.ioErr = fmt.Errorf("I/O error reading segment %s: %w", seg, err)
+		}
+		return
+	}
 	res.Warnings = append(res.Warnings, fmt.Sprintf("segment %s skipped: %v", seg, err))
 }
 
 // Trace returns every span of a trace, ordered by start time, each span once
 // (the newest copy of a re-sent span), with stored values read back.
-func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, Result, error) {
+func (e *Engine) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, store.Result, error) {
 	return e.trace(ctx, project, id, true)
 }
 
 // trace is Trace; without resolve, spans from segments keep their
 // stored-value references (for callers that do not return attributes).
-func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, resolve bool) ([]model.Span, Result, error) {
-	var res Result
+func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, resolve bool) ([]model.Span, store.Result, error) {
+	var res queryResult
 	if e.hidden().has(project, id) {
-		return nil, res, nil
+		return nil, res.Result, nil
 	}
 	v := e.view()
 	defer v.release()
@@ -153,11 +187,11 @@ func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, re
 	}
 	for _, s := range v.segs {
 		if err := ctx.Err(); err != nil {
-			return nil, res, err
+			return nil, res.Result, err
 		}
 		spans, err := s.r.FindTrace(project, id)
 		if err != nil {
-			e.corrupt(&res, s.name, err)
+			e.readFailed(&res, s.name, err)
 			continue
 		}
 		for i := range spans {
@@ -172,9 +206,9 @@ func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, re
 	}
 	sortByStart(out)
 	if resolve {
-		e.newResolver(&res).spans(out)
+		e.newResolver(&res.Result).spans(out)
 	}
-	return out, res, nil
+	return finish(out, &res)
 }
 
 func sortByStart(spans []model.Span) {
@@ -185,14 +219,6 @@ func sortByStart(spans []model.Span) {
 		}
 		return bytes.Compare(a.SpanID[:], b.SpanID[:]) < 0
 	})
-}
-
-// Cursor is a position in the newest-first span order: results continue with
-// the spans that sort strictly after it.
-type Cursor struct {
-	Start uint64
-	Trace model.TraceID
-	Span  model.SpanID
 }
 
 // before reports whether a sorts before b in result order: newest start
@@ -207,7 +233,8 @@ func before(aStart uint64, aT model.TraceID, aS model.SpanID, bStart uint64, bT 
 	return bytes.Compare(aS[:], bS[:]) < 0
 }
 
-func (c *Cursor) admits(s *model.Span) bool {
+// admits reports whether s sorts after cursor c (nil admits every span).
+func admits(c *store.Cursor, s *model.Span) bool {
 	return c == nil || before(c.Start, c.Trace, c.Span, s.StartTimeUnixNano, s.TraceID, s.SpanID)
 }
 
@@ -283,8 +310,8 @@ type candidate struct {
 // SearchSpans returns up to limit spans matching f, newest first, starting
 // after cursor (nil for the first page), and the cursor of the next page (nil
 // when there is none).
-func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filter, limit int, cursor *Cursor) ([]model.Span, *Cursor, Result, error) {
-	var res Result
+func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filter, limit int, cursor *store.Cursor) ([]model.Span, *store.Cursor, store.Result, error) {
+	var res queryResult
 	if limit <= 0 {
 		limit = 20
 	}
@@ -302,17 +329,20 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 		return 0, false
 	})
 	if err != nil {
-		return nil, nil, res, err
+		return nil, nil, res.Result, err
 	}
 	out := top.sorted()
-	e.newResolver(&res).spans(out)
-	var next *Cursor
+	e.newResolver(&res.Result).spans(out)
+	var next *store.Cursor
 	if len(out) > limit {
 		out = out[:limit]
 		last := &out[limit-1]
-		next = &Cursor{Start: last.StartTimeUnixNano, Trace: last.TraceID, Span: last.SpanID}
+		next = &store.Cursor{Start: last.StartTimeUnixNano, Trace: last.TraceID, Span: last.SpanID}
 	}
-	return out, next, res, nil
+	if res.ioErr != nil {
+		return nil, nil, res.Result, res.ioErr
+	}
+	return out, next, res.Result, nil
 }
 
 // scan feeds every span of project that matches f and the cursor to emit,
@@ -322,7 +352,7 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 // emit calls it only for spans it would keep. stopAt, when it reports ok,
 // gives a start time below which no further span can change the result,
 // letting the scan end early.
-func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *Cursor, res *Result,
+func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, res *queryResult,
 	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
 	f = e.visible(project, f)
 	if hs := e.hidden(); len(hs.traces) > 0 {
@@ -336,7 +366,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	v := e.view()
 	defer v.release()
 	sh := newShadower(e, v, project, res)
-	rv := e.newResolver(res)
+	rv := e.newResolver(&res.Result)
 	hints := f.Hints()
 	var cands []candidate
 	for rank, m := range v.mems {
@@ -406,7 +436,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		if c.chunk != nil {
 			for i := 0; i < c.rows; i++ {
 				r := &c.chunk.rows[i]
-				if r.liveFor(c.n) && r.project == project && cursor.admits(&r.span) && f.Match(&r.span) {
+				if r.liveFor(c.n) && r.project == project && admits(cursor, &r.span) && f.Match(&r.span) {
 					emit(&r.span, func() bool { return sh.shadowed(c.rank, &r.span) })
 				}
 			}
@@ -424,11 +454,11 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			spans, err = e.readBlock(c.seg, c.block)
 		}
 		if err != nil {
-			e.corrupt(res, c.seg.name, err)
+			e.readFailed(res, c.seg.name, err)
 			continue
 		}
 		for i := range spans {
-			if !cursor.admits(&spans[i]) {
+			if !admits(cursor, &spans[i]) {
 				continue
 			}
 			// Memtable spans never hold stored-value references; these may.
@@ -464,7 +494,7 @@ type segContent struct {
 // reads whole blocks without consulting them.
 type contentScan struct {
 	e      *Engine
-	res    *Result
+	res    *queryResult
 	hashes []uint64
 	segs   []segContent
 	// Block filters consulted and passed so far in this scan.
@@ -513,7 +543,7 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	}
 	ranges, gerr := s.r.BlockRowsMayContainTokens(i, cs.hashes)
 	if gerr != nil {
-		e.corrupt(cs.res, s.name, gerr) // a damaged filter: read the whole block
+		e.readFailed(cs.res, s.name, gerr) // a damaged filter: read the whole block
 		spans, err = e.readBlock(s, i)
 		return spans, true, err
 	}
@@ -562,7 +592,7 @@ func (cs *contentScan) locate(s *segHandle, st *segContent) {
 	e := cs.e
 	loc, err := s.r.LocateTokens(cs.hashes)
 	if err != nil {
-		e.corrupt(cs.res, s.name, err) // a damaged page: consult the block filters
+		e.readFailed(cs.res, s.name, err) // a damaged page: consult the block filters
 	}
 	if loc.Absent {
 		e.m.contentSegPruned.Add(1)
@@ -591,7 +621,7 @@ func (cs *contentScan) checkFilters(s *segHandle, st *segContent) {
 	// One batched read of the block filters (neighbours read together).
 	may, err := s.r.BlocksMayContainTokens(cs.hashes)
 	if err != nil {
-		e.corrupt(cs.res, s.name, err) // a damaged filter: scan the blocks
+		e.readFailed(cs.res, s.name, err) // a damaged filter: scan the blocks
 		return
 	}
 	st.may = may
@@ -604,7 +634,7 @@ func (cs *contentScan) checkFilters(s *segHandle, st *segContent) {
 }
 
 // blockMayMatch prunes a block with its resident metadata and filters.
-func (e *Engine) blockMayMatch(s *segHandle, i int, b *segment.BlockMeta, h *query.Hints, cursor *Cursor) bool {
+func (e *Engine) blockMayMatch(s *segHandle, i int, b *segment.BlockMeta, h *query.Hints, cursor *store.Cursor) bool {
 	if h.End != 0 && b.MinStart >= h.End {
 		return false
 	}
@@ -669,23 +699,10 @@ func intersects(set []string, want []string) bool {
 	return false
 }
 
-// TraceSummary describes one trace in trace search results.
-type TraceSummary struct {
-	TraceID     model.TraceID
-	RootService string // empty when the root span has not arrived
-	RootName    string
-	Start       uint64 // earliest span start
-	End         uint64 // latest span end
-	Spans       int
-	Errors      int
-	Services    []string
-	Matched     int // spans that matched the filter (within the scanned part)
-}
-
 // SearchTraces returns up to limit traces having at least one span matching f,
 // the traces with the newest matching spans first.
-func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filter, limit int) ([]TraceSummary, Result, error) {
-	var res Result
+func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filter, limit int) ([]store.TraceSummary, store.Result, error) {
+	var res queryResult
 	if limit <= 0 {
 		limit = 20
 	}
@@ -719,7 +736,7 @@ func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filt
 		return (*bound)[0], true
 	})
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	sort.Slice(order, func(i, j int) bool {
 		a, b := newest[order[i]], newest[order[j]]
@@ -731,45 +748,18 @@ func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filt
 	if len(order) > limit {
 		order = order[:limit]
 	}
-	out := make([]TraceSummary, 0, len(order))
+	out := make([]store.TraceSummary, 0, len(order))
 	for _, id := range order {
 		spans, r, err := e.trace(ctx, project, id, false) // a summary needs no attribute values
 		res.Warnings = append(res.Warnings, r.Warnings...)
 		if err != nil {
-			return nil, res, err
+			return nil, res.Result, err
 		}
-		sum := Summarize(id, spans)
+		sum := store.Summarize(id, spans)
 		sum.Matched = matched[id]
 		out = append(out, sum)
 	}
-	return out, res, nil
-}
-
-// Summarize builds a trace summary from its spans.
-func Summarize(id model.TraceID, spans []model.Span) TraceSummary {
-	sum := TraceSummary{TraceID: id, Spans: len(spans)}
-	svc := map[string]bool{}
-	for i := range spans {
-		s := &spans[i]
-		if i == 0 || s.StartTimeUnixNano < sum.Start {
-			sum.Start = s.StartTimeUnixNano
-		}
-		if s.EndTimeUnixNano > sum.End {
-			sum.End = s.EndTimeUnixNano
-		}
-		if s.StatusCode == model.StatusError {
-			sum.Errors++
-		}
-		svc[s.Service] = true
-		if s.IsRoot() && sum.RootName == "" {
-			sum.RootService, sum.RootName = s.Service, s.Name
-		}
-	}
-	for k := range svc {
-		sum.Services = append(sum.Services, k)
-	}
-	slices.Sort(sum.Services)
-	return sum
+	return finish(out, &res)
 }
 
 type uintHeap []uint64

@@ -8,28 +8,23 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 )
-
-// SessionSummary describes one LLM session (or conversation).
-type SessionSummary struct {
-	ID    string
-	Users []string
-	M     segment.AggMeasures // First = M.MinStart, Last = M.MaxEnd
-}
 
 // Sessions summarises every session of the LLM spans matching f, in no
 // particular order (callers sort). Summaries carry no latency percentiles
 // (M.Latency and M.TTFT are nil).
-func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]SessionSummary, Result, error) {
-	var res Result
+func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]store.SessionSummary, store.Result, error) {
+	var res queryResult
 	p := newProjection([]string{"session", "user"}, false)
 	p.noSketches = true
 	entries, err := e.llmEntries(ctx, project, f, p, &res)
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	byID := make(map[string]int, 1024) // session -> index in out
-	var out []SessionSummary
+	var out []store.SessionSummary
+	var ms []segment.AggMeasures // out[i]'s measures as they accumulate
 	for i := range entries {
 		en := &entries[i]
 		if en.Key.Session == "" {
@@ -39,25 +34,27 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 		if !ok {
 			j = len(out)
 			byID[en.Key.Session] = j
-			out = append(out, SessionSummary{ID: en.Key.Session})
+			out = append(out, store.SessionSummary{ID: en.Key.Session})
+			ms = append(ms, segment.AggMeasures{})
 		}
 		s := &out[j]
-		mergeMeasures(&s.M, &en.M)
+		mergeMeasures(&ms[j], &en.M)
 		if u := en.Key.User; u != "" && !slices.Contains(s.Users, u) {
 			s.Users = append(s.Users, u)
 		}
 	}
 	for i := range out {
 		slices.Sort(out[i].Users)
+		out[i].M = measures(&ms[i])
 	}
-	return out, res, nil
+	return finish(out, &res)
 }
 
 // SessionTraces returns the traces that hold a span of session id, oldest
 // first, each with all its spans. Blocks whose stored aggregates do not name
 // the session are not read.
-func (e *Engine) SessionTraces(ctx context.Context, project, id string, f *query.Filter) ([][]model.Span, Result, error) {
-	var res Result
+func (e *Engine) SessionTraces(ctx context.Context, project, id string, f *query.Filter) ([][]model.Span, store.Result, error) {
+	var res queryResult
 	traces := map[model.TraceID]bool{}
 	v := e.view()
 	defer v.release()
@@ -82,19 +79,19 @@ func (e *Engine) SessionTraces(ctx context.Context, project, id string, f *query
 			}
 		})
 	if err != nil {
-		return nil, res, err
+		return nil, res.Result, err
 	}
 	var out [][]model.Span
 	for t := range traces {
 		spans, r, err := e.Trace(ctx, project, t)
 		res.Warnings = append(res.Warnings, r.Warnings...)
 		if err != nil {
-			return nil, res, err
+			return nil, res.Result, err
 		}
 		if len(spans) > 0 {
 			out = append(out, spans)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i][0].StartTimeUnixNano < out[j][0].StartTimeUnixNano })
-	return out, res, nil
+	return finish(out, &res)
 }

@@ -12,7 +12,7 @@ type shadower struct {
 	e       *Engine
 	v       view
 	project string
-	res     *Result
+	res     *queryResult
 	memo    map[shadowKey]map[model.SpanID]struct{}
 }
 
@@ -21,7 +21,7 @@ type shadowKey struct {
 	trace model.TraceID
 }
 
-func newShadower(e *Engine, v view, project string, res *Result) *shadower {
+func newShadower(e *Engine, v view, project string, res *queryResult) *shadower {
 	return &shadower{e: e, v: v, project: project, res: res, memo: map[shadowKey]map[model.SpanID]struct{}{}}
 }
 
@@ -63,7 +63,7 @@ func (sh *shadower) spanIDs(rank int, trace model.TraceID) map[model.SpanID]stru
 			}
 		}
 		if err != nil {
-			sh.e.corrupt(sh.res, seg.name, err)
+			sh.e.readFailed(sh.res, seg.name, err)
 		}
 	}
 	sh.memo[k] = ids

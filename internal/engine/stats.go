@@ -1,28 +1,26 @@
 package engine
 
-import "github.com/rastro-dev/rastro/internal/wal"
+import (
+	"context"
 
-// Stats describes the store, for /api/v1/stats.
-type Stats struct {
-	Spans        int64    `json:"spans"`    // stored spans (a re-sent span stored in two segments counts twice until compaction)
-	Traces       int64    `json:"traces"`   // per segment, summed; a trace split across segments counts in each
-	Segments     int      `json:"segments"` // published segments, all projects
-	DiskBytes    int64    `json:"disk_bytes"`
-	SegmentBytes int64    `json:"segment_bytes"`
-	BufferSpans  int64    `json:"buffer_spans"`
-	BufferBytes  int64    `json:"buffer_bytes"`
-	WALBytes     int64    `json:"wal_bytes"`
-	ValueBytes   int64    `json:"value_bytes"`           // the store of large values (all projects)
-	Values       int64    `json:"values"`                // distinct large values stored apart (all projects)
-	Quarantined  []string `json:"quarantined,omitempty"` // segments not served because they failed verification
-	SealError    string   `json:"seal_error,omitempty"`  // the last seal's error, while seals are failing
+	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/wal"
+)
+
+// Stats returns the counts for one project (store-wide sizes are not per
+// project). Spans count stored rows: a re-sent span stored in two segments
+// counts twice until compaction; traces are counted per segment and summed.
+func (e *Engine) Stats(ctx context.Context, project string) (store.Stats, error) {
+	if e.closed.Load() {
+		return store.Stats{}, ErrClosed
+	}
+	return e.stats(project), nil
 }
 
-// Stats returns the counts for one project (store-wide sizes are not per project).
-func (e *Engine) Stats(project string) Stats {
+func (e *Engine) stats(project string) store.Stats {
 	v := e.view()
 	defer v.release()
-	var st Stats
+	var st store.Stats
 	for _, m := range v.mems {
 		traces := map[traceKey]struct{}{}
 		m.scan(func(r *row) bool {
@@ -81,6 +79,9 @@ type Counters struct {
 	// ValueErrors counts stored values that could not be read for a result
 	// (a placeholder was returned instead).
 	ValueErrors int64
+	// IOErrors counts segment reads that failed for a reason other than
+	// damage (EIO, a closed file); each failed its query.
+	IOErrors int64
 	// Lifecycle: merges done and failed, input segments merged away, bytes
 	// written and time spent by merges; segments dropped whole and rewritten
 	// by retention; erasure passes and spans they removed.
@@ -106,8 +107,8 @@ func (e *Engine) Counters() Counters {
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
 		ContentSegDiskPruned: e.m.contentSegDiskPruned.Load(),
 		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
-		ValueErrors: e.m.valueErrors.Load(),
-		Merges:      e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
+		ValueErrors: e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
+		Merges: e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
 		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
 		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),
 		ErasePasses: e.m.erasePasses.Load(), ErasedSpans: e.m.erasedSpans.Load(),

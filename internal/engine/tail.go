@@ -2,13 +2,13 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // Live tail: a Tail receives the spans of one project that match a filter
@@ -35,7 +35,7 @@ const (
 )
 
 // ErrTooManyTails is returned by Tail when MaxTails are open.
-var ErrTooManyTails = errors.New("engine: too many live tails open")
+var ErrTooManyTails = kindError{"engine: too many live tails open", store.ErrTooManyTails}
 
 // tailBatch is one durable request's spans, with its size in bytes.
 type tailBatch struct {
@@ -67,8 +67,15 @@ type tails struct {
 // from now on that f matches (f's Limit is ignored; its window, if any,
 // still applies to span start times). Spans hidden from queries (expired
 // by retention, or of an erased trace) are left out here too. The caller
-// must Close it. With MaxTails open it returns ErrTooManyTails.
-func (e *Engine) Tail(project string, f *query.Filter) (*Tail, error) {
+// must Close it. With MaxTails open it returns ErrTooManyTails. ctx only
+// bounds the opening: the tail lives until Close.
+func (e *Engine) Tail(ctx context.Context, project string, f *query.Filter) (store.TailStream, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t := &Tail{e: e, project: project, f: f, ch: make(chan tailBatch, TailBuffer), done: make(chan struct{})}
 	e.tails.mu.Lock()
 	defer e.tails.mu.Unlock()

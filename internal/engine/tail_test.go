@@ -12,10 +12,11 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // collect reads from t until it holds n spans (or fails the test after 10 s).
-func collect(t *testing.T, tl *Tail, n int) []model.Span {
+func collect(t *testing.T, tl store.TailStream, n int) []model.Span {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -47,13 +48,13 @@ func TestTailSeesExactlyTheMatchingAcknowledgedSpans(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := &query.Filter{Expr: expr}
-		tl, err := e.Tail("p1", f)
+		tl, err := e.Tail(context.Background(), "p1", f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// An erased trace stays hidden, late spans included.
 		erased := g.trace()
-		if _, err := e.Erase(context.Background(), EraseRequest{Project: "p1", TraceID: &erased[0].TraceID}); err != nil {
+		if _, err := e.Erase(context.Background(), store.EraseRequest{Project: "p1", TraceID: &erased[0].TraceID}); err != nil {
 			t.Fatal(err)
 		}
 		appendSpans(t, e, "p1", erased)
@@ -85,7 +86,7 @@ func TestTailSeesExactlyTheMatchingAcknowledgedSpans(t *testing.T) {
 func TestTailDropsRatherThanBlockIngest(t *testing.T) {
 	e := openTest(t, t.TempDir())
 	defer e.Close()
-	tl, err := e.Tail("p", &query.Filter{})
+	tl, err := e.Tail(context.Background(), "p", &query.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,7 @@ func TestTailDropsRatherThanBlockIngest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.Append("p", RecordOTLPProto, otlp.EncodeProto(one), b.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "p", Type: otlp.RecordOTLPProto, Body: otlp.EncodeProto(one), Spans: b.Spans}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +126,7 @@ func TestTailDropsRatherThanBlockIngest(t *testing.T) {
 func TestTailNextReturnsOnClose(t *testing.T) {
 	e := openTest(t, t.TempDir())
 	for _, closeEngine := range []bool{false, true} {
-		tl, err := e.Tail("p", &query.Filter{})
+		tl, err := e.Tail(context.Background(), "p", &query.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +161,7 @@ func TestTailHoldsBoundedMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	tl, err := e.Tail("p", &query.Filter{})
+	tl, err := e.Tail(context.Background(), "p", &query.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestTailHoldsBoundedMemory(t *testing.T) {
 		big[i].Attributes = append(big[i].Attributes, model.KeyValue{Key: "blob", Value: model.StringValue(strings.Repeat("x", 1<<20))})
 		body := otlp.EncodeProto(big[i : i+1])
 		b, _ := otlp.DecodeProto(body)
-		if err := e.Append("p", RecordOTLPProto, body, b.Spans); err != nil {
+		if err := e.Append(context.Background(), &store.Write{Project: "p", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -184,7 +185,7 @@ func TestTailHoldsBoundedMemory(t *testing.T) {
 	}
 	tl.Close()
 
-	tl, err = e.Tail("p", &query.Filter{})
+	tl, err = e.Tail(context.Background(), "p", &query.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,24 +199,24 @@ func TestTailHoldsBoundedMemory(t *testing.T) {
 		t.Fatalf("catching up: first part %d spans, want %d to %d", len(first), tailMaxSpans, tailMaxSpans+49)
 	}
 
-	var open []*Tail
+	var open []store.TailStream
 	defer func() {
 		for _, o := range open {
 			o.Close()
 		}
 	}()
 	for len(open) < MaxTails-1 { // tl is open too
-		o, err := e.Tail("q", &query.Filter{})
+		o, err := e.Tail(context.Background(), "q", &query.Filter{})
 		if err != nil {
 			t.Fatalf("tail %d: %v", len(open)+2, err)
 		}
 		open = append(open, o)
 	}
-	if _, err := e.Tail("q", &query.Filter{}); !errors.Is(err, ErrTooManyTails) {
+	if _, err := e.Tail(context.Background(), "q", &query.Filter{}); !errors.Is(err, ErrTooManyTails) {
 		t.Fatalf("tail %d: err %v, want ErrTooManyTails", MaxTails+1, err)
 	}
 	open[0].Close()
-	o, err := e.Tail("q", &query.Filter{})
+	o, err := e.Tail(context.Background(), "q", &query.Filter{})
 	if err != nil {
 		t.Fatalf("after one closed: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/valuestore"
 )
 
@@ -37,13 +38,13 @@ func (e *Engine) storeValue(v string) ([32]byte, error) {
 type resolver struct {
 	get    func(valuestore.Ref) ([]byte, error)
 	onFail func(valuestore.Ref, error) // called once per unreadable value
-	res    *Result
+	res    *store.Result
 	cache  map[[32]byte]string
 	bytes  int
 	failed map[[32]byte]bool
 }
 
-func (e *Engine) newResolver(res *Result) *resolver {
+func (e *Engine) newResolver(res *store.Result) *resolver {
 	return &resolver{get: e.values.Get, res: res, onFail: func(ref valuestore.Ref, err error) {
 		e.m.valueErrors.Add(1)
 		e.log.Error("stored value unreadable; placeholder returned", "ref", ref.String(), "err", err)
@@ -53,7 +54,7 @@ func (e *Engine) newResolver(res *Result) *resolver {
 // value returns the ValueString a ref stands for. When the value cannot be
 // read (missing, damaged, I/O error) the result is a placeholder string (the
 // ref's AsString, "<stored value sha256:HEX, N bytes>"), a warning is added to
-// the query's Result once per value, and the failure is counted.
+// the query's store.Result once per value, and the failure is counted.
 func (rv *resolver) value(v model.Value) model.Value {
 	h := v.Ref()
 	if s, ok := rv.cache[h]; ok {

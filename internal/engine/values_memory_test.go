@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -52,7 +53,11 @@ func TestLLMCorpusBytesPerSpan(t *testing.T) {
 			t.Fatal(err)
 		}
 		appendSealed(t, e, spans, 500)
-		st, vs := e.Stats("default"), e.ValueStats()
+		st, err := e.Stats(context.Background(), "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs := e.ValueStats()
 		disk := st.SegmentBytes + vs.DiskBytes
 		perSpan[threshold] = float64(disk) / float64(len(spans))
 		t.Logf("threshold %d: %d spans, segments %d B + values %d B (%d distinct, %d dedup hits) = %.1f B/span",

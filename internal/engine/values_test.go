@@ -12,6 +12,7 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 )
 
@@ -120,8 +121,8 @@ func TestLargeValuesStoredOnceAndResolved(t *testing.T) {
 		c, _ := corpus[i].Attr(completionKey)
 		inline += int64(len(p.Str) + len(c.Str))
 	}
-	disk := e.Stats("default").SegmentBytes + vs.DiskBytes
-	t.Logf("large values: %d raw bytes, %d bytes on disk (segments %d + values %d)", inline, disk, e.Stats("default").SegmentBytes, vs.DiskBytes)
+	disk := testStats(e, "default").SegmentBytes + vs.DiskBytes
+	t.Logf("large values: %d raw bytes, %d bytes on disk (segments %d + values %d)", inline, disk, testStats(e, "default").SegmentBytes, vs.DiskBytes)
 	if disk*4 > inline {
 		t.Fatalf("disk bytes %d not far below the %d raw bytes of the values", disk, inline)
 	}
@@ -278,7 +279,7 @@ func TestMatchWithoutRefsDoesNotAllocate(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &query.Filter{Expr: expr}
-	var res Result
+	var res store.Result
 	rv := e.newResolver(&res)
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := range spans {

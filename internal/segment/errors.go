@@ -3,6 +3,8 @@ package segment
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // CorruptionError reports a checksum or structure failure in a segment file:
@@ -18,6 +20,9 @@ type CorruptionError struct {
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("segment %s: corrupt at offset %d: %s", e.File, e.Offset, e.Msg)
 }
+
+// Is makes errors.Is(err, durable.ErrCorruption) true for every corruption error.
+func (e *CorruptionError) Is(target error) bool { return target == durable.ErrCorruption }
 
 // IsCorruption reports whether err is, or wraps, a *CorruptionError.
 func IsCorruption(err error) bool {

@@ -21,7 +21,7 @@ import (
 // race with other calls.
 type Reader struct {
 	path     string
-	f        *os.File
+	f        File
 	info     Info
 	blocks   []blockEntry
 	metas    []BlockMeta
@@ -52,12 +52,26 @@ func (r *Reader) readAt(off, n int64) ([]byte, error) {
 	return nil, fmt.Errorf("read segment %s at offset %d: %w", r.path, off, err)
 }
 
+// File is what a Reader reads a segment through: an *os.File, or a wrapper
+// (tests inject read faults with one).
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Stat() (os.FileInfo, error)
+}
+
 // Open opens and verifies a segment file.
 func Open(path string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open segment %s: %w", path, err)
 	}
+	return OpenFile(path, f)
+}
+
+// OpenFile is Open over a file already open; path names it in errors. The
+// Reader owns f: it closes f when opening fails, and on Close.
+func OpenFile(path string, f File) (*Reader, error) {
 	r := &Reader{path: path, f: f}
 	if err := r.open(); err != nil {
 		_ = f.Close()

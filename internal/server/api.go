@@ -13,83 +13,57 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
-func (s *Server) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/traces", s.handleOTLP)
-	mux.HandleFunc("POST /v1/spans", s.handleNative)
-
-	mux.HandleFunc("GET /api/v1/traces/{trace_id}", s.met.timed("trace", s.withEngine(s.handleTrace)))
-	mux.HandleFunc("GET /api/v1/traces", s.met.timed("traces", s.withEngine(s.handleTraces)))
-	mux.HandleFunc("GET /api/v1/spans", s.met.timed("spans", s.withEngine(s.handleSpans)))
-	mux.HandleFunc("GET /api/v1/services", s.met.timed("services", s.withEngine(s.handleServices)))
-	mux.HandleFunc("GET /api/v1/services/{service}/operations", s.met.timed("operations", s.withEngine(s.handleOperations)))
-	mux.HandleFunc("GET /api/v1/attributes", s.met.timed("attributes", s.withEngine(s.handleAttributes)))
-	mux.HandleFunc("GET /api/v1/attributes/{key}/values", s.met.timed("attribute_values", s.withEngine(s.handleAttributeValues)))
-	mux.HandleFunc("GET /api/v1/llm/stats", s.met.timed("llm_stats", s.withEngine(s.handleLLMStats)))
-	mux.HandleFunc("GET /api/v1/llm/timeseries", s.met.timed("llm_timeseries", s.withEngine(s.handleLLMTimeseries)))
-	mux.HandleFunc("GET /api/v1/sessions", s.met.timed("sessions", s.withEngine(s.handleSessions)))
-	mux.HandleFunc("GET /api/v1/sessions/{session_id}", s.met.timed("session", s.withEngine(s.handleSession)))
-	mux.HandleFunc("GET /api/v1/tail", s.withEngine(s.handleTail)) // a stream: not in the latency histogram
-	mux.HandleFunc("GET /api/v1/stats", s.met.timed("stats", s.withEngine(s.handleStats)))
-	mux.HandleFunc("DELETE /api/v1/traces/{trace_id}", s.met.timed("erase_trace", s.withEngine(s.handleEraseTrace)))
-	mux.HandleFunc("POST /api/v1/erase", s.met.timed("erase", s.withEngine(s.handleErase)))
-	mux.HandleFunc("GET /api/v1/erasures", s.met.timed("erasures", s.withEngine(s.handleErasures)))
-	mux.HandleFunc("GET /api/v1/erasures/{id}", s.met.timed("erasure", s.withEngine(s.handleErasure)))
-	mux.HandleFunc("POST /api/v1/admin/compact", s.met.timed("compact", s.withEngine(s.handleCompact)))
-
-	mux.Handle("GET /metrics", s.met.handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if s.eng.Load() == nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "reason": "replaying the WAL"})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
-	})
-	return mux
-}
-
-type engineHandler func(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string)
-
-// withEngine resolves the engine and project for a query handler.
-func (s *Server) withEngine(h engineHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		e := s.eng.Load()
-		if e == nil {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
-			return
-		}
-		project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		h(w, r, e, project)
+// queryRoutes are Rastro's own query API (docs/api.md).
+func (s *Server) queryRoutes() []route {
+	q := s.withBackend
+	return []route{
+		{method: "GET", pattern: "/api/v1/traces/{trace_id}", name: "trace", handler: q(s.handleTrace), documented: true},
+		{method: "GET", pattern: "/api/v1/traces", name: "traces", handler: q(s.handleTraces), documented: true},
+		{method: "GET", pattern: "/api/v1/spans", name: "spans", handler: q(s.handleSpans), documented: true},
+		{method: "GET", pattern: "/api/v1/services", name: "services", handler: q(s.handleServices), documented: true},
+		{method: "GET", pattern: "/api/v1/services/{service}/operations", name: "operations", handler: q(s.handleOperations), documented: true},
+		{method: "GET", pattern: "/api/v1/attributes", name: "attributes", handler: q(s.handleAttributes), documented: true},
+		{method: "GET", pattern: "/api/v1/attributes/{key}/values", name: "attribute_values", handler: q(s.handleAttributeValues), documented: true},
+		{method: "GET", pattern: "/api/v1/llm/stats", name: "llm_stats", handler: q(s.handleLLMStats), documented: true},
+		{method: "GET", pattern: "/api/v1/llm/timeseries", name: "llm_timeseries", handler: q(s.handleLLMTimeseries), documented: true},
+		{method: "GET", pattern: "/api/v1/sessions", name: "sessions", handler: q(s.handleSessions), documented: true},
+		{method: "GET", pattern: "/api/v1/sessions/{session_id}", name: "session", handler: q(s.handleSession), documented: true},
+		// A stream: not in the latency histogram.
+		{method: "GET", pattern: "/api/v1/tail", handler: q(s.handleTail), documented: true},
+		{method: "GET", pattern: "/api/v1/stats", name: "stats", handler: q(s.handleStats), documented: true},
+		{method: "DELETE", pattern: "/api/v1/traces/{trace_id}", name: "erase_trace", handler: q(s.handleEraseTrace), documented: true},
+		{method: "POST", pattern: "/api/v1/erase", name: "erase", handler: q(s.handleErase), documented: true},
+		{method: "GET", pattern: "/api/v1/erasures", name: "erasures", handler: q(s.handleErasures), documented: true},
+		{method: "GET", pattern: "/api/v1/erasures/{id}", name: "erasure", handler: q(s.handleErasure), documented: true},
+		{method: "POST", pattern: "/api/v1/admin/compact", name: "compact", handler: q(s.handleCompact), documented: true},
 	}
 }
 
+// queryFailed answers a failed query: a request the backend refused as
+// malformed is a 400, a cancelled query or a closing backend a 503, anything
+// else (an I/O error, a bug) a 500 that is logged.
 func (s *Server) queryFailed(w http.ResponseWriter, err error) {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, store.ErrBadRequest):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusServiceUnavailable, "query cancelled: "+err.Error())
-		return
+	case errors.Is(err, store.ErrClosed):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "the store is closing: "+err.Error())
+	default:
+		s.log.Error("query failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "query failed: "+err.Error())
 	}
-	s.log.Error("query failed", "err", err)
-	writeError(w, http.StatusInternalServerError, "query failed: "+err.Error())
 }
 
-func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	id, err := model.ParseTraceID(r.PathValue("trace_id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -100,7 +74,7 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, e *engine.E
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	spans, res, err := e.Trace(r.Context(), project, id)
+	spans, res, err := b.Trace(r.Context(), project, id)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
@@ -167,13 +141,13 @@ func parseFilter(w http.ResponseWriter, r *http.Request) (query.Filter, bool) {
 	return f, true
 }
 
-func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	t0 := time.Now()
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
 	}
-	var cur *engine.Cursor
+	var cur *store.Cursor
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		var err error
 		if cur, err = decodeCursor(c); err != nil {
@@ -181,7 +155,7 @@ func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, e *engine.E
 			return
 		}
 	}
-	spans, next, res, err := e.SearchSpans(r.Context(), project, &f, f.Limit, cur)
+	spans, next, res, err := b.SearchSpans(r.Context(), project, &f, f.Limit, cur)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
@@ -209,7 +183,7 @@ func setServerTiming(w http.ResponseWriter, t0 time.Time) {
 	w.Header().Set("Server-Timing", "handler;dur="+strconv.FormatFloat(float64(time.Since(t0).Nanoseconds())/1e6, 'f', 3, 64))
 }
 
-func encodeCursor(c *engine.Cursor) string {
+func encodeCursor(c *store.Cursor) string {
 	var b [32]byte
 	binary.BigEndian.PutUint64(b[:8], c.Start)
 	copy(b[8:24], c.Trace[:])
@@ -217,12 +191,12 @@ func encodeCursor(c *engine.Cursor) string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func decodeCursor(s string) (*engine.Cursor, error) {
+func decodeCursor(s string) (*store.Cursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) != 32 {
 		return nil, fmt.Errorf("cursor %q is not a cursor returned by this API", s)
 	}
-	c := &engine.Cursor{Start: binary.BigEndian.Uint64(b[:8])}
+	c := &store.Cursor{Start: binary.BigEndian.Uint64(b[:8])}
 	copy(c.Trace[:], b[8:24])
 	copy(c.Span[:], b[24:])
 	return c, nil
@@ -242,13 +216,13 @@ type traceSummaryJSON struct {
 	Services      []string `json:"services"`
 }
 
-func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	t0 := time.Now()
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
 	}
-	sums, res, err := e.SearchTraces(r.Context(), project, &f, f.Limit)
+	sums, res, err := b.SearchTraces(r.Context(), project, &f, f.Limit)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
@@ -310,34 +284,34 @@ func sinceDefaultHint(msg string, defaulted bool) string {
 	return msg
 }
 
-func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleServices(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	start, end, ok := window(w, r)
 	if !ok {
 		return
 	}
-	out, res, err := e.Services(r.Context(), project, start, end)
+	out, res, err := b.Services(r.Context(), project, start, end)
 	s.discoveryResponse(w, "services", out, res, err)
 }
 
-func (s *Server) handleOperations(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleOperations(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	start, end, ok := window(w, r)
 	if !ok {
 		return
 	}
-	out, res, err := e.Operations(r.Context(), project, r.PathValue("service"), start, end)
+	out, res, err := b.Operations(r.Context(), project, r.PathValue("service"), start, end)
 	s.discoveryResponse(w, "operations", out, res, err)
 }
 
-func (s *Server) handleAttributes(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleAttributes(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	start, end, ok := window(w, r)
 	if !ok {
 		return
 	}
-	out, res, err := e.AttributeKeys(r.Context(), project, start, end)
+	out, res, err := b.AttributeKeys(r.Context(), project, start, end)
 	s.discoveryResponse(w, "attributes", out, res, err)
 }
 
-func (s *Server) handleAttributeValues(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleAttributeValues(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	start, end, ok := window(w, r)
 	if !ok {
 		return
@@ -351,17 +325,24 @@ func (s *Server) handleAttributeValues(w http.ResponseWriter, r *http.Request, e
 		}
 		limit = n
 	}
-	out, res, err := e.AttributeValues(r.Context(), project, r.PathValue("key"), start, end, limit)
+	out, res, err := b.AttributeValues(r.Context(), project, r.PathValue("key"), start, end, limit)
 	s.discoveryResponse(w, "values", out, res, err)
 }
 
-func (s *Server) discoveryResponse(w http.ResponseWriter, field string, out []engine.NameCount, res engine.Result, err error) {
+// nameCountJSON is the API shape of a discovered name.
+type nameCountJSON struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
+func (s *Server) discoveryResponse(w http.ResponseWriter, field string, names []store.NameCount, res store.Result, err error) {
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
-	if out == nil {
-		out = []engine.NameCount{}
+	out := make([]nameCountJSON, len(names))
+	for i, n := range names {
+		out[i] = nameCountJSON{n.Name, n.Count}
 	}
 	resp := map[string]any{field: out}
 	if len(res.Warnings) > 0 {
@@ -370,8 +351,34 @@ func (s *Server) discoveryResponse(w http.ResponseWriter, field string, out []en
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (s *Server) handleStats(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
-	writeJSON(w, http.StatusOK, e.Stats(project))
+// statsJSON is the API shape of /api/v1/stats.
+type statsJSON struct {
+	Spans        int64    `json:"spans"`
+	Traces       int64    `json:"traces"`
+	Segments     int      `json:"segments"`
+	DiskBytes    int64    `json:"disk_bytes"`
+	SegmentBytes int64    `json:"segment_bytes"`
+	BufferSpans  int64    `json:"buffer_spans"`
+	BufferBytes  int64    `json:"buffer_bytes"`
+	WALBytes     int64    `json:"wal_bytes"`
+	ValueBytes   int64    `json:"value_bytes"`
+	Values       int64    `json:"values"`
+	Quarantined  []string `json:"quarantined,omitempty"`
+	SealError    string   `json:"seal_error,omitempty"`
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	sr, ok := b.(store.StatsReporter)
+	if !ok {
+		notSupported(w, "store statistics")
+		return
+	}
+	st, err := sr.Stats(r.Context(), project)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statsJSON(st))
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/otlp"
 )
 
@@ -94,8 +93,8 @@ func (s *Server) export(ctx context.Context, body []byte) (*coltracepb.ExportTra
 }
 
 func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error) {
-	e := s.eng.Load()
-	if e == nil {
+	be := s.currentBackend()
+	if be == nil {
 		s.met.rejected.WithLabelValues("not_ready").Inc()
 		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
 	}
@@ -116,7 +115,7 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
 	}
 	defer s.release(n)
-	b, ierr := s.store(e, project, protoOTLPGRPC, engine.RecordOTLPProto, body)
+	b, ierr := s.store(ctx, be, project, protoOTLPGRPC, otlp.RecordOTLPProto, body)
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()
 		c := codes.InvalidArgument

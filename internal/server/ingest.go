@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // protocol labels, used in metrics and by the benchmark harness.
@@ -85,14 +86,22 @@ func tooLarge(limit int64) *ingestError {
 		fmt.Sprintf("request body exceeds the limit of %d bytes (--max-body-bytes; a compressed body counts decompressed)", limit)}
 }
 
+// ingestRoutes are the receivers: OTLP/HTTP and the native JSON route.
+func (s *Server) ingestRoutes() []route {
+	return []route{
+		{method: "POST", pattern: "/v1/traces", handler: s.handleOTLP, documented: true},
+		{method: "POST", pattern: "/v1/spans", handler: s.handleNative, documented: true},
+	}
+}
+
 // handleOTLP serves POST /v1/traces.
 func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case "application/x-protobuf", "application/protobuf":
-		s.ingestHTTP(w, r, protoOTLPProto, engine.RecordOTLPProto)
+		s.ingestHTTP(w, r, protoOTLPProto, otlp.RecordOTLPProto)
 	case "application/json":
-		s.ingestHTTP(w, r, protoOTLPJSON, engine.RecordOTLPJSON)
+		s.ingestHTTP(w, r, protoOTLPJSON, otlp.RecordOTLPJSON)
 	default:
 		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
 		writeError(w, http.StatusUnsupportedMediaType,
@@ -109,10 +118,10 @@ func (s *Server) handleNative(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Content-Type %q is not supported on /v1/spans: use application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	s.ingestHTTP(w, r, protoNative, engine.RecordNative)
+	s.ingestHTTP(w, r, protoNative, otlp.RecordNative)
 }
 
-func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol string, rt engine.RecordType) {
+func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol string, rt otlp.RecordType) {
 	res, ierr := s.ingestRequest(r, protocol, rt)
 	code := http.StatusOK
 	if ierr != nil {
@@ -127,14 +136,14 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 		writeError(w, code, ierr.msg)
 		return
 	}
-	if rt == engine.RecordOTLPProto {
+	if rt == otlp.RecordOTLPProto {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.WriteHeader(http.StatusOK)
 		w.Write(exportResponseProto(res.Rejected, res.RejectMsg))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if rt == engine.RecordOTLPJSON {
+	if rt == otlp.RecordOTLPJSON {
 		resp := map[string]any{}
 		if res.Rejected > 0 {
 			resp["partialSuccess"] = map[string]any{"rejectedSpans": strconv.Itoa(res.Rejected), "errorMessage": res.RejectMsg}
@@ -151,9 +160,9 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 }
 
 // ingestRequest admits, reads, decodes and stores one HTTP request.
-func (s *Server) ingestRequest(r *http.Request, protocol string, rt engine.RecordType) (otlp.Batch, *ingestError) {
-	e := s.eng.Load()
-	if e == nil {
+func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (otlp.Batch, *ingestError) {
+	b := s.currentBackend()
+	if b == nil {
 		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL"}
 	}
 	project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
@@ -179,13 +188,13 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt engine.Recor
 	if ierr != nil {
 		return otlp.Batch{}, ierr
 	}
-	return s.store(e, project, protocol, rt, body)
+	return s.store(r.Context(), b, project, protocol, rt, body)
 }
 
-// store decodes body and appends it to the engine; shared by HTTP and gRPC.
-func (s *Server) store(e *engine.Engine, project, protocol string, rt engine.RecordType, body []byte) (otlp.Batch, *ingestError) {
+// store decodes body and appends it to the backend; shared by HTTP and gRPC.
+func (s *Server) store(ctx context.Context, be store.Backend, project, protocol string, rt otlp.RecordType, body []byte) (otlp.Batch, *ingestError) {
 	t0 := time.Now()
-	b, err := engine.Decode(rt, body)
+	b, err := otlp.Decode(rt, body)
 	s.met.decodeNanos.WithLabelValues(protocol).Add(float64(time.Since(t0).Nanoseconds()))
 	if err != nil {
 		return b, badRequest("decode %s request: %v", protocol, err)
@@ -194,8 +203,8 @@ func (s *Server) store(e *engine.Engine, project, protocol string, rt engine.Rec
 		return b, badRequest("every span was rejected (%d): %s", b.Rejected, b.RejectMsg)
 	}
 	s.met.countProblems(b)
-	if err := e.Append(project, rt, body, b.Spans); err != nil {
-		if errors.Is(err, engine.ErrBufferFull) {
+	if err := be.Append(ctx, &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans}); err != nil {
+		if errors.Is(err, store.ErrOverloaded) {
 			return b, &ingestError{http.StatusTooManyRequests, "buffer_full",
 				"the write buffer is full while sealing catches up; retry after the Retry-After delay"}
 		}

@@ -1,16 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
+	"time"
 
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // maxEraseBody bounds the JSON body of POST /api/v1/erase.
@@ -23,29 +23,29 @@ type eraseBody struct {
 	All     bool   `json:"all"` // confirms a query that covers every trace of the project
 }
 
-func (s *Server) handleEraseTrace(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleEraseTrace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	id, err := model.ParseTraceID(r.PathValue("trace_id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	s.erase(w, r, e, engine.EraseRequest{Project: project, TraceID: &id})
+	s.erase(w, r, b, store.EraseRequest{Project: project, TraceID: &id})
 }
 
-func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEraseBody))
+func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxEraseBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("read body: %v (at most %d bytes)", err, maxEraseBody))
 		return
 	}
 	var body eraseBody
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, `body: want JSON {"query": "{ span.user.id = \"u_42\" }"} or {"trace_id": "..."}: `+err.Error())
 		return
 	}
-	req := engine.EraseRequest{Project: project, Query: body.Query, All: body.All}
+	req := store.EraseRequest{Project: project, Query: body.Query, All: body.All}
 	if body.TraceID != "" {
 		id, err := model.ParseTraceID(body.TraceID)
 		if err != nil {
@@ -54,45 +54,64 @@ func (s *Server) handleErase(w http.ResponseWriter, r *http.Request, e *engine.E
 		}
 		req.TraceID = &id
 	}
-	s.erase(w, r, e, req)
+	s.erase(w, r, b, req)
 }
 
 // erase answers 202 Accepted once the request is durable and its traces
 // hidden; the body is the erasure's status (GET /api/v1/erasures/{id}
 // follows it to "done").
-func (s *Server) erase(w http.ResponseWriter, r *http.Request, e *engine.Engine, req engine.EraseRequest) {
-	st, err := e.Erase(r.Context(), req)
+func (s *Server) erase(w http.ResponseWriter, r *http.Request, b store.Backend, req store.EraseRequest) {
+	st, err := b.Erase(r.Context(), req)
 	if err != nil {
-		if errors.Is(err, engine.ErrEraseRequest) {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		s.queryFailed(w, err)
+		s.queryFailed(w, err) // a refused request (store.ErrBadRequest) is a 400
 		return
 	}
 	w.Header().Set("Location", "/api/v1/erasures/"+strconv.FormatUint(st.ID, 10))
-	writeJSON(w, http.StatusAccepted, st)
+	writeJSON(w, http.StatusAccepted, erasureJSON(st))
 }
 
-func (s *Server) handleErasures(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
-	out := []engine.Erasure{}
-	for _, st := range e.Erasures() {
-		if st.Project == project {
-			out = append(out, st)
-		}
+// erasureJSON is the API shape of an erasure's status.
+type erasureJSON struct {
+	ID          uint64     `json:"id"`
+	Project     string     `json:"project"`
+	Query       string     `json:"query,omitempty"`
+	TraceID     string     `json:"trace_id,omitempty"`
+	State       string     `json:"state"`
+	RequestedAt time.Time  `json:"requested_at"`
+	HiddenAt    *time.Time `json:"hidden_at,omitempty"`
+	DoneAt      *time.Time `json:"done_at,omitempty"`
+	Traces      int        `json:"traces"`
+	SpansErased int64      `json:"spans_erased"`
+	Error       string     `json:"error,omitempty"`
+}
+
+func (s *Server) handleErasures(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	all, err := b.Erasures(r.Context(), project)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	out := make([]erasureJSON, len(all))
+	for i, st := range all {
+		out[i] = erasureJSON(st)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"erasures": out})
 }
 
-func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("erasure id %q is not a number", r.PathValue("id")))
 		return
 	}
-	for _, st := range e.Erasures() {
-		if st.ID == id && st.Project == project {
-			writeJSON(w, http.StatusOK, st)
+	all, err := b.Erasures(r.Context(), project)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	for _, st := range all {
+		if st.ID == id {
+			writeJSON(w, http.StatusOK, erasureJSON(st))
 			return
 		}
 	}
@@ -101,8 +120,13 @@ func (s *Server) handleErasure(w http.ResponseWriter, r *http.Request, e *engine
 
 // handleCompact runs compaction to completion (all projects: segments hold
 // every project's spans).
-func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request, e *engine.Engine, _ string) {
-	res, err := e.Compact(r.Context())
+func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request, b store.Backend, _ string) {
+	c, ok := b.(store.Compactor)
+	if !ok {
+		notSupported(w, "compaction on request")
+		return
+	}
+	res, err := c.Compact(r.Context())
 	if err != nil {
 		s.queryFailed(w, err)
 		return

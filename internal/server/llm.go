@@ -10,16 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
-	"github.com/rastro-dev/rastro/internal/segment"
-	"github.com/rastro-dev/rastro/internal/sketch"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
-// quantilesJSON are latency percentiles in milliseconds, from a sketch with
-// relative error sketch.Alpha.
+// quantilesJSON are latency percentiles in milliseconds (with the relative
+// error the response's percentile_relative_error gives).
 type quantilesJSON struct {
 	P50 float64 `json:"p50"`
 	P95 float64 `json:"p95"`
@@ -27,12 +25,12 @@ type quantilesJSON struct {
 	Max float64 `json:"max"`
 }
 
-func quantiles(s *sketch.Sketch) *quantilesJSON {
-	if s == nil || s.Count() == 0 {
+func quantiles(q *store.Quantiles) *quantilesJSON {
+	if q == nil {
 		return nil
 	}
 	ms := func(ns float64) float64 { return float64(int64(ns/1e3)) / 1e3 } // µs precision
-	return &quantilesJSON{P50: ms(s.Quantile(0.5)), P95: ms(s.Quantile(0.95)), P99: ms(s.Quantile(0.99)), Max: ms(float64(s.Max()))}
+	return &quantilesJSON{P50: ms(q.P50), P95: ms(q.P95), P99: ms(q.P99), Max: ms(q.Max)}
 }
 
 // measuresJSON is the API shape of aggregated LLM measures.
@@ -60,7 +58,7 @@ func rfc3339(ns uint64) string {
 	return time.Unix(0, int64(ns)).UTC().Format(time.RFC3339Nano)
 }
 
-func measures(m *segment.AggMeasures) measuresJSON {
+func measures(m *store.Measures) measuresJSON {
 	return measuresJSON{
 		Spans: m.Spans, LLMCalls: m.Counted, Errors: m.Errors, Traces: m.Traces,
 		InputTokens: m.InputTokens, OutputTokens: m.OutputTokens, CacheReadTokens: m.CacheReadTokens,
@@ -80,8 +78,8 @@ func groupBy(v url.Values) ([]string, error) {
 			if k == "" {
 				continue
 			}
-			if !engine.ValidGroupKey(k) {
-				return nil, fmt.Errorf("group_by: unknown key %q; use one or more of %s", k, strings.Join(engine.GroupKeys, ", "))
+			if !store.ValidLLMGroupKey(k) {
+				return nil, fmt.Errorf("group_by: unknown key %q; use one or more of %s", k, strings.Join(store.LLMGroupKeys, ", "))
 			}
 			if !slices.Contains(out, k) {
 				out = append(out, k)
@@ -97,7 +95,7 @@ type llmGroupJSON struct {
 	measuresJSON
 }
 
-func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
@@ -107,42 +105,23 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, e *engin
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	groups, res, err := e.LLMStats(r.Context(), project, &engine.LLMQuery{Filter: f, GroupBy: gb})
+	st, err := b.LLMStats(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb})
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
-	var total segment.AggMeasures
-	out := make([]llmGroupJSON, 0, len(groups))
-	for i := range groups {
-		out = append(out, llmGroupJSON{Key: groups[i].Key, measuresJSON: measures(&groups[i].M)})
-		mergeTotals(&total, &groups[i].M)
+	var total store.Measures // percentiles are not additive: totals carry none
+	out := make([]llmGroupJSON, 0, len(st.Groups))
+	for i := range st.Groups {
+		out = append(out, llmGroupJSON{Key: st.Groups[i].Key, measuresJSON: measures(&st.Groups[i].M)})
+		total.AddCounts(&st.Groups[i].M)
 	}
 	resp := map[string]any{"group_by": gb, "groups": out, "totals": measures(&total),
-		"percentile_relative_error": sketch.Alpha}
-	if len(res.Warnings) > 0 {
-		resp["warnings"] = res.Warnings
+		"percentile_relative_error": st.QuantileError}
+	if len(st.Warnings) > 0 {
+		resp["warnings"] = st.Warnings
 	}
 	writeJSON(w, http.StatusOK, resp)
-}
-
-// mergeTotals adds the additive measures of m into t (percentiles are not
-// additive; totals carry none).
-func mergeTotals(t, m *segment.AggMeasures) {
-	if t.Spans == 0 || (m.MinStart != 0 && m.MinStart < t.MinStart) {
-		t.MinStart = m.MinStart
-	}
-	t.MaxEnd = max(t.MaxEnd, m.MaxEnd)
-	t.Spans += m.Spans
-	t.Counted += m.Counted
-	t.Errors += m.Errors
-	t.Traces += m.Traces
-	t.InputTokens += m.InputTokens
-	t.OutputTokens += m.OutputTokens
-	t.CacheReadTokens += m.CacheReadTokens
-	t.CacheCreationTokens += m.CacheCreationTokens
-	t.ReasoningTokens += m.ReasoningTokens
-	t.CostNanoUSD += m.CostNanoUSD
 }
 
 // niceSteps are the automatic time-series steps, smallest first.
@@ -159,7 +138,7 @@ func autoStep(window time.Duration) time.Duration {
 	return niceSteps[len(niceSteps)-1]
 }
 
-func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	q := r.URL.Query()
 	defaulted := defaultSince(q, time.Now())
 	f, err := query.FromValues(q, time.Now())
@@ -193,20 +172,21 @@ func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, e *
 		}
 		step = d
 	}
-	groups, res, err := e.LLMTimeseries(r.Context(), project, &engine.LLMQuery{Filter: f, GroupBy: gb}, step)
+	st, err := b.LLMTimeseries(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb}, step)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
-	out := make([]llmGroupJSON, 0, len(groups))
-	for i := range groups {
-		out = append(out, llmGroupJSON{Key: groups[i].Key, Time: time.Unix(groups[i].Bucket, 0).UTC().Format(time.RFC3339),
-			measuresJSON: measures(&groups[i].M)})
+	out := make([]llmGroupJSON, 0, len(st.Groups))
+	for i := range st.Groups {
+		g := &st.Groups[i]
+		out = append(out, llmGroupJSON{Key: g.Key, Time: time.Unix(g.Bucket, 0).UTC().Format(time.RFC3339),
+			measuresJSON: measures(&g.M)})
 	}
 	resp := map[string]any{"group_by": gb, "step_seconds": int64(step / time.Second), "points": out,
-		"percentile_relative_error": sketch.Alpha}
-	if len(res.Warnings) > 0 {
-		resp["warnings"] = res.Warnings
+		"percentile_relative_error": st.QuantileError}
+	if len(st.Warnings) > 0 {
+		resp["warnings"] = st.Warnings
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -217,18 +197,18 @@ type sessionJSON struct {
 	measuresJSON
 }
 
-var sessionSorts = map[string]func(a, b *engine.SessionSummary) bool{
-	"last_seen":  func(a, b *engine.SessionSummary) bool { return a.M.MaxEnd > b.M.MaxEnd },
-	"first_seen": func(a, b *engine.SessionSummary) bool { return a.M.MinStart > b.M.MinStart },
-	"cost":       func(a, b *engine.SessionSummary) bool { return a.M.CostNanoUSD > b.M.CostNanoUSD },
-	"tokens": func(a, b *engine.SessionSummary) bool {
+var sessionSorts = map[string]func(a, b *store.SessionSummary) bool{
+	"last_seen":  func(a, b *store.SessionSummary) bool { return a.M.MaxEnd > b.M.MaxEnd },
+	"first_seen": func(a, b *store.SessionSummary) bool { return a.M.MinStart > b.M.MinStart },
+	"cost":       func(a, b *store.SessionSummary) bool { return a.M.CostNanoUSD > b.M.CostNanoUSD },
+	"tokens": func(a, b *store.SessionSummary) bool {
 		return a.M.InputTokens+a.M.OutputTokens > b.M.InputTokens+b.M.OutputTokens
 	},
-	"spans":  func(a, b *engine.SessionSummary) bool { return a.M.Spans > b.M.Spans },
-	"errors": func(a, b *engine.SessionSummary) bool { return a.M.Errors > b.M.Errors },
+	"spans":  func(a, b *store.SessionSummary) bool { return a.M.Spans > b.M.Spans },
+	"errors": func(a, b *store.SessionSummary) bool { return a.M.Errors > b.M.Errors },
 }
 
-func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	q := r.URL.Query()
 	sortBy := q.Get("sort")
 	if sortBy == "" {
@@ -262,7 +242,7 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, e *engin
 	if !ok {
 		return
 	}
-	all, res, err := e.Sessions(r.Context(), project, &f)
+	all, res, err := b.Sessions(r.Context(), project, &f)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
@@ -342,13 +322,13 @@ func messages(ms []llm.Message) []messageJSON {
 	return out
 }
 
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	id := r.PathValue("session_id")
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
 	}
-	traces, res, err := e.SessionTraces(r.Context(), project, id, &f)
+	traces, res, err := b.SessionTraces(r.Context(), project, id, &f)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
@@ -359,7 +339,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, e *engine
 	}
 	out := make([]sessionTraceJSON, 0, len(traces))
 	for _, spans := range traces {
-		sum := engine.Summarize(spans[0].TraceID, spans)
+		sum := store.Summarize(spans[0].TraceID, spans)
 		t := sessionTraceJSON{TraceID: sum.TraceID.String(), StartTime: rfc3339(sum.Start), Duration: sum.End - sum.Start,
 			RootService: sum.RootService, RootName: sum.RootName, Spans: sum.Spans, Errors: sum.Errors, LLMSpans: []llmCallJSON{}}
 		for i := range spans {

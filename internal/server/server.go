@@ -1,5 +1,12 @@
-// Package server exposes the engine over HTTP (OTLP/HTTP, native JSON, the
-// query API, metrics, health) and gRPC (OTLP TraceService).
+// Package server exposes a storage backend over HTTP (OTLP/HTTP, native
+// JSON, the query API, metrics, health) and gRPC (OTLP TraceService).
+//
+// It knows storage only through the interfaces of internal/store, never a
+// backend's package: cli/serve opens the embedded engine and attaches it
+// with SetBackend. Routes are one declarative table (routes.go) that both the
+// mux and the OpenAPI consistency test read; each API family keeps its
+// routes and handlers in a file of its own. The package owns its JSON
+// shapes: storage types never reach the wire as they are.
 package server
 
 import (
@@ -14,9 +21,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // DefaultProject is the project of requests without an X-Scope-OrgID header.
@@ -33,6 +41,10 @@ type Options struct {
 	MaxBodyBytes     int64  // request body limit, after decompression too; default 16 MiB
 	MaxInflightBytes int64  // decoded bytes admitted at once before answering 429; default 256 MiB
 	Logger           *slog.Logger
+	// Collectors are the backend's Prometheus collectors, served at
+	// /metrics beside the server's own from the start (the backend may
+	// not be attached yet).
+	Collectors []prometheus.Collector
 }
 
 // Validate checks the options and fills defaults.
@@ -58,14 +70,14 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Server serves one engine. Create it with New, start it with Start, attach
-// the engine with SetEngine once it is open (until then ingest and queries
+// Server serves one backend. Create it with New, start it with Start, attach
+// the backend with SetBackend once it is open (until then ingest and queries
 // answer 503 and /readyz reports not ready), stop it with Shutdown.
 type Server struct {
-	opts Options
-	log  *slog.Logger
-	eng  atomic.Pointer[engine.Engine]
-	met  *metrics
+	opts    Options
+	log     *slog.Logger
+	backend atomic.Pointer[attached]
+	met     *metrics
 
 	inflight atomic.Int64
 
@@ -86,9 +98,14 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
-	s.met = newMetrics(s)
+	s.met = newMetrics()
+	for _, c := range opts.Collectors {
+		if err := s.met.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("server: register metrics: %w", err)
+		}
+	}
 	s.http = &http.Server{
-		Handler:           s.routes(),
+		Handler:           s.mux(s.routeTable()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
@@ -139,11 +156,23 @@ func (s *Server) GRPCAddr() string {
 	return s.grpcLn.Addr().String()
 }
 
-// SetEngine attaches the open engine; the server becomes ready.
-func (s *Server) SetEngine(e *engine.Engine) { s.eng.Store(e) }
+// attached is the backend in use (an interface cannot be stored atomically
+// as it is).
+type attached struct{ store.Backend }
+
+// SetBackend attaches the open backend; the server becomes ready.
+func (s *Server) SetBackend(b store.Backend) { s.backend.Store(&attached{b}) }
+
+// currentBackend is the attached backend, or nil before SetBackend.
+func (s *Server) currentBackend() store.Backend {
+	if a := s.backend.Load(); a != nil {
+		return a.Backend
+	}
+	return nil
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests
-// (bounded by ctx). It does not close the engine.
+// (bounded by ctx). It does not close the backend.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	err := s.http.Shutdown(ctx)

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 const (
@@ -28,7 +28,7 @@ const (
 //	: keepalive                        every 15 s
 //
 // The stream ends when the client goes away or the server shuts down.
-func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.Engine, project string) {
+func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
@@ -44,7 +44,7 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 		writeError(w, http.StatusInternalServerError, "this connection cannot stream")
 		return
 	}
-	t, err := e.Tail(project, &f)
+	t, err := b.Tail(r.Context(), project, &f)
 	if err != nil {
 		w.Header().Set("Retry-After", "10")
 		writeError(w, http.StatusServiceUnavailable, err.Error())
@@ -60,7 +60,7 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 	stopDeadline := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
 	defer func() {
 		// The connection may serve another request after the stream ends
-		// (the engine closed): it must not keep a deadline.
+		// (the backend closed): it must not keep a deadline.
 		if stopDeadline() {
 			rc.SetWriteDeadline(time.Time{})
 		}
@@ -114,7 +114,7 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, e *engine.En
 		select {
 		case n := <-results:
 			if n.err != nil {
-				if !errors.Is(n.err, engine.ErrClosed) && ctx.Err() == nil {
+				if !errors.Is(n.err, store.ErrClosed) && ctx.Err() == nil {
 					s.log.Warn("tail ended", "err", n.err)
 				}
 				return

@@ -3,6 +3,8 @@ package valuestore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // ErrNotFound is returned by Get for a Ref the store does not hold.
@@ -34,6 +36,9 @@ type CorruptionError struct {
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("valuestore %s: corrupt at offset %d: %s", e.File, e.Offset, e.Msg)
 }
+
+// Is makes errors.Is(err, durable.ErrCorruption) true for every corruption error.
+func (e *CorruptionError) Is(target error) bool { return target == durable.ErrCorruption }
 
 // IsCorruption reports whether err is, or wraps, a *CorruptionError.
 func IsCorruption(err error) bool {

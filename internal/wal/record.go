@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+
+	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // Record is one log entry: normally one accepted ingest request.
@@ -57,6 +59,9 @@ type CorruptionError struct {
 func (e *CorruptionError) Error() string {
 	return fmt.Sprintf("wal: corruption in %s at offset %d: %s", e.File, e.Offset, e.Reason)
 }
+
+// Is makes errors.Is(err, durable.ErrCorruption) true for every corruption error.
+func (e *CorruptionError) Is(target error) bool { return target == durable.ErrCorruption }
 
 // recordSize returns the encoded size of r.
 func recordSize(r *Record) int {

@@ -1,4 +1,4 @@
-package engine
+package process
 
 import (
 	"runtime"

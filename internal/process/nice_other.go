@@ -1,6 +1,6 @@
 //go:build !linux
 
-package engine
+package process
 
 // lowerThreadPriority is a no-op where thread priorities are not per thread.
 func lowerThreadPriority(int) error { return nil }

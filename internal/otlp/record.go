@@ -1,0 +1,40 @@
+package otlp
+
+import "fmt"
+
+// RecordType says how an ingest request's body is encoded. Its values are
+// stored in the WAL's record headers (docs/format/wal.md): never renumber one.
+type RecordType uint8
+
+const (
+	RecordOTLPProto RecordType = 1 // OTLP ExportTraceServiceRequest, protobuf
+	RecordOTLPJSON  RecordType = 2 // OTLP ExportTraceServiceRequest, JSON
+	RecordNative    RecordType = 3 // Rastro's native JSON array of spans
+)
+
+// String names the encoding.
+func (t RecordType) String() string {
+	switch t {
+	case RecordOTLPProto:
+		return "otlp-proto"
+	case RecordOTLPJSON:
+		return "otlp-json"
+	case RecordNative:
+		return "native-json"
+	}
+	return fmt.Sprintf("record-type-%d", uint8(t))
+}
+
+// Decode decodes a request body of the given type: ingest decodes with it,
+// and WAL replay decodes the stored bodies with it again.
+func Decode(t RecordType, body []byte) (Batch, error) {
+	switch t {
+	case RecordOTLPProto:
+		return DecodeProto(body)
+	case RecordOTLPJSON:
+		return DecodeJSON(body)
+	case RecordNative:
+		return DecodeNative(body)
+	}
+	return Batch{}, fmt.Errorf("unknown record type %d", t)
+}

@@ -1,0 +1,103 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// route is one entry of the server's route table. The mux is built from the
+// table, and the OpenAPI consistency test reads the same table, so a route
+// family can live in a file of its own and still be checked.
+type route struct {
+	method  string // "GET", "POST", ...; "" for a catch-all that answers every method
+	pattern string // a net/http.ServeMux path pattern, e.g. /api/v1/traces/{trace_id}
+	// name labels the route in rastro_query_duration_seconds; "" leaves the
+	// route out of the histogram (ingest, streams, operations).
+	name    string
+	handler http.HandlerFunc
+	// documented: the route is an operation of docs/openapi.json. Catch-alls
+	// and API families documented elsewhere (Tempo, Jaeger) are not.
+	documented bool
+}
+
+// routeTable lists every route the server answers, family by family.
+func (s *Server) routeTable() []route {
+	var t []route
+	t = append(t, s.ingestRoutes()...)
+	t = append(t, s.queryRoutes()...)
+	t = append(t, s.opsRoutes()...)
+	// Unknown paths under the API and OTLP prefixes get a JSON 404 (and a
+	// known path with another method too: the mux prefers a pattern that
+	// matches the method). Everything else is left to later families (the
+	// web UI at /).
+	for _, prefix := range []string{"/api/", "/v1/"} {
+		t = append(t, route{pattern: prefix, handler: func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		}})
+	}
+	return t
+}
+
+// mux builds the handler of a route table.
+func (s *Server) mux(table []route) http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range table {
+		pattern := rt.pattern
+		if rt.method != "" {
+			pattern = rt.method + " " + pattern
+		}
+		h := rt.handler
+		if rt.name != "" {
+			h = s.met.timed(rt.name, h)
+		}
+		mux.HandleFunc(pattern, h)
+	}
+	return mux
+}
+
+// opsRoutes are the operational endpoints: metrics, liveness, readiness.
+func (s *Server) opsRoutes() []route {
+	return []route{
+		{method: "GET", pattern: "/metrics", handler: s.met.handler().ServeHTTP, documented: true},
+		{method: "GET", pattern: "/healthz", documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}},
+		{method: "GET", pattern: "/readyz", documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			if s.currentBackend() == nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "reason": "replaying the WAL"})
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		}},
+	}
+}
+
+// queryHandler serves a request against the attached backend for the
+// request's project.
+type queryHandler func(w http.ResponseWriter, r *http.Request, b store.Backend, project string)
+
+// withBackend resolves the backend and the project (X-Scope-OrgID) for a
+// query handler: 503 before the backend is attached, 400 for a bad project.
+func (s *Server) withBackend(h queryHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b := s.currentBackend()
+		if b == nil {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
+			return
+		}
+		project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h(w, r, b, project)
+	}
+}
+
+// notSupported answers a route whose optional capability the backend lacks.
+func notSupported(w http.ResponseWriter, what string) {
+	writeError(w, http.StatusNotImplemented, "this storage backend does not support "+what)
+}
