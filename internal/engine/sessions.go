@@ -7,7 +7,6 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
-	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -24,7 +23,6 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 	}
 	byID := make(map[string]int, 1024) // session -> index in out
 	var out []store.SessionSummary
-	var ms []segment.AggMeasures // out[i]'s measures as they accumulate
 	for i := range entries {
 		en := &entries[i]
 		if en.Key.Session == "" {
@@ -35,17 +33,16 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 			j = len(out)
 			byID[en.Key.Session] = j
 			out = append(out, store.SessionSummary{ID: en.Key.Session})
-			ms = append(ms, segment.AggMeasures{})
 		}
 		s := &out[j]
-		mergeMeasures(&ms[j], &en.M)
+		m := measures(&en.M) // no sketches (p.noSketches): counts only
+		s.M.AddCounts(&m)
 		if u := en.Key.User; u != "" && !slices.Contains(s.Users, u) {
 			s.Users = append(s.Users, u)
 		}
 	}
 	for i := range out {
 		slices.Sort(out[i].Users)
-		out[i].M = measures(&ms[i])
 	}
 	return finish(out, &res)
 }
