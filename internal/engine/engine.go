@@ -410,14 +410,12 @@ func (e *Engine) openSegments() {
 			// (log, /api/v1/stats quarantined, rastro_quarantined_segments).
 			// Only damage counts as corruption: a segment that could not be
 			// read (EIO, a missing file) is an I/O error.
-			switch {
-			case errors.Is(err, store.ErrCorruption):
-				e.m.corruptions.Add(1)
+			switch e.classifyRead(err) {
+			case readDamage:
 				e.log.Error("segment damaged; not served", "file", path, "err", err)
-			case errors.Is(err, segment.ErrUnsupported):
+			case readUnsupported:
 				e.log.Error("segment written by a newer version; not served", "file", path, "err", err)
-			default:
-				e.m.ioErrors.Add(1)
+			case readIO:
 				e.log.Error("segment could not be read; not served", "file", path, "err", err)
 			}
 			e.quarantined = append(e.quarantined, name)

@@ -134,23 +134,42 @@ func finish[T any](out T, res *queryResult) (T, store.Result, error) {
 	return out, res.Result, nil
 }
 
-// readFailed handles an error reading segment seg during a query. Damage
-// (errors.Is(err, store.ErrCorruption)) is isolated: the caller skips the
-// part or falls back to reading more, a warning names it, and
-// rastro_corruption_errors_total counts it. A part this build cannot read
-// (segment.ErrUnsupported, a newer format) is skipped with a warning too, but
-// is not damage. Any other error (EIO, a closed file) is an I/O failure: it
-// is counted apart (rastro_io_errors_total) and fails the query when it ends,
-// so a part that could not be read is never left out of an answer silently.
-func (e *Engine) readFailed(res *queryResult, seg string, err error) {
+// readError is what a failed segment read was.
+type readError int
+
+const (
+	readDamage      readError = iota // errors.Is(err, store.ErrCorruption)
+	readUnsupported                  // a part this build cannot read (segment.ErrUnsupported)
+	readIO                           // anything else: EIO, a closed or missing file
+)
+
+// classifyRead tells what a failed segment read was, and counts damage in
+// rastro_corruption_errors_total and I/O failures in rastro_io_errors_total.
+func (e *Engine) classifyRead(err error) readError {
 	switch {
 	case errors.Is(err, store.ErrCorruption):
 		e.m.corruptions.Add(1)
-		e.log.Error("segment damaged; part skipped", "segment", seg, "err", err)
+		return readDamage
 	case errors.Is(err, segment.ErrUnsupported):
+		return readUnsupported
+	}
+	e.m.ioErrors.Add(1)
+	return readIO
+}
+
+// readFailed handles an error reading segment seg during a query. Damage is
+// isolated: the caller skips the part or falls back to reading more, and a
+// warning names it. A part this build cannot read (a newer format) is
+// skipped with a warning too, but is not damage. An I/O failure fails the
+// query when it ends, so a part that could not be read is never left out
+// of an answer silently.
+func (e *Engine) readFailed(res *queryResult, seg string, err error) {
+	switch e.classifyRead(err) {
+	case readDamage:
+		e.log.Error("segment damaged; part skipped", "segment", seg, "err", err)
+	case readUnsupported:
 		e.log.Warn("segment part this build cannot read; skipped", "segment", seg, "err", err)
-	default:
-		e.m.ioErrors.Add(1)
+	case readIO:
 		e.log.Error("segment read failed: I/O error", "segment", seg, "err", err)
 		if res.ioErr == nil {
 			res.ioErr = fmt.Errorf("I/O error reading segment %s: %w", seg, err)
