@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/store"
@@ -19,7 +22,7 @@ const (
 // operations per service and attribute keys with their value counts.
 type catalog struct {
 	ops   map[string]map[string]int // service -> span name -> count
-	attrs map[string]map[string]int // "span.key" / "resource.key" -> value -> count
+	attrs map[string]map[string]int // "span.key" / "resource.key" -> value key (valueKey) -> count
 }
 
 func newCatalog() *catalog {
@@ -59,10 +62,11 @@ func (c *catalog) addKVs(prefix string, kvs []model.KeyValue) {
 		if len(s) > catalogMaxValLen {
 			continue
 		}
-		if _, ok := vals[s]; !ok && len(vals) >= catalogMaxValues {
+		k := valueKey(v.Type, s)
+		if _, ok := vals[k]; !ok && len(vals) >= catalogMaxValues {
 			continue
 		}
-		vals[s]++
+		vals[k]++
 	}
 }
 
@@ -148,6 +152,25 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 	return out, nil
 }
 
+// valueKey is how a catalog keeps a value: its type, then its text, so that
+// the int 500 and the string "500" stay apart.
+func valueKey(t model.ValueType, s string) string { return string(rune('0'+t)) + s }
+
+// valueType splits a value key into the store's type name and the text.
+func valueType(key string) (typ, text string) {
+	switch model.ValueType(key[0] - '0') {
+	case model.ValueString:
+		typ = store.TypeString
+	case model.ValueInt:
+		typ = store.TypeInt
+	case model.ValueDouble:
+		typ = store.TypeFloat
+	case model.ValueBool:
+		typ = store.TypeBool
+	}
+	return typ, key[1:]
+}
+
 func sortedCounts(m map[string]int, limit int) []store.NameCount {
 	out := make([]store.NameCount, 0, len(m))
 	for k, v := range m {
@@ -227,5 +250,15 @@ func (e *Engine) AttributeValues(ctx context.Context, project, key string, start
 			counts[v] += n
 		}
 	}
-	return finish(sortedCounts(counts, limit), &res)
+	out := sortedCounts(counts, 0)
+	for i := range out {
+		out[i].Type, out[i].Name = valueType(out[i].Name)
+	}
+	slices.SortFunc(out, func(a, b store.NameCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return finish(out, &res)
 }

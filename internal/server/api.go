@@ -45,22 +45,30 @@ func (s *Server) queryRoutes() []route {
 	}
 }
 
-// queryFailed answers a failed query: a request the backend refused as
-// malformed is a 400, a cancelled query or a closing backend a 503, anything
-// else (an I/O error, a bug) a 500 that is logged.
-func (s *Server) queryFailed(w http.ResponseWriter, err error) {
+// failure chooses the answer to a failed query: a request the backend
+// refused as malformed is a 400, a cancelled query or a closing backend a
+// 503 (the latter with Retry-After), anything else (an I/O error, a bug) a
+// 500 that is logged.
+func (s *Server) failure(err error) (code int, msg string, retry bool) {
 	switch {
 	case errors.Is(err, store.ErrBadRequest):
-		writeError(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest, err.Error(), false
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, "query cancelled: "+err.Error())
+		return http.StatusServiceUnavailable, "query cancelled: " + err.Error(), false
 	case errors.Is(err, store.ErrClosed):
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "the store is closing: "+err.Error())
-	default:
-		s.log.Error("query failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "query failed: "+err.Error())
+		return http.StatusServiceUnavailable, "the store is closing: " + err.Error(), true
 	}
+	s.log.Error("query failed", "err", err)
+	return http.StatusInternalServerError, "query failed: " + err.Error(), false
+}
+
+// queryFailed answers a failed query with a JSON error (see failure).
+func (s *Server) queryFailed(w http.ResponseWriter, err error) {
+	code, msg, retry := s.failure(err)
+	if retry {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, code, msg)
 }
 
 func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {

@@ -159,7 +159,19 @@ func Summarize(id model.TraceID, spans []model.Span) TraceSummary {
 type NameCount struct {
 	Name  string
 	Count int
+	// Type is the type of an attribute value (AttributeValues only):
+	// TypeString, TypeInt, TypeFloat or TypeBool. The same text under two
+	// types (the int 500, the string "500") is listed twice.
+	Type string
 }
+
+// Attribute value types, as NameCount.Type names them.
+const (
+	TypeString = "string"
+	TypeInt    = "int"
+	TypeFloat  = "float"
+	TypeBool   = "bool"
+)
 
 // Discovery lists what the store holds in a window [start, end) of span start
 // times (unix ns; 0 = unbounded), with span counts. Services, Operations and

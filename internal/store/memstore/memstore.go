@@ -229,22 +229,13 @@ func (s *Store) SearchTraces(ctx context.Context, project string, f *query.Filte
 // window is the filter of a discovery window.
 func window(start, end uint64) *query.Filter { return &query.Filter{Start: start, End: end} }
 
-// sorted turns counts into a list ordered by name (byCount false) or by
-// count, descending, then name, keeping at most limit (0 = all).
-func sorted(counts map[string]int, byCount bool, limit int) []store.NameCount {
+// byName turns counts into a list ordered by name.
+func byName(counts map[string]int) []store.NameCount {
 	out := make([]store.NameCount, 0, len(counts))
 	for k, v := range counts {
 		out = append(out, store.NameCount{Name: k, Count: v})
 	}
-	slices.SortFunc(out, func(a, b store.NameCount) int {
-		if byCount {
-			return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name))
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
+	slices.SortFunc(out, func(a, b store.NameCount) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -255,7 +246,7 @@ func (s *Store) Services(ctx context.Context, project string, start, end uint64)
 	for _, sp := range spans {
 		counts[sp.Service]++
 	}
-	return sorted(counts, false, 0), store.Result{}, err
+	return byName(counts), store.Result{}, err
 }
 
 // Operations counts spans per name of one service in the window.
@@ -265,7 +256,7 @@ func (s *Store) Operations(ctx context.Context, project, service string, start, 
 	for _, sp := range spans {
 		counts[sp.Name]++
 	}
-	return sorted(counts, false, 0), store.Result{}, err
+	return byName(counts), store.Result{}, err
 }
 
 // attributes calls visit with every scoped key ("span.k", "resource.k") of
@@ -294,22 +285,48 @@ func (s *Store) AttributeKeys(ctx context.Context, project string, start, end ui
 			counts[key] = n
 		})
 	}
-	return sorted(counts, false, 0), store.Result{}, err
+	return byName(counts), store.Result{}, err
 }
 
 // AttributeValues counts the values of key ("span.k", "resource.k", or k
 // in either scope).
 func (s *Store) AttributeValues(ctx context.Context, project, key string, start, end uint64, limit int) ([]store.NameCount, store.Result, error) {
 	spans, err := s.matching(ctx, project, window(start, end))
-	counts := map[string]int{}
+	type typed struct{ typ, text string }
+	counts := map[typed]int{}
 	for i := range spans {
 		attributes(&spans[i], func(k string, v *model.Value) {
 			if scalar(v) && (k == key || k == "span."+key || k == "resource."+key) {
-				counts[v.AsString()]++
+				counts[typed{typeName(v.Type), v.AsString()}]++
 			}
 		})
 	}
-	return sorted(counts, true, limit), store.Result{}, err
+	out := make([]store.NameCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, store.NameCount{Name: k.text, Count: n, Type: k.typ})
+	}
+	slices.SortFunc(out, func(a, b store.NameCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, store.Result{}, err
+}
+
+// typeName is the store's name of a scalar value type.
+func typeName(t model.ValueType) string {
+	switch t {
+	case model.ValueString:
+		return store.TypeString
+	case model.ValueInt:
+		return store.TypeInt
+	case model.ValueDouble:
+		return store.TypeFloat
+	case model.ValueBool:
+		return store.TypeBool
+	}
+	return ""
 }
 
 // scalar reports whether discovery lists v: a value of at most 256 bytes
