@@ -206,6 +206,7 @@ var _ interface {
 	store.Backend
 	store.Compactor
 	store.StatsReporter
+	store.DependencyReader
 } = (*Engine)(nil)
 
 // Engine is the embedded store. It is safe for concurrent use.

@@ -29,6 +29,7 @@ func (s *Server) routeTable() []route {
 	t = append(t, s.queryRoutes()...)
 	t = append(t, s.opsRoutes()...)
 	t = append(t, s.tempoRoutes()...)
+	t = append(t, s.jaegerRoutes()...)
 	// Unknown paths under the API and OTLP prefixes get a JSON 404 (and a
 	// known path with another method too: the mux prefers a pattern that
 	// matches the method). Everything else is left to later families (the

@@ -57,7 +57,7 @@ func (s *Server) tempoRoutes() []route {
 			w.Write([]byte("ready\n"))
 		}},
 		{method: "GET", pattern: "/api/v2/traces/{trace_id}", name: "tempo_trace_v2", handler: t(s.handleTempoTraceV2)},
-		{method: "GET", pattern: "/api/traces/{trace_id}", name: "tempo_trace", handler: t(s.handleTempoTraceV1)},
+		// GET /api/traces/{id} (v1) is shared with Jaeger's trace route (jaeger.go).
 		{method: "GET", pattern: "/api/search", name: "tempo_search", handler: t(s.handleTempoSearch)},
 		{method: "GET", pattern: "/api/v2/search/tags", name: "tempo_tags", handler: t(s.handleTempoTags(true))},
 		{method: "GET", pattern: "/api/search/tags", name: "tempo_tags_v1", handler: t(s.handleTempoTags(false))},
@@ -269,9 +269,11 @@ func (s *Server) handleTempoTraceV2(w http.ResponseWriter, r *http.Request, b st
 	w.Write(buf.Bytes())
 }
 
-// handleTempoTraceV1 serves GET /api/traces/{id}: the bare Trace (the wire
-// format of OTLP's TracesData), or 404 with an empty body for an unknown
-// trace, as Tempo answers. JSON names the resource spans "batches".
+// handleTempoTraceV1 serves GET /api/traces/{id} with Accept:
+// application/protobuf (the route is shared with Jaeger's, which answers
+// JSON): the bare Trace (the wire format of OTLP's TracesData), or 404 with
+// an empty body for an unknown trace, as Tempo answers. Grafana asks for it
+// when v2 answers 404 (an older Tempo).
 func (s *Server) handleTempoTraceV1(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	td, _, ok := s.tempoTrace(w, r, b, project)
 	if !ok {
@@ -281,24 +283,12 @@ func (s *Server) handleTempoTraceV1(w http.ResponseWriter, r *http.Request, b st
 		w.WriteHeader(http.StatusNotFound)
 		return
 	}
-	if wantsProtobuf(r) {
-		body, err := proto.Marshal(td)
-		if err != nil {
-			s.tempoFailed(w, err)
-			return
-		}
-		w.Header().Set("Content-Type", "application/protobuf")
-		w.Write(body)
-		return
-	}
-	body, err := tempoJSON.Marshal(td)
+	body, err := proto.Marshal(td)
 	if err != nil {
 		s.tempoFailed(w, err)
 		return
 	}
-	// Tempo renames the first "resourceSpans" key (MarshalToJSONV1).
-	body = bytes.Replace(body, []byte(`"resourceSpans":`), []byte(`"batches":`), 1)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Type", "application/protobuf")
 	w.Write(body)
 }
 

@@ -7,7 +7,7 @@
 // A backend implements Backend (append, read, discovery, LLM statistics and
 // sessions, live tail, erasure). Capabilities that only some backends have are
 // optional interfaces the server discovers at run time with a type assertion:
-// Compactor and StatsReporter. A route whose capability is missing answers
+// Compactor, StatsReporter and DependencyReader. A route whose capability is missing answers
 // 501. A backend's Prometheus metrics are its own collector, which whoever
 // wires the backend in passes to the server (server.Options.Collectors).
 //
@@ -258,6 +258,21 @@ type CompactResult struct {
 	SegmentsAfter  int
 	BytesWritten   int64
 	Took           time.Duration
+}
+
+// Dependency is a count of calls from one service to another: spans of
+// Child whose parent span belongs to Parent.
+type Dependency struct {
+	Parent, Child string
+	Calls         int64
+}
+
+// DependencyReader is implemented by backends that compute the service
+// call graph (the Jaeger UI's and Grafana's node graph).
+type DependencyReader interface {
+	// Dependencies counts the calls between services of the spans started
+	// in [start, end), ordered by parent then child.
+	Dependencies(ctx context.Context, project string, start, end uint64) ([]Dependency, Result, error)
 }
 
 // Compactor is implemented by backends that can compact on request.

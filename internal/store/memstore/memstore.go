@@ -70,6 +70,7 @@ func New(opts Options) *Store {
 var _ interface {
 	store.Backend
 	store.StatsReporter
+	store.DependencyReader
 } = (*Store)(nil)
 
 // Close ends every tail; later calls fail with store.ErrClosed.
@@ -363,4 +364,38 @@ func quantiles(values []uint64) *store.Quantiles {
 		return float64(values[max(i, 0)])
 	}
 	return &store.Quantiles{P50: at(0.5), P95: at(0.95), P99: at(0.99), Max: float64(values[len(values)-1])}
+}
+
+// Dependencies counts the calls between services among the spans started in
+// the window (a span whose parent span, also in the window, belongs to
+// another service).
+func (s *Store) Dependencies(ctx context.Context, project string, start, end uint64) ([]store.Dependency, store.Result, error) {
+	spans, err := s.matching(ctx, project, window(start, end))
+	if err != nil {
+		return nil, store.Result{}, err
+	}
+	service := map[[24]byte]string{}
+	key := func(t model.TraceID, sp model.SpanID) (k [24]byte) {
+		copy(k[:16], t[:])
+		copy(k[16:], sp[:])
+		return k
+	}
+	for i := range spans {
+		service[key(spans[i].TraceID, spans[i].SpanID)] = spans[i].Service
+	}
+	calls := map[[2]string]int64{}
+	for i := range spans {
+		sp := &spans[i]
+		if p, ok := service[key(sp.TraceID, sp.ParentSpanID)]; ok && !sp.ParentSpanID.IsZero() && p != sp.Service {
+			calls[[2]string{p, sp.Service}]++
+		}
+	}
+	out := make([]store.Dependency, 0, len(calls))
+	for k, n := range calls {
+		out = append(out, store.Dependency{Parent: k[0], Child: k[1], Calls: n})
+	}
+	slices.SortFunc(out, func(a, b store.Dependency) int {
+		return cmp.Or(strings.Compare(a.Parent, b.Parent), strings.Compare(a.Child, b.Child))
+	})
+	return out, store.Result{}, nil
 }
