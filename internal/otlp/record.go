@@ -7,9 +7,11 @@ import "fmt"
 type RecordType uint8
 
 const (
-	RecordOTLPProto RecordType = 1 // OTLP ExportTraceServiceRequest, protobuf
-	RecordOTLPJSON  RecordType = 2 // OTLP ExportTraceServiceRequest, JSON
-	RecordNative    RecordType = 3 // Rastro's native JSON array of spans
+	RecordOTLPProto   RecordType = 1 // OTLP ExportTraceServiceRequest, protobuf
+	RecordOTLPJSON    RecordType = 2 // OTLP ExportTraceServiceRequest, JSON
+	RecordNative      RecordType = 3 // Rastro's native JSON array of spans
+	RecordZipkinJSON  RecordType = 4 // Zipkin v2 JSON array of spans
+	RecordZipkinProto RecordType = 5 // Zipkin v2 protobuf ListOfSpans
 )
 
 // String names the encoding.
@@ -21,6 +23,10 @@ func (t RecordType) String() string {
 		return "otlp-json"
 	case RecordNative:
 		return "native-json"
+	case RecordZipkinJSON:
+		return "zipkin-json"
+	case RecordZipkinProto:
+		return "zipkin-proto"
 	}
 	return fmt.Sprintf("record-type-%d", uint8(t))
 }
@@ -35,6 +41,10 @@ func Decode(t RecordType, body []byte) (Batch, error) {
 		return DecodeJSON(body)
 	case RecordNative:
 		return DecodeNative(body)
+	case RecordZipkinJSON:
+		return DecodeZipkinJSON(body)
+	case RecordZipkinProto:
+		return DecodeZipkinProto(body)
 	}
 	return Batch{}, fmt.Errorf("unknown record type %d", t)
 }

@@ -20,10 +20,12 @@ import (
 
 // protocol labels, used in metrics and by the benchmark harness.
 const (
-	protoOTLPProto = "otlp-proto"
-	protoOTLPJSON  = "otlp-json"
-	protoOTLPGRPC  = "otlp-grpc"
-	protoNative    = "native-json"
+	protoOTLPProto   = "otlp-proto"
+	protoOTLPJSON    = "otlp-json"
+	protoOTLPGRPC    = "otlp-grpc"
+	protoNative      = "native-json"
+	protoZipkinJSON  = "zipkin-json"
+	protoZipkinProto = "zipkin-proto"
 )
 
 // ingestError is a request failure with its HTTP status and metric reason.
@@ -91,6 +93,25 @@ func (s *Server) ingestRoutes() []route {
 	return []route{
 		{method: "POST", pattern: "/v1/traces", handler: s.handleOTLP, documented: true},
 		{method: "POST", pattern: "/v1/spans", handler: s.handleNative, documented: true},
+		// Zipkin v2 (docs/grafana.md): JSON or protobuf ListOfSpans.
+		{method: "POST", pattern: "/api/v2/spans", handler: s.handleZipkin},
+	}
+}
+
+// handleZipkin serves POST /api/v2/spans: Zipkin v2 spans, JSON (the
+// default) or protobuf, answered 202 with no body as Zipkin does, with the
+// same durability and admission as OTLP.
+func (s *Server) handleZipkin(w http.ResponseWriter, r *http.Request) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch mt {
+	case "", "application/json":
+		s.ingestHTTP(w, r, protoZipkinJSON, otlp.RecordZipkinJSON)
+	case "application/x-protobuf", "application/protobuf":
+		s.ingestHTTP(w, r, protoZipkinProto, otlp.RecordZipkinProto)
+	default:
+		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+		writeError(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type %q is not supported on /api/v2/spans: use application/json or application/x-protobuf", r.Header.Get("Content-Type")))
 	}
 }
 
@@ -134,6 +155,10 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 			w.Header().Set("Retry-After", "1")
 		}
 		writeError(w, code, ierr.msg)
+		return
+	}
+	if rt == otlp.RecordZipkinJSON || rt == otlp.RecordZipkinProto {
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	if rt == otlp.RecordOTLPProto {
