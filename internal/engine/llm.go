@@ -64,6 +64,9 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 		return nil, err
 	}
 	seg = p.apply(seg)
+	if res.ioErr != nil {
+		return nil, nil // the query fails with res.ioErr; nothing is cached
+	}
 	if usable && len(res.Warnings) == 0 {
 		e.llmCache.put(key, seg)
 	}
@@ -75,8 +78,9 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.Filter, p projection, usable bool, res *queryResult) ([]segment.AggEntry, error) {
 	rows := segment.NewAggregator()
 	var out []segment.AggEntry
+	// Segments written before aggregates existed are read row by row.
 	err := e.llmScan(ctx, v, project, f, res, func(s *segHandle, project string) bool {
-		if !usable {
+		if !usable || !s.r.HasAggregates() {
 			return false
 		}
 		agg, err := e.projected(s, -1, project, p)
@@ -87,7 +91,7 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 		out = append(out, agg...)
 		return true
 	}, func(s *segHandle, i int) bool {
-		if !usable {
+		if !usable || !s.r.HasAggregates() {
 			return false
 		}
 		agg, err := e.projected(s, i, project, p)

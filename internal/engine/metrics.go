@@ -23,7 +23,7 @@ var engineCounters = []struct {
 	{"rastro_seal_ns_total", "Nanoseconds spent sealing.", func(c *Counters) int64 { return c.SealNanos }},
 	{"rastro_sealed_spans_total", "Spans written into segments by seals.", func(c *Counters) int64 { return c.SealedSpans }},
 	{"rastro_corruption_errors_total", "Damaged segment parts found (segment or block skipped).", func(c *Counters) int64 { return c.Corruptions }},
-	{"rastro_io_errors_total", "Segment reads that failed without damage (EIO, a closed file); each failed its query.", func(c *Counters) int64 { return c.IOErrors }},
+	{"rastro_io_errors_total", "Segment reads that failed without damage (EIO, a closed file): the query failed, or the segment was not served at open.", func(c *Counters) int64 { return c.IOErrors }},
 	{"rastro_query_blocks_examined_total", "Segment blocks read by searches.", func(c *Counters) int64 { return c.BlocksExamined }},
 	{"rastro_query_blocks_pruned_total", "Segment blocks skipped by searches using block metadata and filters.", func(c *Counters) int64 { return c.BlocksPruned }},
 	{"rastro_ingest_buffer_full_total", "Appends refused (429) because the write buffer was at --max-buffer-bytes.", func(c *Counters) int64 { return c.BufferFull }},
@@ -77,8 +77,9 @@ type collector struct {
 // NewCollector returns the Prometheus collector of the engine current
 // returns, read once per scrape: its counters, and the store's sizes. The
 // server registers it before the engine opens (the WAL replay comes first):
-// while current returns nil, or after the engine closed, the counters read 0
-// and the gauges of the store's sizes are absent.
+// while current returns nil the counters read 0 and the gauges of the
+// store's sizes are absent; after the engine closed its counters are still
+// reported, its sizes are not.
 func NewCollector(current func() *Engine) prometheus.Collector {
 	c := &collector{current: current}
 	for _, m := range engineCounters {
@@ -102,10 +103,10 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	var cs Counters
 	e := c.current()
-	open := e != nil && !e.closed.Load()
-	if open {
-		cs = e.Counters()
+	if e != nil {
+		cs = e.Counters() // atomics only: safe after Close too
 	}
+	open := e != nil && !e.closed.Load()
 	for i, m := range engineCounters {
 		ch <- prometheus.MustNewConstMetric(c.counterDs[i], prometheus.CounterValue, float64(m.get(&cs)))
 	}

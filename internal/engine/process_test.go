@@ -12,32 +12,50 @@ import (
 )
 
 // overlapping runs merges through the process policy, holding the first two
-// merges until both are inside it: two engines merge at once for sure.
+// merges until both are inside it, then ending the first before the second:
+// two engines' merges overlap for sure, in the order in which a guard per
+// merge (each restoring the limit it found) left a stale limit behind.
 type overlapping struct {
-	bg       *process.Background
-	mu       sync.Mutex
-	arrived  int
-	both     chan struct{}
-	lowered  []bool // per merge: was the memory limit below the one before, inside the guard
-	limitPre int64
+	bg        *process.Background
+	mu        sync.Mutex
+	arrived   int
+	both      chan struct{} // closed when two merges are inside the guard
+	firstDone chan struct{} // closed when the first has left it
+	lowered   []bool        // per merge: was the memory limit below the one before, inside the guard
+	limitPre  int64
+}
+
+func wait(ch chan struct{}) {
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+	}
 }
 
 func (o *overlapping) RunMerge(busy func() bool, merge func()) {
+	var order int
 	o.bg.RunMerge(busy, func() {
 		o.mu.Lock()
-		if o.arrived++; o.arrived == 2 {
+		o.arrived++
+		order = o.arrived
+		if order == 2 {
 			close(o.both)
 		}
 		o.mu.Unlock()
-		select {
-		case <-o.both:
-		case <-time.After(30 * time.Second):
+		if order <= 2 {
+			wait(o.both)
+		}
+		if order == 2 {
+			wait(o.firstDone)
 		}
 		o.mu.Lock()
 		o.lowered = append(o.lowered, debug.SetMemoryLimit(-1) < o.limitPre)
 		o.mu.Unlock()
 		merge()
 	})
+	if order == 1 {
+		close(o.firstDone) // after RunMerge: the first lease is given back
+	}
 }
 
 func (o *overlapping) MergesDone() { o.bg.MergesDone() }
@@ -55,7 +73,7 @@ func TestTwoEnginesMergingAtOnceLeaveNoStaleLimit(t *testing.T) {
 	const operator = math.MaxInt64 - 7
 	debug.SetMemoryLimit(operator)
 	o := &overlapping{bg: &process.Background{MergeHeadroom: 16 << 20, MergeNice: process.DefaultMergeNice},
-		both: make(chan struct{}), limitPre: operator}
+		both: make(chan struct{}), firstDone: make(chan struct{}), limitPre: operator}
 	var engines []*Engine
 	var stored []int64
 	for i := 0; i < 2; i++ {

@@ -446,6 +446,9 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	// copy of a re-sent span is usually the one seen first.
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
 	for _, c := range cands {
+		if res.ioErr != nil {
+			return res.ioErr // the query fails: read nothing more
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -80,7 +80,8 @@ type Counters struct {
 	// (a placeholder was returned instead).
 	ValueErrors int64
 	// IOErrors counts segment reads that failed for a reason other than
-	// damage (EIO, a closed file); each failed its query.
+	// damage (EIO, a closed file): in a query, which then failed, or at
+	// open, where the segment was then not served.
 	IOErrors int64
 	// Lifecycle: merges done and failed, input segments merged away, bytes
 	// written and time spent by merges; segments dropped whole and rewritten

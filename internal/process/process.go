@@ -25,8 +25,10 @@ import (
 const DefaultMergeNice = 10
 
 // Background is the process's policy for heavy background work. The zero
-// value runs merges as they come, with no process-wide effect. Its methods
-// are safe for concurrent use; several stores may share one Background.
+// value runs merges as they come, with neither memory guard nor lowered
+// priority (MergesDone still returns freed memory to the operating system).
+// Its methods are safe for concurrent use; several stores may share one
+// Background.
 type Background struct {
 	// MergeHeadroom: while a merge runs and its store's ingest is idle, the
 	// collector runs once garbage reaches this much above the live heap (a

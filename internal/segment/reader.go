@@ -238,6 +238,15 @@ func (r *Reader) open() error {
 		r.openGroups(sections, load)
 	}
 	r.openValueRefs(sections)
+	// Damage to these optional sections is kept and reported by the
+	// lookups; a read that failed (EIO) is not damage: Open fails, so that
+	// the segment is not served with a section that would fail every
+	// lookup until restart.
+	for _, err := range []error{r.aggs.err, r.tok.err, r.grp.err} {
+		if err != nil && !IsCorruption(err) && !errors.Is(err, ErrUnsupported) {
+			return err
+		}
+	}
 	return nil
 }
 

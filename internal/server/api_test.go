@@ -176,6 +176,8 @@ func TestAPIRoutingAndErrors(t *testing.T) {
 			{"GET", "/api/v1/erasures/7", nil, 404, "no erasure 7"},
 			{"POST", "/api/v1/erase", nil, 400, "body"},
 			{"GET", "/api/v1/services?since=1969-01-01T00:00:00Z", nil, 400, "since"},
+			{"POST", "/healthz", nil, 404, "no route for POST /healthz"},
+			{"DELETE", "/metrics", nil, 404, "no route for DELETE /metrics"},
 		} {
 			code, hdr, body := ts.request(c.method, c.path, nil, c.hdr...)
 			wantError(t, c.method+" "+c.path, code, hdr, body, c.code, c.msg)
@@ -333,6 +335,89 @@ func decodeStrict(t *testing.T, what string, body []byte, v any) {
 	}
 }
 
+// The shapes below are the documented JSON of docs/api.md, written out here
+// rather than taken from the server's own types: a field renamed, added or
+// dropped in the server fails the strict decoding.
+
+type traceSummaryShape struct {
+	TraceID       string   `json:"trace_id"`
+	RootService   string   `json:"root_service"`
+	RootName      string   `json:"root_name"`
+	StartTime     string   `json:"start_time"`
+	StartUnixNano uint64   `json:"start_time_unix_nano"`
+	DurationNanos uint64   `json:"duration_ns"`
+	SpanCount     int      `json:"span_count"`
+	ErrorCount    int      `json:"error_count"`
+	MatchedSpans  int      `json:"matched_spans"`
+	Services      []string `json:"services"`
+}
+
+type statsShape struct {
+	Spans        int64    `json:"spans"`
+	Traces       int64    `json:"traces"`
+	Segments     int      `json:"segments"`
+	DiskBytes    int64    `json:"disk_bytes"`
+	SegmentBytes int64    `json:"segment_bytes"`
+	BufferSpans  int64    `json:"buffer_spans"`
+	BufferBytes  int64    `json:"buffer_bytes"`
+	WALBytes     int64    `json:"wal_bytes"`
+	ValueBytes   int64    `json:"value_bytes"`
+	Values       int64    `json:"values"`
+	Quarantined  []string `json:"quarantined"`
+	SealError    string   `json:"seal_error"`
+}
+
+type messageShape struct {
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	ToolName   string `json:"tool_name"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+type llmCallShape struct {
+	SpanID              string         `json:"span_id"`
+	Name                string         `json:"name"`
+	Service             string         `json:"service"`
+	StartTime           string         `json:"start_time"`
+	DurationNanos       uint64         `json:"duration_ns"`
+	Status              string         `json:"status"`
+	Provider            string         `json:"provider"`
+	Model               string         `json:"model"`
+	Operation           string         `json:"operation"`
+	Agent               string         `json:"agent"`
+	Tool                string         `json:"tool"`
+	User                string         `json:"user"`
+	Counted             bool           `json:"counted"`
+	InputTokens         int64          `json:"input_tokens"`
+	OutputTokens        int64          `json:"output_tokens"`
+	CacheReadTokens     int64          `json:"cache_read_tokens"`
+	CacheCreationTokens int64          `json:"cache_creation_tokens"`
+	ReasoningTokens     int64          `json:"reasoning_tokens"`
+	CostUSD             float64        `json:"cost_usd"`
+	CostSource          string         `json:"cost_source"`
+	InputMessages       []messageShape `json:"input_messages"`
+	OutputMessages      []messageShape `json:"output_messages"`
+}
+
+type erasureShape struct {
+	ID          uint64     `json:"id"`
+	Project     string     `json:"project"`
+	Query       string     `json:"query"`
+	TraceID     string     `json:"trace_id"`
+	State       string     `json:"state"`
+	RequestedAt time.Time  `json:"requested_at"`
+	HiddenAt    *time.Time `json:"hidden_at"`
+	DoneAt      *time.Time `json:"done_at"`
+	Traces      int        `json:"traces"`
+	SpansErased int64      `json:"spans_erased"`
+	Error       string     `json:"error"`
+}
+
+type nameCountShape struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+}
+
 type measuresShape struct {
 	Spans               int64   `json:"spans"`
 	Counted             int64   `json:"counted_spans"`
@@ -374,7 +459,7 @@ func TestAPIShapes(t *testing.T) {
 		}
 
 		var traces struct {
-			Traces []traceSummaryJSON `json:"traces"`
+			Traces []traceSummaryShape `json:"traces"`
 		}
 		get("/api/v1/traces?limit=3&since=3h", &traces)
 		if len(traces.Traces) != 3 || traces.Traces[0].SpanCount == 0 || traces.Traces[0].StartTime == "" ||
@@ -464,18 +549,21 @@ func TestAPIShapes(t *testing.T) {
 		if session.ID != sessions.Sessions[0].ID || len(session.Traces) == 0 || len(session.Traces[0].LLMSpans) == 0 {
 			t.Fatalf("session: %+v", session)
 		}
-		var call llmCallJSON
+		var call llmCallShape
 		decodeStrict(t, "llm call", session.Traces[0].LLMSpans[0], &call)
+		if call.SpanID == "" || call.InputMessages == nil || call.OutputMessages == nil {
+			t.Fatalf("llm call: %+v", call)
+		}
 
 		var attrs struct {
-			Attributes []nameCountJSON `json:"attributes"`
+			Attributes []nameCountShape `json:"attributes"`
 		}
 		get("/api/v1/attributes?since=3h", &attrs)
-		if !slices.ContainsFunc(attrs.Attributes, func(n nameCountJSON) bool { return n.Name == "resource.service.name" && n.Count > 0 }) {
+		if !slices.ContainsFunc(attrs.Attributes, func(n nameCountShape) bool { return n.Name == "resource.service.name" && n.Count > 0 }) {
 			t.Fatalf("attribute keys lack resource.service.name: %+v", attrs.Attributes)
 		}
 		var values struct {
-			Values []nameCountJSON `json:"values"`
+			Values []nameCountShape `json:"values"`
 		}
 		get("/api/v1/attributes/service.name/values?since=3h&limit=2", &values)
 		if len(values.Values) != 2 || values.Values[0].Count < values.Values[1].Count {
@@ -484,7 +572,7 @@ func TestAPIShapes(t *testing.T) {
 
 		code, _, body := ts.request("GET", "/api/v1/stats", nil)
 		if _, ok := b.(store.StatsReporter); ok {
-			var st statsJSON
+			var st statsShape
 			decodeStrict(t, "stats", body, &st)
 			if code != 200 || st.Spans != int64(len(spans)) {
 				t.Fatalf("stats: %d %+v, want %d spans", code, st, len(spans))
@@ -492,7 +580,23 @@ func TestAPIShapes(t *testing.T) {
 		} else if code != 501 {
 			t.Fatalf("stats without the capability: %d %s, want 501", code, body)
 		}
-		code, hdr, body := ts.request("POST", "/api/v1/admin/compact", nil)
+		// An erasure's status, by its id and in the list.
+		code, hdr, body := ts.request("DELETE", "/api/v1/traces/"+traces.Traces[0].TraceID, nil)
+		var er erasureShape
+		decodeStrict(t, "erasure", body, &er)
+		if code != 202 || er.ID == 0 || er.TraceID != traces.Traces[0].TraceID || er.HiddenAt == nil || er.Project != "default" {
+			t.Fatalf("erase: %d %s", code, body)
+		}
+		var ers struct {
+			Erasures []erasureShape `json:"erasures"`
+		}
+		get("/api/v1/erasures", &ers)
+		get(hdr.Get("Location"), &er)
+		if len(ers.Erasures) != 1 || ers.Erasures[0].ID != er.ID {
+			t.Fatalf("erasures: %+v", ers)
+		}
+
+		code, hdr, body = ts.request("POST", "/api/v1/admin/compact", nil)
 		if _, ok := b.(store.Compactor); ok {
 			var res struct {
 				Merges         int     `json:"merges"`
@@ -531,7 +635,7 @@ func TestAPIMapsBackendErrors(t *testing.T) {
 		queryMsg, ingestMsgs string
 	}{
 		{fmt.Errorf("I/O error reading segment 7.seg: %w", errors.New("input/output error")), 500, 503, "query failed: I/O error", "could not store"},
-		{fmt.Errorf("nope: %w", store.ErrBadRequest), 400, 503, "nope", "could not store"},
+		{fmt.Errorf("nope: %w", store.ErrBadRequest), 400, 400, "nope", "nope"},
 		{store.ErrClosed, 503, 503, "closing", "could not store"},
 		{fmt.Errorf("full: %w", store.ErrOverloaded), 500, 429, "query failed", "write buffer is full"},
 	} {

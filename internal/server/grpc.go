@@ -119,10 +119,12 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()
 		c := codes.InvalidArgument
-		switch ierr.status {
-		case http.StatusServiceUnavailable:
+		switch {
+		case ierr.reason == "cancelled":
+			c = codes.Canceled
+		case ierr.status == http.StatusServiceUnavailable:
 			c = codes.Unavailable
-		case http.StatusTooManyRequests:
+		case ierr.status == http.StatusTooManyRequests:
 			c = codes.ResourceExhausted
 		}
 		return otlp.Batch{}, status.Error(c, ierr.msg)

@@ -229,9 +229,16 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 	}
 	s.met.countProblems(b)
 	if err := be.Append(ctx, &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans}); err != nil {
-		if errors.Is(err, store.ErrOverloaded) {
+		switch {
+		case errors.Is(err, store.ErrOverloaded):
 			return b, &ingestError{http.StatusTooManyRequests, "buffer_full",
 				"the write buffer is full while sealing catches up; retry after the Retry-After delay"}
+		case errors.Is(err, store.ErrBadRequest):
+			return b, badRequest("%v", err)
+		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+			// The client went away or gave up before the write started:
+			// nothing was stored, and nothing is wrong with the store.
+			return b, &ingestError{http.StatusServiceUnavailable, "cancelled", "request cancelled before it was stored: " + err.Error()}
 		}
 		s.log.Error("append failed", "err", err)
 		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", "could not store the request durably: " + err.Error()}

@@ -12,8 +12,8 @@ import (
 
 // metrics are the server's Prometheus series, on a registry of its own so
 // that several servers can live in one process (tests). The backend's own
-// series (WAL, seals, compaction, ...) come from its collector, registered
-// by SetBackend.
+// series (WAL, seals, compaction, ...) come from its collectors
+// (Options.Collectors), registered by New.
 type metrics struct {
 	reg           *prometheus.Registry
 	requests      *prometheus.CounterVec

@@ -34,7 +34,9 @@ func (s *Server) routeTable() []route {
 	// known path with another method too: the mux prefers a pattern that
 	// matches the method). Everything else is left to later families (the
 	// web UI at /).
-	for _, prefix := range []string{"/api/", "/v1/"} {
+	// The operational paths answer another method the same way (the mux
+	// would say 405 in plain text).
+	for _, prefix := range []string{"/api/", "/v1/", "/metrics", "/healthz", "/readyz"} {
 		t = append(t, route{pattern: prefix, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 		}})

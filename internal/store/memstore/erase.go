@@ -84,6 +84,9 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 
 // Erasures returns the project's erasures, oldest first.
 func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []store.Erasure{}

@@ -73,7 +73,20 @@ var _ interface {
 	store.DependencyReader
 } = (*Store)(nil)
 
-// Close ends every tail; later calls fail with store.ErrClosed.
+// usable reports why a call cannot proceed: ctx's end, or a closed store.
+func (s *Store) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Close ends every tail; every later call fails with store.ErrClosed.
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,7 +167,7 @@ func (s *Store) trace(project string, id model.TraceID) []model.Span {
 
 // Trace returns the trace's spans by start time.
 func (s *Store) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, store.Result, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return nil, store.Result{}, err
 	}
 	return s.trace(project, id), store.Result{}, nil
@@ -341,7 +354,7 @@ func scalar(v *model.Value) bool {
 
 // Stats counts the project's spans and traces.
 func (s *Store) Stats(ctx context.Context, project string) (store.Stats, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.usable(ctx); err != nil {
 		return store.Stats{}, err
 	}
 	s.mu.RLock()
