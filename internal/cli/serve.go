@@ -24,6 +24,7 @@ func init() {
 // serveConfig holds the values of rastro serve's flags.
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
+	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pricesFile                                        string
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
@@ -49,6 +50,9 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
+	fs.StringVar(&c.tempoAddr, "tempo-addr", "", "also serve the HTTP API here, for configurations written for Tempo (its port is 3200); empty: off")
+	fs.StringVar(&c.jaegerAddr, "jaeger-addr", "", "also serve the HTTP API here, for configurations written for Jaeger query (its port is 16686); empty: off")
+	fs.StringVar(&c.zipkinAddr, "zipkin-addr", "", "also serve the HTTP API here, for Zipkin senders (Zipkin's port is 9411; POST /api/v2/spans); empty: off")
 	fs.StringVar(&c.durability, "durability", "wal", "when a write is acknowledged: wal (after fsync) or buffered (after write; fsync every --sync-interval)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
 	fs.Var(&c.maxBody, "max-body-bytes", "largest accepted request body, enforced after decompression too")
@@ -136,7 +140,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	var opened atomic.Pointer[engine.Engine]
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
-		MaxBodyBytes: int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
+		ExtraHTTPAddrs: []string{c.tempoAddr, c.jaegerAddr, c.zipkinAddr},
+		MaxBodyBytes:   int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
 		Collectors: []prometheus.Collector{engine.NewCollector(opened.Load)},
 	})
 	if err != nil {
@@ -145,7 +150,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "data_dir", c.dataDir, "durability", c.durability)
+	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir, "durability", c.durability)
 
 	// Fewer collections while the live heap is small (process.StartGCFloor;
 	// an operator's GOGC turns it off).

@@ -666,3 +666,26 @@ func TestServerDoesNotImportStorage(t *testing.T) {
 		}
 	}
 }
+
+// TestExtraListenersServeTheSameRoutes: --tempo-addr, --jaeger-addr and
+// --zipkin-addr serve every route, so existing configurations only change
+// their host.
+func TestExtraListenersServeTheSameRoutes(t *testing.T) {
+	ts := startServer(t, Options{ExtraHTTPAddrs: []string{"127.0.0.1:0", "", "127.0.0.1:0"}})
+	extra := ts.srv.ExtraHTTPAddrs()
+	if len(extra) != 2 {
+		t.Fatalf("extra listeners: %v, want 2 (empty addresses are skipped)", extra)
+	}
+	zipkin := &testServer{t: t, base: "http://" + extra[1]}
+	code, body := zipkin.post("/api/v2/spans", "application/json", []byte(`[{"traceId":"00000000000000000000000000000abc","id":"0000000000000001","name":"x","timestamp":1700000000000000,"duration":3,"localEndpoint":{"serviceName":"legacy"}}]`))
+	if code != 202 {
+		t.Fatalf("zipkin on its own port: %d %s", code, body)
+	}
+	tempo := &testServer{t: t, base: "http://" + extra[0]}
+	if code, _, body := tempo.request("GET", "/api/echo", nil); code != 200 || string(body) != "echo\n" {
+		t.Fatalf("tempo port: %d %q", code, body)
+	}
+	if code, _, body := tempo.request("GET", "/api/v2/traces/abc", nil, "Accept", "application/protobuf"); code != 200 || len(body) < 10 {
+		t.Fatalf("trace sent on the zipkin port, read on the tempo port: %d %x", code, body)
+	}
+}

@@ -36,10 +36,14 @@ const MaxBodyLimit = 512 << 20
 
 // Options configures a Server.
 type Options struct {
-	HTTPAddr         string // e.g. 127.0.0.1:4318; port 0 picks a free port
-	GRPCAddr         string // e.g. 127.0.0.1:4317; empty disables gRPC
-	MaxBodyBytes     int64  // request body limit, after decompression too; default 16 MiB
-	MaxInflightBytes int64  // decoded bytes admitted at once before answering 429; default 256 MiB
+	HTTPAddr string // e.g. 127.0.0.1:4318; port 0 picks a free port
+	GRPCAddr string // e.g. 127.0.0.1:4317; empty disables gRPC
+	// ExtraHTTPAddrs are more addresses serving the same HTTP routes, so
+	// that configurations written for Tempo (3200), Jaeger query (16686) or
+	// Zipkin (9411) work unchanged. Empty entries are skipped.
+	ExtraHTTPAddrs   []string
+	MaxBodyBytes     int64 // request body limit, after decompression too; default 16 MiB
+	MaxInflightBytes int64 // decoded bytes admitted at once before answering 429; default 256 MiB
 	Logger           *slog.Logger
 	// Collectors are the backend's Prometheus collectors, served at
 	// /metrics beside the server's own from the start (the backend may
@@ -82,6 +86,7 @@ type Server struct {
 	inflight atomic.Int64
 
 	httpLn, grpcLn net.Listener
+	extraLns       []net.Listener
 	http           *http.Server
 	grpc           *grpc.Server
 	wg             sync.WaitGroup
@@ -120,10 +125,25 @@ func (s *Server) Start() error {
 		return fmt.Errorf("listen http %s: %w", s.opts.HTTPAddr, err)
 	}
 	s.httpLn = ln
+	for _, addr := range s.opts.ExtraHTTPAddrs {
+		if addr == "" {
+			continue
+		}
+		xl, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range append(s.extraLns, ln) {
+				l.Close()
+			}
+			return fmt.Errorf("listen http %s: %w", addr, err)
+		}
+		s.extraLns = append(s.extraLns, xl)
+	}
 	if s.opts.GRPCAddr != "" {
 		gl, err := net.Listen("tcp", s.opts.GRPCAddr)
 		if err != nil {
-			ln.Close()
+			for _, l := range append(s.extraLns, ln) {
+				l.Close()
+			}
 			return fmt.Errorf("listen grpc %s: %w", s.opts.GRPCAddr, err)
 		}
 		s.grpcLn = gl
@@ -135,14 +155,26 @@ func (s *Server) Start() error {
 			}
 		}()
 	}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", "err", err)
-		}
-	}()
+	for _, l := range append([]net.Listener{ln}, s.extraLns...) {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
+			}
+		}()
+	}
 	return nil
+}
+
+// ExtraHTTPAddrs are the bound addresses of Options.ExtraHTTPAddrs (after
+// Start), in order.
+func (s *Server) ExtraHTTPAddrs() []string {
+	out := make([]string, len(s.extraLns))
+	for i, l := range s.extraLns {
+		out[i] = l.Addr().String()
+	}
+	return out
 }
 
 // HTTPAddr is the bound HTTP address (after Start).
