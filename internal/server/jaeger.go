@@ -619,10 +619,13 @@ func (s *Server) handleJaegerDependencies(w http.ResponseWriter, r *http.Request
 		jaegerFail(w, http.StatusNotImplemented, "this storage backend does not compute service dependencies")
 		return
 	}
-	deps, _, err := dr.Dependencies(r.Context(), project, uint64(end.Add(-lookback).UnixNano()), uint64(end.UnixNano())+1)
+	deps, res, err := dr.Dependencies(r.Context(), project, uint64(end.Add(-lookback).UnixNano()), uint64(end.UnixNano())+1)
 	if err != nil {
 		s.jaegerQueryFailed(w, err)
 		return
+	}
+	if len(res.Warnings) > 0 {
+		s.log.Warn("dependencies are partial", "warnings", res.Warnings)
 	}
 	type link struct {
 		Parent    string `json:"parent"`
