@@ -93,6 +93,10 @@ func DecodeZipkinJSON(body []byte) (Batch, error) {
 			b.reject(pos, "id: "+err.Error())
 			continue
 		}
+		if zeroID(zs.TraceID) || zeroID(zs.ID) {
+			b.reject(pos, "traceId and id must not be all zero")
+			continue
+		}
 		if r.ParentID != "" {
 			if zs.ParentID, err = hexID(r.ParentID, 8, false); err != nil {
 				b.reject(pos, "parentId: "+err.Error())
@@ -150,6 +154,16 @@ func micros(n json.RawMessage) (uint64, error) {
 	return v, nil
 }
 
+// zeroID reports whether an id is all zero (invalid, as in OTLP).
+func zeroID(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // hexID decodes a hex id of n bytes (traceId: 8 bytes also, left-padded).
 func hexID(s string, n int, short bool) ([]byte, error) {
 	if len(s) != 2*n && !(short && len(s) == 16) {
@@ -199,6 +213,8 @@ func DecodeZipkinProto(body []byte) (Batch, error) {
 			b.reject(pos, fmt.Sprintf("id must be 8 bytes, got %d", len(zs.ID)))
 		case zs.ParentID != nil && len(zs.ParentID) != 8:
 			b.reject(pos, fmt.Sprintf("parent_id must be 8 bytes, got %d", len(zs.ParentID)))
+		case zeroID(zs.TraceID) || zeroID(zs.ID):
+			b.reject(pos, "trace_id and id must not be all zero")
 		default:
 			spans = append(spans, zs)
 		}
@@ -403,15 +419,12 @@ func zipkinToModel(spans []zipkinSpan, b *Batch) {
 			s.TraceState = v
 			delete(tags, "w3c.tracestate")
 		}
-		scopeName, scopeVersion := takeTag(tags, "otel.scope.name", "otel.library.name"), takeTag(tags, "otel.scope.version", "otel.library.version")
-		if scopeName != "" || scopeVersion != "" {
-			k := [2]string{scopeName, scopeVersion}
-			if scopes[k] == nil {
-				scopes[k] = &model.Scope{Name: scopeName, Version: scopeVersion}
-				model.NormalizeScope(scopes[k], &b.Problems)
-			}
-			s.Scope = scopes[k]
+		k := [2]string{takeTag(tags, "otel.scope.name", "otel.library.name"), takeTag(tags, "otel.scope.version", "otel.library.version")}
+		if scopes[k] == nil {
+			scopes[k] = &model.Scope{Name: k[0], Version: k[1]}
+			model.NormalizeScope(scopes[k], &b.Problems)
 		}
+		s.Scope = scopes[k]
 		service := ""
 		if zs.Local != nil {
 			service = zs.Local.ServiceName
