@@ -35,7 +35,7 @@ func (c *catalog) add(s *model.Span) {
 		ops = map[string]int{}
 		c.ops[s.Service] = ops
 	}
-	ops[s.Name]++
+	ops[opKey(s.Name, s.Kind)]++
 	c.addKVs("span.", s.Attributes)
 	if s.Resource != nil {
 		c.addKVs("resource.", s.Resource.Attributes)
@@ -152,6 +152,15 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 	return out, nil
 }
 
+// opKey is how a catalog keeps an operation: its name and its spans' kind.
+func opKey(name string, k model.SpanKind) string { return name + "\x00" + k.String() }
+
+// splitOpKey splits an operation key into the name and the kind's name.
+func splitOpKey(key string) (name, kind string) {
+	name, kind, _ = strings.Cut(key, "\x00")
+	return name, kind
+}
+
 // valueKey is how a catalog keeps a value: its type, then its text, so that
 // the int 500 and the string "500" stay apart.
 func valueKey(t model.ValueType, s string) string { return string(rune('0'+t)) + s }
@@ -206,15 +215,30 @@ func (e *Engine) Services(ctx context.Context, project string, start, end uint64
 	return finish(out, &res)
 }
 
-// Operations lists the span names of one service in the window with counts.
+// Operations lists the span names of one service (every service when
+// service is empty) in the window with counts.
 func (e *Engine) Operations(ctx context.Context, project, service string, start, end uint64) ([]store.NameCount, store.Result, error) {
 	var res queryResult
 	c, err := e.discover(ctx, project, start, end, &res)
 	if err != nil {
 		return nil, res.Result, err
 	}
-	out := sortedCounts(c.ops[service], 0)
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	ops := c.ops[service]
+	if service == "" { // every service's span names
+		ops = map[string]int{}
+		for _, o := range c.ops {
+			for n, k := range o {
+				ops[n] += k
+			}
+		}
+	}
+	out := sortedCounts(ops, 0)
+	for i := range out {
+		out[i].Name, out[i].Type = splitOpKey(out[i].Name)
+	}
+	slices.SortFunc(out, func(a, b store.NameCount) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+	})
 	return finish(out, &res)
 }
 

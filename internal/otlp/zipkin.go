@@ -17,10 +17,16 @@ package otlp
 //   - An "error" tag marks the span as an error whatever its value; a value
 //     other than "true" (Zipkin instrumentation puts the message there) is
 //     also the status message.
-//   - A shared span (shared: true, a server span reusing its client's span
-//     id) gets a span id of its own, derived from the shared one, with the
+//   - A shared SERVER span (shared: true: it reuses its client's span id)
+//     gets a span id of its own, derived from the shared one, with the
 //     client span as its parent: (trace id, span id) is a span's identity
-//     here, and the server side must not replace the client side.
+//     here, and the server side must not replace the client side. The spans
+//     of the server's service in the same request whose parent is the shared
+//     id move under the server span (Jaeger re-points them the same way at
+//     read time); children sent in a later request stay under the client.
+//   - Resource tags (the resource semantic conventions: host.name,
+//     service.version, telemetry.sdk.*, ...) go to the resource, as the
+//     receiver moves them. Short hex ids are left-padded with zeros.
 
 import (
 	"encoding/binary"
@@ -164,14 +170,23 @@ func zeroID(b []byte) bool {
 	return true
 }
 
-// hexID decodes a hex id of n bytes (traceId: 8 bytes also, left-padded).
-func hexID(s string, n int, short bool) ([]byte, error) {
-	if len(s) != 2*n && !(short && len(s) == 16) {
-		return nil, fmt.Errorf("%q is not %d hex digits", s, 2*n)
+// hexID decodes a hex id of at most n bytes, left-padded with zeros as
+// Zipkin does for shorter ids.
+func hexID(s string, n int, _ bool) ([]byte, error) {
+	if s == "" || len(s) > 2*n {
+		return nil, fmt.Errorf("%q is not 1 to %d hex digits", s, 2*n)
 	}
-	b, err := hex.DecodeString(s)
+	padded := make([]byte, 2*n)
+	for i := range padded {
+		padded[i] = '0'
+	}
+	copy(padded[2*n-len(s):], s)
+	b, err := hex.DecodeString(string(padded))
 	if err != nil {
 		return nil, fmt.Errorf("%q is not hex", s)
+	}
+	if n == 16 && len(s) <= 16 {
+		return b[8:], nil // a 64-bit trace id
 	}
 	return b, nil
 }
@@ -361,29 +376,74 @@ func zipkinFields(b []byte, f func(num protowire.Number, typ protowire.Type, v [
 var zipkinKinds = map[string]model.SpanKind{"CLIENT": model.KindClient, "SERVER": model.KindServer,
 	"PRODUCER": model.KindProducer, "CONSUMER": model.KindConsumer}
 
+// zipkinResourceTags are the tags that describe the process rather than
+// the span: the Collector's receiver moves tags named by the resource
+// semantic conventions to the resource, and so does Rastro.
+var zipkinResourceTags = map[string]bool{
+	"service.version": true, "service.namespace": true, "service.instance.id": true,
+	"host.name": true, "host.id": true, "host.type": true, "host.arch": true,
+	"os.type": true, "os.description": true, "process.pid": true, "process.executable.name": true,
+	"process.command_line": true, "process.runtime.name": true, "process.runtime.version": true,
+	"telemetry.sdk.name": true, "telemetry.sdk.language": true, "telemetry.sdk.version": true, "telemetry.auto.version": true,
+	"container.id": true, "container.name": true, "k8s.pod.name": true, "k8s.namespace.name": true,
+	"k8s.deployment.name": true, "k8s.node.name": true, "cloud.provider": true, "cloud.region": true,
+	"cloud.availability_zone": true, "deployment.environment": true, "deployment.environment.name": true,
+}
+
+// sharedSpanID is the span id Rastro gives the server side of a shared span
+// (Zipkin's shared flag: a SERVER span reusing its client's span id).
+func sharedSpanID(client []byte) (id model.SpanID) {
+	h := fnv.New64a()
+	h.Write(client)
+	h.Write([]byte("shared"))
+	binary.BigEndian.PutUint64(id[:], h.Sum64()|1)
+	return id
+}
+
 // zipkinToModel appends the spans to b in the span model, one resource per
-// local service.
+// local service and resource tags.
 func zipkinToModel(spans []zipkinSpan, b *Batch) {
 	resources := map[string]*model.Resource{}
 	scopes := map[[2]string]*model.Scope{}
+	// The server side of a shared span gets an id of its own; the spans of
+	// its service in this request whose parent is the shared id are its
+	// children, and follow it (as Jaeger's span-id uniquifier re-points
+	// them at read time). Children sent in a later request stay under the
+	// client span.
+	type sharedKey struct {
+		trace   string
+		id      string
+		service string
+	}
+	renamed := map[sharedKey]model.SpanID{}
+	for i := range spans {
+		zs := &spans[i]
+		if zs.Shared && zs.Kind == "SERVER" {
+			svc := ""
+			if zs.Local != nil {
+				svc = zs.Local.ServiceName
+			}
+			renamed[sharedKey{string(zs.TraceID), string(zs.ID), svc}] = sharedSpanID(zs.ID)
+		}
+	}
 	for i := range spans {
 		zs := &spans[i]
 		tags := make(map[string]string, len(zs.Tags))
 		for k, v := range zs.Tags {
 			tags[k] = v
 		}
+		service := ""
+		if zs.Local != nil {
+			service = zs.Local.ServiceName
+		}
 		var s model.Span
 		copy(s.TraceID[16-len(zs.TraceID):], zs.TraceID)
 		copy(s.SpanID[:], zs.ID)
 		copy(s.ParentSpanID[:], zs.ParentID)
-		if zs.Shared {
-			// The server side of a shared span: an id of its own, the client
-			// side as its parent.
-			s.ParentSpanID = s.SpanID
-			h := fnv.New64a()
-			h.Write(zs.ID)
-			h.Write([]byte("shared"))
-			binary.BigEndian.PutUint64(s.SpanID[:], h.Sum64()|1)
+		if zs.Shared && zs.Kind == "SERVER" {
+			s.ParentSpanID, s.SpanID = s.SpanID, sharedSpanID(zs.ID)
+		} else if id, ok := renamed[sharedKey{string(zs.TraceID), string(zs.ParentID), service}]; ok && zs.ParentID != nil {
+			s.ParentSpanID = id
 		}
 		if s.ParentSpanID == s.SpanID {
 			s.ParentSpanID = model.SpanID{}
@@ -391,8 +451,10 @@ func zipkinToModel(spans []zipkinSpan, b *Batch) {
 		s.Name = zs.Name
 		if k, ok := zipkinKinds[zs.Kind]; ok {
 			s.Kind = k
-		} else if tags["span.kind"] == "internal" {
-			s.Kind = model.KindInternal
+		} else if v, ok := tags["span.kind"]; ok {
+			if v == "internal" {
+				s.Kind = model.KindInternal
+			}
 			delete(tags, "span.kind")
 		}
 		s.StartTimeUnixNano = zs.Timestamp * 1000
@@ -425,18 +487,23 @@ func zipkinToModel(spans []zipkinSpan, b *Batch) {
 			model.NormalizeScope(scopes[k], &b.Problems)
 		}
 		s.Scope = scopes[k]
-		service := ""
-		if zs.Local != nil {
-			service = zs.Local.ServiceName
+		var resAttrs []model.KeyValue
+		if service != "" {
+			resAttrs = append(resAttrs, model.KeyValue{Key: "service.name", Value: model.StringValue(service)})
 		}
-		res := resources[service]
-		if res == nil {
-			res = &model.Resource{}
-			if service != "" {
-				res.Attributes = []model.KeyValue{{Key: "service.name", Value: model.StringValue(service)}}
+		resKey := service
+		for _, k := range sortedKeys(tags) {
+			if zipkinResourceTags[k] {
+				resAttrs = append(resAttrs, model.KeyValue{Key: k, Value: model.StringValue(tags[k])})
+				resKey += "\x00" + k + "=" + tags[k]
+				delete(tags, k)
 			}
+		}
+		res := resources[resKey]
+		if res == nil {
+			res = &model.Resource{Attributes: resAttrs}
 			model.NormalizeResource(res, &b.Problems)
-			resources[service] = res
+			resources[resKey] = res
 		}
 		s.Resource = res
 		s.Attributes = make([]model.KeyValue, 0, len(tags)+4)

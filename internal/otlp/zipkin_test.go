@@ -21,7 +21,7 @@ func zipkinSeeds() []zipkinmodel.SpanModel {
 		{SpanContext: zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{High: 1, Low: 2}, ID: root}, Name: "a", Kind: zipkinmodel.Server,
 			Timestamp: now, Duration: time.Millisecond, LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "s", IPv6: net.ParseIP("::1"), Port: 1},
 			Tags: map[string]string{"k": "v", "error": "boom", "otel.library.name": "lib"}},
-		{SpanContext: zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{Low: 2}, ID: 8, ParentID: &root}, Name: "b", Kind: zipkinmodel.Client,
+		{SpanContext: zipkinmodel.SpanContext{TraceID: zipkinmodel.TraceID{Low: 2}, ID: 8, ParentID: &root}, Name: "b", Kind: zipkinmodel.Server,
 			Shared: true, Timestamp: now, Duration: 2 * time.Millisecond, RemoteEndpoint: &zipkinmodel.Endpoint{ServiceName: "r", IPv4: net.ParseIP("10.1.2.3")},
 			Annotations: []zipkinmodel.Annotation{{Timestamp: now, Value: "ev"}}},
 	}
@@ -54,6 +54,7 @@ func TestZipkinDecodersAgree(t *testing.T) {
 		a.StartTimeUnixNano != 1_700_000_000_000_123_000 || a.Duration() != 1e6 {
 		t.Fatalf("first span: %+v", a)
 	}
+	// The shared server span: an id of its own, the client span (8) as parent.
 	if b.Service != model.UnknownService || b.ParentSpanID != (model.SpanID{0, 0, 0, 0, 0, 0, 0, 8}) || b.SpanID == b.ParentSpanID ||
 		len(b.Events) != 1 || b.Events[0].Name != "ev" {
 		t.Fatalf("shared span: %+v", b)
@@ -84,4 +85,24 @@ func FuzzDecodeZipkinJSON(f *testing.F) {
 
 func FuzzDecodeZipkinProto(f *testing.F) {
 	fuzzZipkin(f, zipkin_proto3.SpanSerializer{}, DecodeZipkinProto)
+}
+
+// TestZipkinShortIDsAndResourceTags: short hex ids are left-padded, as
+// Zipkin pads them; resource-convention tags go to the resource.
+func TestZipkinShortIDsAndResourceTags(t *testing.T) {
+	b, err := DecodeZipkinJSON([]byte(`[{"traceId":"abc","id":"a1","name":"x","timestamp":1,"localEndpoint":{"serviceName":"svc"},
+		"tags":{"host.name":"h1","service.version":"1.2","http.route":"/r"}}]`))
+	if err != nil || len(b.Spans) != 1 {
+		t.Fatalf("decode: %v %+v", err, b)
+	}
+	s := &b.Spans[0]
+	if s.TraceID != (model.TraceID{14: 0x0a, 15: 0xbc}) || s.SpanID != (model.SpanID{7: 0xa1}) {
+		t.Fatalf("ids %s %s", s.TraceID, s.SpanID)
+	}
+	if v, _ := model.Lookup(s.Resource.Attributes, "host.name"); v.Str != "h1" {
+		t.Fatalf("resource: %+v", s.Resource.Attributes)
+	}
+	if _, ok := model.Lookup(s.Attributes, "host.name"); ok || len(s.Attributes) != 1 {
+		t.Fatalf("span attributes: %+v", s.Attributes)
+	}
 }

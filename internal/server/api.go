@@ -307,7 +307,7 @@ func (s *Server) handleOperations(w http.ResponseWriter, r *http.Request, b stor
 		return
 	}
 	out, res, err := b.Operations(r.Context(), project, r.PathValue("service"), start, end)
-	s.discoveryResponse(w, "operations", out, res, err)
+	s.discoveryResponse(w, "operations", mergeKinds(out), res, err)
 }
 
 func (s *Server) handleAttributes(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
@@ -335,6 +335,20 @@ func (s *Server) handleAttributeValues(w http.ResponseWriter, r *http.Request, b
 	}
 	out, res, err := b.AttributeValues(r.Context(), project, r.PathValue("key"), start, end, limit)
 	s.discoveryResponse(w, "values", out, res, err)
+}
+
+// mergeKinds merges the (name, kind) entries of Operations by name, keeping
+// the order by name.
+func mergeKinds(ops []store.NameCount) []store.NameCount {
+	var out []store.NameCount
+	for _, op := range ops {
+		if n := len(out); n > 0 && out[n-1].Name == op.Name {
+			out[n-1].Count += op.Count
+			continue
+		}
+		out = append(out, store.NameCount{Name: op.Name, Count: op.Count})
+	}
+	return out
 }
 
 // nameCountJSON is the API shape of a discovered name.

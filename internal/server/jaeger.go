@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -31,7 +32,8 @@ import (
 // shared with Tempo's v1 trace route: it answers Tempo's protobuf when the
 // request asks for application/protobuf, Jaeger's JSON otherwise.
 func (s *Server) jaegerRoutes() []route {
-	q := s.withBackend
+	q := func(h queryHandler) http.HandlerFunc { return s.withBackendErrors(h, jaegerFail) }
+	q3 := func(h queryHandler) http.HandlerFunc { return s.withBackendErrors(h, jaeger3Fail) }
 	return []route{
 		{method: "GET", pattern: "/api/services", name: "jaeger_services", handler: q(s.handleJaegerServices)},
 		{method: "GET", pattern: "/api/services/{service}/operations", name: "jaeger_service_operations", handler: q(s.handleJaegerServiceOperations)},
@@ -39,11 +41,11 @@ func (s *Server) jaegerRoutes() []route {
 		{method: "GET", pattern: "/api/traces", name: "jaeger_search", handler: q(s.handleJaegerSearch)},
 		{method: "GET", pattern: "/api/traces/{trace_id}", name: "jaeger_trace", handler: q(s.handleTraceByIDShared)},
 		{method: "GET", pattern: "/api/dependencies", name: "jaeger_dependencies", handler: q(s.handleJaegerDependencies)},
-		{method: "GET", pattern: "/api/v3/services", name: "jaeger3_services", handler: q(s.handleJaeger3Services)},
-		{method: "GET", pattern: "/api/v3/operations", name: "jaeger3_operations", handler: q(s.handleJaegerOperations(true))},
-		{method: "GET", pattern: "/api/v3/traces/{trace_id}", name: "jaeger3_trace", handler: q(s.handleJaeger3Trace)},
-		{method: "GET", pattern: "/api/v3/traces", name: "jaeger3_search", handler: q(s.handleJaeger3Search)},
-		{method: "GET", pattern: "/api/v3/trace-summaries", name: "jaeger3_summaries", handler: q(s.handleJaeger3Summaries)},
+		{method: "GET", pattern: "/api/v3/services", name: "jaeger3_services", handler: q3(s.handleJaeger3Services)},
+		{method: "GET", pattern: "/api/v3/operations", name: "jaeger3_operations", handler: q3(s.handleJaegerOperations(true))},
+		{method: "GET", pattern: "/api/v3/traces/{trace_id}", name: "jaeger3_trace", handler: q3(s.handleJaeger3Trace)},
+		{method: "GET", pattern: "/api/v3/traces", name: "jaeger3_search", handler: q3(s.handleJaeger3Search)},
+		{method: "GET", pattern: "/api/v3/trace-summaries", name: "jaeger3_summaries", handler: q3(s.handleJaeger3Summaries)},
 	}
 }
 
@@ -138,16 +140,15 @@ func (s *Server) jaegerServiceNames(r *http.Request, b store.Backend, project st
 }
 
 func (s *Server) handleJaegerServiceOperations(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
-	ops, err := s.jaegerOperations(r, b, project, r.PathValue("service"), "")
+	end := uint64(time.Now().UnixNano())
+	ops, _, err := b.Operations(r.Context(), project, r.PathValue("service"), end-uint64(jaegerLookback), end)
 	if err != nil {
 		s.jaegerQueryFailed(w, err)
 		return
 	}
 	var names []string // null when none, as Jaeger's nil slice
-	for _, op := range ops {
-		if !slices.Contains(names, op.Name) {
-			names = append(names, op.Name)
-		}
+	for _, op := range mergeKinds(ops) {
+		names = append(names, op.Name)
 	}
 	jaegerOK(w, names, len(names))
 }
@@ -158,29 +159,20 @@ type jaegerOperation struct {
 	SpanKind string `json:"spanKind"`
 }
 
-// jaegerKinds are Jaeger's span kind names ("" for unspecified).
-var jaegerKinds = map[model.SpanKind]string{model.KindServer: "server", model.KindClient: "client",
-	model.KindProducer: "producer", model.KindConsumer: "consumer", model.KindInternal: "internal"}
-
-// jaegerOperations lists the operations of a service with the kind of a
-// recent span of each (spanKind, when set, keeps only that kind).
+// jaegerOperations lists the operations of a service, one per (name,
+// kind), as Jaeger does ("" for an unspecified kind); spanKind, when set,
+// keeps only that kind.
 func (s *Server) jaegerOperations(r *http.Request, b store.Backend, project, service, spanKind string) ([]jaegerOperation, error) {
 	end := uint64(time.Now().UnixNano())
-	start := end - uint64(jaegerLookback)
-	ops, _, err := b.Operations(r.Context(), project, service, start, end)
+	ops, _, err := b.Operations(r.Context(), project, service, end-uint64(jaegerLookback), end)
 	if err != nil {
 		return nil, err
 	}
 	out := []jaegerOperation{}
 	for _, op := range ops {
-		f := &query.Filter{Service: service, Name: op.Name, Start: start, End: end}
-		spans, _, _, err := b.SearchSpans(r.Context(), project, f, 1, nil)
-		if err != nil {
-			return nil, err
-		}
-		kind := ""
-		if len(spans) > 0 {
-			kind = jaegerKinds[spans[0].Kind]
+		kind := op.Type
+		if kind == "unspecified" {
+			kind = ""
 		}
 		if spanKind == "" || spanKind == kind {
 			out = append(out, jaegerOperation{op.Name, kind})
@@ -188,6 +180,10 @@ func (s *Server) jaegerOperations(r *http.Request, b store.Backend, project, ser
 	}
 	return out, nil
 }
+
+// jaegerKinds are Jaeger's span kind names.
+var jaegerKinds = map[model.SpanKind]string{model.KindServer: "server", model.KindClient: "client",
+	model.KindProducer: "producer", model.KindConsumer: "consumer", model.KindInternal: "internal"}
 
 // handleJaegerOperations serves GET /api/operations (v1 envelope) and
 // GET /api/v3/operations ({"operations": [...]}; an unknown kind reads
@@ -257,11 +253,12 @@ func attributeConds(tags map[string]string) (query.Expr, error) {
 			conds = append(conds, "status = error")
 			continue
 		}
-		alts := []string{"." + k + " = " + strconv.Quote(v)}
-		if _, err := strconv.ParseFloat(v, 64); err == nil {
-			alts = append(alts, "."+k+" = "+v)
+		key := "." + strconv.Quote(k) // any key, spaces and quotes included
+		alts := []string{key + " = " + strconv.Quote(v)}
+		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			alts = append(alts, key+" = "+strconv.FormatFloat(f, 'g', -1, 64))
 		} else if v == "true" || v == "false" {
-			alts = append(alts, "."+k+" = "+v)
+			alts = append(alts, key+" = "+v)
 		}
 		conds = append(conds, "("+strings.Join(alts, " || ")+")")
 	}
@@ -288,7 +285,7 @@ func parseJaegerSearchV1(q url.Values, now time.Time) (*jaegerSearch, error) {
 			return uint64(def.UnixNano()), nil
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > math.MaxInt64/1000 {
 			return 0, fmt.Errorf("unable to parse param '%s': %q is not unix microseconds", name, v)
 		}
 		return uint64(n) * 1000, nil
@@ -502,6 +499,10 @@ func jaegerKVOf(key string, v *model.Value) jaegerKV {
 		return jaegerKV{key, "int64", n}
 	case model.ValueDouble:
 		f, _ := v.AsFloat()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			// encoding/json cannot write them; one span must not fail a search.
+			return jaegerKV{key, "float64", strconv.FormatFloat(f, 'g', -1, 64)}
+		}
 		return jaegerKV{key, "float64", f}
 	case model.ValueBytes:
 		return jaegerKV{key, "binary", base64.StdEncoding.EncodeToString(v.Bytes())}

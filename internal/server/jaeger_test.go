@@ -14,6 +14,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 )
 
@@ -99,6 +100,12 @@ func findTag(tags []jKV, key string) (jKV, bool) {
 
 func TestJaegerV1(t *testing.T) {
 	ts, spans := startTempo(t)
+	// "charge" is also a server operation of shop (its own short trace):
+	// Jaeger lists one operation per name and kind.
+	other := spans[1]
+	other.TraceID, other.SpanID, other.ParentSpanID = model.TraceID{7, 7, 7}, model.SpanID{7, 7, 7}, model.SpanID{}
+	other.Kind, other.Links, other.Events, other.EndTimeUnixNano = model.KindServer, nil, nil, other.StartTimeUnixNano+5e6
+	ts.ingest([]model.Span{other}, "")
 	env := ts.jaeger(t, "/api/services", 200)
 	var names []string
 	json.Unmarshal(env.Data, &names)
@@ -118,6 +125,17 @@ func TestJaegerV1(t *testing.T) {
 	decodeStrict(t, "operations", env.Data, &ops)
 	if len(ops) != 1 || ops[0].Name != "charge" || ops[0].SpanKind != "client" {
 		t.Fatalf("operations of kind client: %+v", ops)
+	}
+	env = ts.jaeger(t, "/api/operations?service=shop", 200)
+	decodeStrict(t, "operations", env.Data, &ops)
+	kinds := map[string]bool{}
+	for _, op := range ops {
+		if op.Name == "charge" {
+			kinds[op.SpanKind] = true
+		}
+	}
+	if len(ops) != 4 || env.Total != 4 || !kinds["client"] || !kinds["server"] {
+		t.Fatalf("operations by name and kind: %+v", ops)
 	}
 	if env := ts.jaeger(t, "/api/operations", 400); env.Errors[0].Msg != "parameter 'service' is required" || env.Errors[0].Code != 400 {
 		t.Fatalf("operations without service: %+v", env)
@@ -192,7 +210,7 @@ func TestJaegerV1(t *testing.T) {
 	base := "/api/traces?service=shop&start=" + strconv.FormatInt(now.Add(-time.Hour).UnixMicro(), 10) + "&end=" + strconv.FormatInt(now.UnixMicro(), 10)
 	env = ts.jaeger(t, base+"&limit=20", 200)
 	decodeStrict(t, "search", env.Data, &traces)
-	if len(traces) != 2 {
+	if len(traces) != 3 {
 		t.Fatalf("search: %d traces", len(traces))
 	}
 	env = ts.jaeger(t, base+"&tags="+url.QueryEscape(`{"http.response.status_code":"200"}`), 200)
@@ -320,7 +338,12 @@ func TestJaegerV3(t *testing.T) {
 			} `json:"services"`
 		} `json:"summaries"`
 	}
-	get("/api/v3/trace-summaries?query.service_name=shop&query.search_depth=1&"+strings.ReplaceAll(window, "startTime", "start_time_"), 400, nil)
+	// The snake_case spellings are accepted too.
+	snake := strings.NewReplacer("startTimeMin", "start_time_min", "startTimeMax", "start_time_max").Replace(window)
+	get("/api/v3/trace-summaries?query.service_name=shop&query.search_depth=1&"+snake, 200, &sums)
+	if len(sums.Summaries) != 1 {
+		t.Fatalf("snake_case search: %+v", sums)
+	}
 	get("/api/v3/trace-summaries?query.service_name=shop&query.searchDepth=5&"+window, 200, &sums)
 	if len(sums.Summaries) != 2 {
 		t.Fatalf("summaries: %+v", sums)

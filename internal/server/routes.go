@@ -83,18 +83,25 @@ func (s *Server) opsRoutes() []route {
 type queryHandler func(w http.ResponseWriter, r *http.Request, b store.Backend, project string)
 
 // withBackend resolves the backend and the project (X-Scope-OrgID) for a
-// query handler: 503 before the backend is attached, 400 for a bad project.
+// query handler: 503 before the backend is attached, 400 for a bad project,
+// as JSON errors.
 func (s *Server) withBackend(h queryHandler) http.HandlerFunc {
+	return s.withBackendErrors(h, writeError)
+}
+
+// withBackendErrors is withBackend for an API family with an error format
+// of its own (Tempo's plain text, Jaeger's envelope).
+func (s *Server) withBackendErrors(h queryHandler, fail func(w http.ResponseWriter, code int, msg string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		b := s.currentBackend()
 		if b == nil {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
+			fail(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
 			return
 		}
 		project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
 		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
+			fail(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		h(w, r, b, project)

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"runtime"
 	"slices"
@@ -76,20 +77,7 @@ func tempoError(w http.ResponseWriter, code int, msg string) {
 
 // withTempo is withBackend with Tempo's plain-text errors.
 func (s *Server) withTempo(h queryHandler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		b := s.currentBackend()
-		if b == nil {
-			w.Header().Set("Retry-After", "1")
-			tempoError(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
-			return
-		}
-		project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
-		if err != nil {
-			tempoError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		h(w, r, b, project)
-	}
+	return s.withBackendErrors(h, tempoError)
 }
 
 // tempoFailed answers a failed query in Tempo's manner: the status of
@@ -138,11 +126,13 @@ func tempoSeconds(r *http.Request, name string) (int64, error) {
 	if v == "" {
 		return 0, nil
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	// Tempo reads them as uint32 seconds: a millisecond or nanosecond value
+	// sent by mistake is refused, not read as a date centuries ahead.
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
 		return 0, fmt.Errorf("invalid %s: %q is not a number of Unix seconds", name, v)
 	}
-	return n, nil
+	return int64(n), nil
 }
 
 // tempoWindow reads start and end (Unix seconds; 0 = unset) and checks that
@@ -429,9 +419,10 @@ func tagsQuery(tags string) (string, error) {
 		case "status", "status.code":
 			conds = append(conds, "status = "+val)
 		default:
-			c := "." + key + " = " + quoted
-			if _, err := strconv.ParseFloat(val, 64); err == nil {
-				c = "(" + c + " || ." + key + " = " + val + ")"
+			k := "." + strconv.Quote(key)
+			c := k + " = " + quoted
+			if f, err := strconv.ParseFloat(val, 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+				c = "(" + c + " || " + k + " = " + strconv.FormatFloat(f, 'g', -1, 64) + ")"
 			}
 			conds = append(conds, c)
 		}
@@ -565,11 +556,18 @@ func tempoTraceOf(sum store.TraceSummary, spans []model.Span, f *query.Filter, s
 	return t
 }
 
-// tempoIntrinsics are the intrinsic tag names Tempo lists (scope intrinsic).
-var tempoIntrinsics = []string{"duration", "name", "status", "statusMessage", "kind", "rootServiceName", "rootName",
-	"traceDuration", "event:name", "event:timeSinceStart", "link:spanID", "link:traceID", "instrumentation:name",
-	"instrumentation:version", "trace:id", "span:id", "span:parentID", "span:status", "span:statusMessage",
-	"span:duration", "span:name", "span:kind", "trace:rootName", "trace:rootService", "trace:duration"}
+// tempoIntrinsics are the intrinsic tag names listed (scope intrinsic):
+// those of Tempo's list that Rastro's TraceQL accepts, so that Grafana's
+// autocompletion offers nothing a search would refuse.
+var tempoIntrinsics = []string{"duration", "name", "status", "statusMessage", "kind",
+	"span:status", "span:statusMessage", "span:duration", "span:name", "span:kind"}
+
+// tempoAllIntrinsics are the rest of Tempo's intrinsic names: their values
+// are an empty list here, as Tempo answers for duration.
+var tempoAllIntrinsics = map[string]bool{"rootServiceName": true, "rootName": true, "traceDuration": true,
+	"event:name": true, "event:timeSinceStart": true, "link:spanID": true, "link:traceID": true,
+	"instrumentation:name": true, "instrumentation:version": true, "trace:id": true, "span:id": true,
+	"span:parentID": true, "trace:rootName": true, "trace:rootService": true, "trace:duration": true}
 
 // tempoTagWindow is the window of the tag routes: start and end in Unix
 // seconds, or the last 24 hours (the discovery routes' default).
@@ -582,7 +580,7 @@ func tempoTagWindow(r *http.Request) (uint64, uint64, error) {
 	if end > 0 {
 		e = uint64(end+1) * 1e9
 	}
-	st := e - uint64(24*time.Hour)
+	st := e - min(e, uint64(24*time.Hour))
 	if start > 0 {
 		st = uint64(start) * 1e9
 	}
@@ -725,38 +723,19 @@ func (s *Server) tempoValues(r *http.Request, b store.Backend, project, tag stri
 		}
 		return out, nil
 	}
-	names := func(counts []store.NameCount) {
-		for _, n := range counts {
+	switch {
+	case intrinsic == "name":
+		ops, _, err := b.Operations(r.Context(), project, "", start, end) // every service's span names
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range mergeKinds(ops) {
 			if n.Name != "" && len(out) < limit {
 				out = append(out, tempoTagValue{store.TypeString, n.Name})
 			}
 		}
-	}
-	switch intrinsic {
-	case "duration", "traceDuration", "statusMessage", "id", "parentID", "event:timeSinceStart", "link:spanID", "link:traceID":
 		return out, nil
-	case "rootServiceName", "rootService":
-		svcs, _, err := b.Services(r.Context(), project, start, end)
-		names(svcs)
-		return out, err
-	case "name", "rootName":
-		svcs, _, err := b.Services(r.Context(), project, start, end)
-		if err != nil {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for _, svc := range svcs {
-			ops, _, err := b.Operations(r.Context(), project, svc.Name, start, end)
-			if err != nil {
-				return nil, err
-			}
-			for _, op := range ops {
-				if !seen[op.Name] && len(out) < limit {
-					seen[op.Name] = true
-					out = append(out, tempoTagValue{store.TypeString, op.Name})
-				}
-			}
-		}
+	case intrinsic == "duration" || intrinsic == "statusMessage" || tempoAllIntrinsics[tag]:
 		return out, nil
 	}
 	key := tag

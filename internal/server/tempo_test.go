@@ -371,7 +371,9 @@ func TestTempoTagsAndValues(t *testing.T) {
 	}
 	if !slices.Contains(scopes["resource"], "service.name") || !slices.Contains(scopes["resource"], "deployment.environment") ||
 		!slices.Contains(scopes["span"], "http.response.status_code") || !slices.Contains(scopes["intrinsic"], "status") ||
-		!slices.Contains(scopes["intrinsic"], "span:kind") || slices.Contains(scopes["span"], "service.name") {
+		!slices.Contains(scopes["intrinsic"], "span:kind") || slices.Contains(scopes["span"], "service.name") ||
+		slices.Contains(scopes["intrinsic"], "traceDuration") { // only what Rastro's TraceQL accepts
+
 		t.Fatalf("v2 tags: %+v", scopes)
 	}
 	get("/api/v2/search/tags?scope=resource", &v2)
@@ -416,6 +418,8 @@ func TestTempoTagsAndValues(t *testing.T) {
 		"span:kind":                      {"client": "keyword", "server": "keyword", "producer": "keyword", "consumer": "keyword", "internal": "keyword", "unspecified": "keyword"},
 		"name":                           {"GET /cart": "string", "charge": "string", "POST /charge": "string", "GET /": "string"},
 		"duration":                       {},
+		"event:name":                     {},
+		"rootServiceName":                {},
 	} {
 		if got := values(tag); !maps.Equal(got, want) {
 			t.Errorf("values of %s: %v, want %v", tag, got, want)

@@ -38,6 +38,11 @@ func zipkinTrace(high uint64) []zipkinmodel.SpanModel {
 			Shared: true, Timestamp: now.Add(10 * time.Millisecond), Duration: 40 * time.Millisecond,
 			LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "stock"},
 			Tags:          map[string]string{"error": "out of stock", "otel.library.name": "brave"}},
+		// A child of the server side, in the stock service: its parent id is
+		// the shared one.
+		{SpanContext: zipkinmodel.SpanContext{TraceID: tid, ID: 0x300, ParentID: &call}, Name: "select stock",
+			Timestamp: now.Add(12 * time.Millisecond), Duration: 20 * time.Millisecond,
+			LocalEndpoint: &zipkinmodel.Endpoint{ServiceName: "stock"}},
 	}
 }
 
@@ -64,7 +69,7 @@ func TestZipkinIngestFromZipkinGo(t *testing.T) {
 			}
 			id := model.TraceID{0, 0, 0, 0, 0, 0, 0, byte(c.high), 0, 0, 0, 0, 0, 0xab, 0xcd, 0xef}
 			var tr traceResp
-			if code := ts.get("/api/v1/traces/"+id.String(), &tr); code != 200 || len(tr.Spans) != 3 {
+			if code := ts.get("/api/v1/traces/"+id.String(), &tr); code != 200 || len(tr.Spans) != 4 {
 				t.Fatalf("trace: %d, %d spans (the shared server span must not replace the client span)", code, len(tr.Spans))
 			}
 			by := map[string]map[string]any{}
@@ -77,6 +82,9 @@ func TestZipkinIngestFromZipkinGo(t *testing.T) {
 			}
 			if server["parent_span_id"] != client["span_id"] || server["span_id"] == client["span_id"] {
 				t.Fatalf("shared span: server %v/%v, client %v", server["span_id"], server["parent_span_id"], client["span_id"])
+			}
+			if child := by["stock unspecified"]; child == nil || child["parent_span_id"] != server["span_id"] {
+				t.Fatalf("the server side's child is not under the server span: %v", child)
 			}
 			if server["status"] != "error" || server["status_message"] != "out of stock" {
 				t.Fatalf("error tag: %v %v", server["status"], server["status_message"])
@@ -125,7 +133,7 @@ func TestZipkinBadInput(t *testing.T) {
 	// One bad id among good spans: the good ones are kept.
 	code, body := ts.post("/api/v2/spans", "application/json", []byte(`[
 		{"traceId":"0000000000000001","id":"0000000000000001","name":"ok","timestamp":1700000000000000,"duration":5,"localEndpoint":{"serviceName":"a"}},
-		{"traceId":"0000000000000001","id":"bad","name":"bad","timestamp":1700000000000000}]`))
+		{"traceId":"0000000000000001","id":"not hex","name":"bad","timestamp":1700000000000000}]`))
 	if code != 202 || len(body) != 0 {
 		t.Fatalf("partly bad: %d %s", code, body)
 	}

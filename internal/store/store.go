@@ -159,9 +159,11 @@ func Summarize(id model.TraceID, spans []model.Span) TraceSummary {
 type NameCount struct {
 	Name  string
 	Count int
-	// Type is the type of an attribute value (AttributeValues only):
-	// TypeString, TypeInt, TypeFloat or TypeBool. The same text under two
-	// types (the int 500, the string "500") is listed twice.
+	// Type is, for AttributeValues, the value's type: TypeString, TypeInt,
+	// TypeFloat or TypeBool (the int 500 and the string "500" are listed
+	// apart); for Operations, the spans' kind ("server", "client",
+	// "producer", "consumer", "internal", "unspecified"), one entry per
+	// (name, kind).
 	Type string
 }
 
@@ -174,12 +176,15 @@ const (
 )
 
 // Discovery lists what the store holds in a window [start, end) of span start
-// times (unix ns; 0 = unbounded), with span counts. Services, Operations and
+// times (unix ns; 0 = unbounded), with span counts. Services and
 // AttributeKeys are ordered by name; AttributeValues by count, descending,
 // then value. Attribute keys carry their scope: "span.http.route",
 // "resource.service.name".
 type Discovery interface {
 	Services(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error)
+	// Operations lists a service's span names with their kinds (one entry
+	// per name and kind, ordered by name then kind); every service's when
+	// service is empty.
 	Operations(ctx context.Context, project, service string, start, end uint64) ([]NameCount, Result, error)
 	AttributeKeys(ctx context.Context, project string, start, end uint64) ([]NameCount, Result, error)
 	// AttributeValues lists at most limit values of the attribute key

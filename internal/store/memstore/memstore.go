@@ -266,11 +266,19 @@ func (s *Store) Services(ctx context.Context, project string, start, end uint64)
 // Operations counts spans per name of one service in the window.
 func (s *Store) Operations(ctx context.Context, project, service string, start, end uint64) ([]store.NameCount, store.Result, error) {
 	spans, err := s.matching(ctx, project, &query.Filter{Service: service, Start: start, End: end})
-	counts := map[string]int{}
+	type op struct{ name, kind string }
+	counts := map[op]int{}
 	for _, sp := range spans {
-		counts[sp.Name]++
+		counts[op{sp.Name, sp.Kind.String()}]++
 	}
-	return byName(counts), store.Result{}, err
+	out := make([]store.NameCount, 0, len(counts))
+	for k, n := range counts {
+		out = append(out, store.NameCount{Name: k.name, Count: n, Type: k.kind})
+	}
+	slices.SortFunc(out, func(a, b store.NameCount) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
+	})
+	return out, store.Result{}, err
 }
 
 // attributes calls visit with every scoped key ("span.k", "resource.k") of
