@@ -8,18 +8,32 @@
 // A query is one spanset filter: `{ }` matches every span; `{ cond }`
 // combines conditions with `&&`, `||`, `!` (negation) and parentheses;
 // `&&` binds tighter than `||`. Spanset operators between filters
-// (`{a} && {b}`, `>>`), pipelines (`| count()`) and trace-level intrinsics
-// (traceDuration, rootName, trace:...) are not supported and are reported
-// as syntax errors.
+// (`{a} && {b}`, `>>`, `~`), pipelines (`| count()`), arithmetic and
+// trace-level intrinsics (traceDuration, rootName, rootServiceName,
+// trace:duration, trace:rootName, trace:rootService) are not supported and
+// are reported as syntax errors.
 //
-// A condition is `field op value`, field first:
+// A condition is `field op value` or `value op field` (read as the field
+// first, the operator mirrored), a bare attribute (`{ .a }` is
+// `{ .a = true }`), or a comparison of two values, decided at parse time
+// (`{ true }`, `{ 1 < 1h }`, `{ "a" =~ "a.*" }`, `{ nil = nil }`). Fields:
 //
 //	span.KEY      span attribute
 //	resource.KEY  resource attribute
 //	.KEY          span attribute if the span has it, else resource attribute
+//	event.KEY     an attribute of one of the span's events
+//	link.KEY      an attribute of one of the span's links
+//	instrumentation.KEY   an attribute of the span's instrumentation scope
 //	name, status, duration, kind, statusMessage   intrinsics
 //	span:name, span:status, span:duration, span:kind, span:statusMessage
+//	span:id, span:parentID, trace:id   ids as lowercase hex
+//	event:name, event:timeSinceStart   of one of the span's events
+//	link:traceID, link:spanID          of one of the span's links
+//	instrumentation:name, instrumentation:version
 //	content       full-text search (a Rastro extension, below)
+//
+// A condition on events or links holds when it holds for one of them; its
+// `= nil` form holds when none has the key.
 //
 // Unquoted keys are letters, digits and `_ - . / @`; any other key is
 // written quoted: span."my key". resource.service.name reads the resource's

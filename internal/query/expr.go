@@ -3,6 +3,7 @@ package query
 import (
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -30,15 +31,22 @@ const (
 	ScopeSpan
 	// ScopeResource is `resource.key`.
 	ScopeResource
+	// ScopeEvent is `event.key`: an attribute of any of the span's events.
+	ScopeEvent
+	// ScopeLink is `link.key`: an attribute of any of the span's links.
+	ScopeLink
+	// ScopeInstrumentation is `instrumentation.key`: an attribute of the
+	// span's instrumentation scope.
+	ScopeInstrumentation
 )
 
-// String returns "any", "span" or "resource".
+var scopeNames = [...]string{"any", "span", "resource", "event", "link", "instrumentation"}
+
+// String returns "any", "span", "resource", "event", "link" or
+// "instrumentation".
 func (s Scope) String() string {
-	switch s {
-	case ScopeSpan:
-		return "span"
-	case ScopeResource:
-		return "resource"
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
 	}
 	return "any"
 }
@@ -120,9 +128,20 @@ const (
 	intrKind
 	intrStatusMessage
 	intrContent
+	intrEventName           // event:name, any of the span's events
+	intrEventTimeSinceStart // event:timeSinceStart, any event: its time minus the span's start
+	intrLinkTraceID         // link:traceID, hex, any link
+	intrLinkSpanID          // link:spanID, hex, any link
+	intrInstrName           // instrumentation:name
+	intrInstrVersion        // instrumentation:version
+	intrSpanID              // span:id, hex
+	intrParentID            // span:parentID, hex ("" for a root span)
+	intrTraceID             // trace:id, hex
 )
 
-var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage", "content"}
+var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage", "content",
+	"event:name", "event:timeSinceStart", "link:traceID", "link:spanID", "instrumentation:name",
+	"instrumentation:version", "span:id", "span:parentID", "trace:id"}
 
 type field struct {
 	intr  intrinsic
@@ -136,13 +155,10 @@ func (f field) appendTo(b []byte) []byte {
 	if f.intr != intrNone {
 		return append(b, intrinsicNames[f.intr]...)
 	}
-	switch f.scope {
-	case ScopeSpan:
-		b = append(b, "span."...)
-	case ScopeResource:
-		b = append(b, "resource."...)
-	default:
+	if f.scope == ScopeAny {
 		b = append(b, '.')
+	} else {
+		b = append(append(b, scopeNames[f.scope]...), '.')
 	}
 	if bareKey(f.key) {
 		return append(b, f.key...)
@@ -162,13 +178,19 @@ func bareKey(k string) bool {
 	return true
 }
 
-// lookup resolves an attribute field on s.
+// lookup resolves an attribute field on s (the span, resource and
+// instrumentation scopes: one value at most).
 func (f field) lookup(s *model.Span) (model.Value, bool) {
 	switch f.scope {
 	case ScopeSpan:
 		return model.Lookup(s.Attributes, f.key)
 	case ScopeResource:
 		return resourceAttr(s, f.key)
+	case ScopeInstrumentation:
+		if s.Scope == nil {
+			return model.Value{}, false
+		}
+		return model.Lookup(s.Scope.Attributes, f.key)
 	}
 	if v, ok := model.Lookup(s.Attributes, f.key); ok {
 		return v, true
@@ -274,9 +296,41 @@ func (c *cond) appendBody(b []byte) []byte {
 	return c.lit.appendTo(b)
 }
 
-// Match reports whether s satisfies the condition.
+// Match reports whether s satisfies the condition. A condition on events or
+// links holds when it holds for one of them.
 func (c *cond) Match(s *model.Span) bool {
+	if c.f.intr != intrNone && c.lit.kind == litNil {
+		return c.op == opNe // intrinsics are always present
+	}
 	switch c.f.intr {
+	case intrEventName:
+		return slices.ContainsFunc(s.Events, func(e model.Event) bool { return c.cmpString(e.Name) })
+	case intrEventTimeSinceStart:
+		return slices.ContainsFunc(s.Events, func(e model.Event) bool {
+			return cmpInt(c.op, int64(e.TimeUnixNano)-int64(s.StartTimeUnixNano), c.lit.i)
+		})
+	case intrLinkTraceID:
+		return slices.ContainsFunc(s.Links, func(l model.Link) bool { return c.cmpString(l.TraceID.String()) })
+	case intrLinkSpanID:
+		return slices.ContainsFunc(s.Links, func(l model.Link) bool { return c.cmpString(l.SpanID.String()) })
+	case intrInstrName, intrInstrVersion:
+		var v string
+		if s.Scope != nil {
+			v = s.Scope.Name
+			if c.f.intr == intrInstrVersion {
+				v = s.Scope.Version
+			}
+		}
+		return c.cmpString(v)
+	case intrSpanID:
+		return c.cmpString(s.SpanID.String())
+	case intrParentID:
+		if s.ParentSpanID.IsZero() {
+			return c.cmpString("")
+		}
+		return c.cmpString(s.ParentSpanID.String())
+	case intrTraceID:
+		return c.cmpString(s.TraceID.String())
 	case intrName:
 		return c.cmpString(s.Name)
 	case intrStatusMessage:
@@ -294,13 +348,37 @@ func (c *cond) Match(s *model.Span) bool {
 		}
 		return cmpInt(c.op, int64(d), c.lit.i)
 	}
+	switch c.f.scope {
+	case ScopeEvent, ScopeLink:
+		var sets [][]model.KeyValue
+		for i := range s.Events {
+			if c.f.scope == ScopeEvent {
+				sets = append(sets, s.Events[i].Attributes)
+			}
+		}
+		for i := range s.Links {
+			if c.f.scope == ScopeLink {
+				sets = append(sets, s.Links[i].Attributes)
+			}
+		}
+		if c.lit.kind == litNil { // = nil: no event (link) has the key
+			has := slices.ContainsFunc(sets, func(kvs []model.KeyValue) bool { _, ok := model.Lookup(kvs, c.f.key); return ok })
+			return cmpEq(c.op, !has)
+		}
+		return slices.ContainsFunc(sets, func(kvs []model.KeyValue) bool {
+			v, ok := model.Lookup(kvs, c.f.key)
+			return ok && c.matchValue(v)
+		})
+	}
 	v, ok := c.f.lookup(s)
 	if c.lit.kind == litNil {
 		return cmpEq(c.op, !ok)
 	}
-	if !ok {
-		return false
-	}
+	return ok && c.matchValue(v)
+}
+
+// matchValue compares a present attribute value with the literal.
+func (c *cond) matchValue(v model.Value) bool {
 	switch c.lit.kind {
 	case litString:
 		return v.Type == model.ValueString && c.cmpString(v.Str)
@@ -323,6 +401,18 @@ func (c *cond) Match(s *model.Span) bool {
 	}
 	return false
 }
+
+// constExpr is a condition without a field, decided when the query is
+// parsed: `{ true }`, `{ 1 < 2 }`, `{ "a" = "b" }`.
+type constExpr struct {
+	v   bool
+	src string // as written, normalised
+}
+
+func (e constExpr) Match(*model.Span) bool     { return e.v }
+func (e constExpr) String() string             { return render(e) }
+func (constExpr) prec() int                    { return precUnary }
+func (e constExpr) appendBody(b []byte) []byte { return append(b, e.src...) }
 
 func (c *cond) cmpString(s string) bool {
 	switch c.op {

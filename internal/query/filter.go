@@ -220,7 +220,8 @@ func condHints(c *cond) hintSet {
 	case intrContent:
 		h.content = c.txt.Hashes()
 	case intrNone:
-		if c.op != opEq || c.lit.kind != litString {
+		// Segment filters know span and resource attributes only.
+		if c.op != opEq || c.lit.kind != litString || c.f.scope > ScopeResource {
 			break
 		}
 		if c.f.key == "service.name" {

@@ -269,3 +269,73 @@ func TestCanonicalString(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchEventsLinksScopeAndConstants: Tempo's event., link. and
+// instrumentation. scopes and span-level intrinsics, conditions with the
+// value first, bare attributes and constant conditions.
+func TestMatchEventsLinksScopeAndConstants(t *testing.T) {
+	s := fixture()
+	s.TraceID = model.TraceID{0xab, 15: 1}
+	s.SpanID = model.SpanID{1, 2, 3, 4, 5, 6, 7, 8}
+	s.ParentSpanID = model.SpanID{8, 7, 6, 5, 4, 3, 2, 1}
+	s.Scope = &model.Scope{Name: "grpc", Version: "v3.34", Attributes: []model.KeyValue{kv("lib", model.StringValue("x"))}}
+	s.Events = []model.Event{
+		{Name: "retry", TimeUnixNano: s.StartTimeUnixNano + uint64(20*time.Millisecond), Attributes: []model.KeyValue{kv("attempt", model.IntValue(2))}},
+		{Name: "exception", TimeUnixNano: s.StartTimeUnixNano + uint64(2*time.Second), Attributes: []model.KeyValue{kv("exception.type", model.StringValue("Timeout"))}},
+	}
+	s.Links = []model.Link{{TraceID: model.TraceID{0xf1, 15: 0xf1}, SpanID: model.SpanID{0xf1, 7: 0xf1}, Attributes: []model.KeyValue{kv("kind", model.StringValue("batch"))}}}
+	cases := []struct {
+		q    string
+		want bool
+	}{
+		{`{ event:name = "exception" }`, true},
+		{`{ event:name = "nope" }`, false},
+		{`{ event:name =~ "retr.*" }`, true},
+		{`{ event:timeSinceStart > 1s }`, true},
+		{`{ event:timeSinceStart > 3s }`, false},
+		{`{ event.attempt = 2 }`, true},
+		{`{ event.attempt = 3 }`, false},
+		{`{ event.exception.type = "Timeout" && event:name = "exception" }`, true},
+		{`{ event.missing = nil }`, true},
+		{`{ event.attempt = nil }`, false},
+		{`{ link.kind = "batch" }`, true},
+		{`{ link:traceID = "f10000000000000000000000000000f1" }`, true},
+		{`{ link:spanID = "f1000000000000f1" }`, true},
+		{`{ instrumentation:name = "grpc" && instrumentation:version = "v3.34" }`, true},
+		{`{ instrumentation.lib = "x" }`, true},
+		{`{ span:id = "0102030405060708" }`, true},
+		{`{ span:parentID = "0807060504030201" }`, true},
+		{`{ trace:id = "ab000000000000000000000000000001" }`, true},
+		{`{ trace:id = "ab" }`, false},
+		{`{ true }`, true},
+		{`{ false }`, false},
+		{`{ !true }`, false},
+		{`{ true && false }`, false},
+		{`{ 1 < 1h }`, true},
+		{`{ 1 <= 1.1 }`, true},
+		{`{ -1 = 2 }`, false},
+		{`{ "test" =~ "te.*" }`, true},
+		{`{ "test" != "test" }`, false},
+		{`{ nil = nil }`, true},
+		{`{ 500 <= span.http.status_code }`, true}, // value first: flipped
+		{`{ 600 <= span.http.status_code }`, false},
+		{`{ .cache.hit }`, true}, // a bare attribute is = true
+		{`{ !.cache.hit }`, false},
+		{`{ .http.method }`, false}, // a string is not true
+		{`{ !("test" != .c || ((true && .b) || 3 < .neg)) }`, true},
+	}
+	for _, c := range cases {
+		e, err := ParseTraceQL(c.q)
+		if err != nil {
+			t.Errorf("%s: %v", c.q, err)
+			continue
+		}
+		if got := e.Match(s); got != c.want {
+			t.Errorf("%s (read as %s) = %v, want %v", c.q, e, got, c.want)
+		}
+		again, err := ParseTraceQL(e.String())
+		if err != nil || again.String() != e.String() {
+			t.Errorf("%s: String %q does not parse back to itself: %v", c.q, e, err)
+		}
+	}
+}

@@ -115,6 +115,17 @@ func (p *parser) parseQuery() (node, error) {
 			return nil, p.errf(p.tok.pos, "expected &&, || or }, got %s", p.desc())
 		}
 	}
+	// Spanset operators the lexer has no token for (~, !~, !>, &>, ...).
+	rest := strings.TrimLeft(p.src[p.pos:], " \t\r\n")
+	for _, prefix := range []string{"~", "!~", "!<", "!>", "&~", "&<", "&>"} {
+		if strings.HasPrefix(rest, prefix) {
+			n := 0
+			for n < len(rest) && strings.IndexByte("<>&|~!=", rest[n]) >= 0 {
+				n++
+			}
+			return nil, p.errf(len(p.src)-len(rest), "spanset operators between filters are not supported, got %q after }", rest[:n])
+		}
+	}
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
@@ -212,12 +223,20 @@ var intrinsicByName = map[string]intrinsic{
 	"statusMessage": intrStatusMessage, "content": intrContent,
 	"span:name": intrName, "span:status": intrStatus, "span:duration": intrDuration,
 	"span:kind": intrKind, "span:statusMessage": intrStatusMessage,
+	"span:id": intrSpanID, "span:parentID": intrParentID, "trace:id": intrTraceID,
+	"event:name": intrEventName, "event:timeSinceStart": intrEventTimeSinceStart,
+	"link:traceID": intrLinkTraceID, "link:spanID": intrLinkSpanID,
+	"instrumentation:name": intrInstrName, "instrumentation:version": intrInstrVersion,
 }
 
+// unsupportedIntrinsics are Tempo's intrinsics Rastro does not evaluate yet:
+// the trace-level ones need the whole trace, the nested-set ones its
+// structure.
 var unsupportedIntrinsics = map[string]bool{
 	"traceDuration": true, "rootName": true, "rootServiceName": true,
+	"trace:duration": true, "trace:rootName": true, "trace:rootService": true,
 	"nestedSetLeft": true, "nestedSetRight": true, "nestedSetParent": true, "childCount": true,
-	"span:id": true, "span:parentID": true, "span:childCount": true,
+	"span:childCount": true,
 }
 
 func (p *parser) parseField() (field, error) {
@@ -229,9 +248,13 @@ func (p *parser) parseField() (field, error) {
 		if in, ok := intrinsicByName[w]; ok {
 			return field{intr: in}, nil
 		}
-		if unsupportedIntrinsics[w] || strings.HasPrefix(w, "trace:") || strings.HasPrefix(w, "event:") ||
-			strings.HasPrefix(w, "link:") || strings.HasPrefix(w, "instrumentation:") {
+		if unsupportedIntrinsics[w] {
 			return field{}, p.errf(p.tok.pos, "intrinsic %s is not supported", w)
+		}
+		for _, prefix := range []string{"trace:", "event:", "link:", "instrumentation:"} {
+			if strings.HasPrefix(w, prefix) {
+				return field{}, p.errf(p.tok.pos, "unknown intrinsic %s", w)
+			}
 		}
 		switch w {
 		case "true", "false", "nil", "ok", "error", "unset", "unspecified", "internal", "server", "client",
@@ -246,7 +269,115 @@ func (p *parser) parseField() (field, error) {
 	return field{}, p.errf(p.tok.pos, "expected condition (attribute or intrinsic), got %s", p.desc())
 }
 
+// literalToken reports whether the current token starts a condition with a
+// value on the left (`{ true }`, `{ 1 < 2 }`, `{ "a" = .b }`), and reads it.
+func (p *parser) literalToken() (literal, bool) {
+	switch p.tok.kind {
+	case tString, tNumber:
+		return p.tok.lit, true
+	case tIdent:
+		switch p.src[p.tok.pos:p.tok.end] {
+		case "true":
+			return literal{kind: litBool, i: 1}, true
+		case "false":
+			return literal{kind: litBool}, true
+		case "nil":
+			return literal{kind: litNil}, true
+		}
+	}
+	return literal{}, false
+}
+
+// flipped is the operator with its operands swapped (a < b is b > a).
+var flipped = map[op]op{opEq: opEq, opNe: opNe, opGt: opLt, opGe: opLe, opLt: opGt, opLe: opGe}
+
+// parseValueFirst parses a condition whose left side is the value l: a
+// constant (`{ true }`, `{ 1 < 1h }`), decided now, or `value op field`,
+// read as `field op' value`.
+func (p *parser) parseValueFirst(l literal) (node, error) {
+	lpos, lsrc := p.tok.pos, p.src[p.tok.pos:p.tok.end]
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind != tOp {
+		if l.kind == litBool {
+			return constExpr{v: l.i != 0, src: lsrc}, nil
+		}
+		return nil, p.errf(p.tok.pos, "expected operator after %s, got %s", lsrc, p.desc())
+	}
+	o, opPos := p.tok.op, p.tok.pos
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	if r, ok := p.literalToken(); ok {
+		rsrc := p.src[p.tok.pos:p.tok.end]
+		v, err := p.evalConst(l, o, r, opPos)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		return constExpr{v: v, src: lsrc + " " + o.String() + " " + rsrc}, nil
+	}
+	fo, ok := flipped[o]
+	if !ok {
+		return nil, p.errf(opPos, "%s needs the field on its left: write field %s value", o, o)
+	}
+	f, err := p.parseField()
+	if err != nil {
+		return nil, err
+	}
+	c := &cond{f: f, op: fo, lit: l}
+	if err := p.check(c, opPos, lpos); err != nil {
+		return nil, err
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// evalConst decides a comparison of two values: numbers (integers, floats
+// and durations, as nanoseconds) with numbers, strings with strings (=~
+// and !~ take a regular expression on the right, fully anchored), booleans
+// and nil with their own kind.
+func (p *parser) evalConst(l literal, o op, r literal, opPos int) (bool, error) {
+	num := func(x literal) (float64, bool) {
+		switch x.kind {
+		case litInt, litDuration:
+			return float64(x.i), true
+		case litFloat:
+			return x.f, true
+		}
+		return 0, false
+	}
+	if a, ok := num(l); ok {
+		if b, ok := num(r); ok && o != opRe && o != opNre {
+			return cmpFloat(o, a, b), nil
+		}
+	}
+	switch {
+	case l.kind == litString && r.kind == litString:
+		if o == opRe || o == opNre {
+			re, err := regexp.Compile("^(?s:" + r.s + ")$")
+			if err != nil {
+				return false, p.errf(opPos, "invalid regular expression %s: %v", strconv.Quote(r.s), err)
+			}
+			return re.MatchString(l.s) == (o == opRe), nil
+		}
+		c := &cond{op: o, lit: r}
+		return c.cmpString(l.s), nil
+	case l.kind == r.kind && (l.kind == litBool || l.kind == litNil) && (o == opEq || o == opNe):
+		return cmpEq(o, l.i == r.i), nil
+	}
+	return false, p.errf(opPos, "cannot compare %s with %s using %s", litNames[l.kind], litNames[r.kind], o)
+}
+
 func (p *parser) parseCond() (node, error) {
+	if l, ok := p.literalToken(); ok {
+		return p.parseValueFirst(l)
+	}
 	f, err := p.parseField()
 	if err != nil {
 		return nil, err
@@ -255,6 +386,10 @@ func (p *parser) parseCond() (node, error) {
 		return nil, err
 	}
 	if p.tok.kind != tOp {
+		if f.intr == intrNone && f.scope != ScopeEvent && f.scope != ScopeLink {
+			// A bare attribute is a boolean condition: `{ .a }` is `{ .a = true }`.
+			return &cond{f: f, op: opEq, lit: literal{kind: litBool, i: 1}}, nil
+		}
 		return nil, p.errf(p.tok.pos, "expected operator after %s, got %s", f, p.desc())
 	}
 	o, opPos := p.tok.op, p.tok.pos
@@ -307,6 +442,11 @@ func (p *parser) parseCond() (node, error) {
 	return c, nil
 }
 
+// stringIntrinsic are the intrinsics compared with strings.
+var stringIntrinsic = map[intrinsic]bool{intrName: true, intrStatusMessage: true, intrEventName: true,
+	intrLinkTraceID: true, intrLinkSpanID: true, intrInstrName: true, intrInstrVersion: true,
+	intrSpanID: true, intrParentID: true, intrTraceID: true}
+
 var litNames = [...]string{"string", "integer", "float", "boolean", "duration", "status", "kind", "nil"}
 
 // check applies the type rules and compiles regular expressions.
@@ -315,7 +455,7 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 		if c.lit.kind != litString {
 			return p.errf(litPos, "%s needs a string regular expression, got %s", c.op, litNames[c.lit.kind])
 		}
-		if c.f.intr != intrNone && c.f.intr != intrName && c.f.intr != intrStatusMessage {
+		if c.f.intr != intrNone && !stringIntrinsic[c.f.intr] {
 			return p.errf(opPos, "%s does not support %s", c.f, c.op)
 		}
 		if _, err := regexp.Compile(c.lit.s); err != nil {
@@ -329,11 +469,22 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 		return nil
 	}
 	ordering := c.op != opEq && c.op != opNe
-	switch c.f.intr {
-	case intrName, intrStatusMessage:
+	switch {
+	case stringIntrinsic[c.f.intr]:
+		if c.lit.kind == litNil && !ordering {
+			return nil // always present: != nil holds, = nil does not (as in Tempo)
+		}
 		if c.lit.kind != litString {
 			return p.errf(litPos, "%s compares with a string, got %s", c.f, litNames[c.lit.kind])
 		}
+		return nil
+	case c.f.intr == intrEventTimeSinceStart:
+		if c.lit.kind != litDuration && c.lit.kind != litInt {
+			return p.errf(litPos, "%s compares with a duration (100ms) or integer nanoseconds, got %s", c.f, litNames[c.lit.kind])
+		}
+		return nil
+	}
+	switch c.f.intr {
 	case intrStatus, intrKind:
 		want := litStatus
 		if c.f.intr == intrKind {
@@ -465,12 +616,9 @@ func (p *parser) advance() error {
 		}
 		w := s[i:j]
 		if j < len(s) && s[j] == '.' {
-			switch w {
-			case "span", "resource":
-				sc := ScopeSpan
-				if w == "resource" {
-					sc = ScopeResource
-				}
+			scopes := map[string]Scope{"span": ScopeSpan, "resource": ScopeResource, "event": ScopeEvent,
+				"link": ScopeLink, "instrumentation": ScopeInstrumentation}
+			if sc, ok := scopes[w]; ok {
 				key, end, err := p.scanKey(j+1, w+".")
 				if err != nil {
 					return err
@@ -478,8 +626,9 @@ func (p *parser) advance() error {
 				t.kind, t.end, t.fld = tAttr, end, field{scope: sc, key: key}
 				p.tok, p.pos = t, t.end
 				return nil
-			case "event", "link", "instrumentation", "scope", "trace":
-				return p.errf(i, "attribute scope %s. is not supported: use span., resource. or .", w)
+			}
+			if w == "scope" || w == "trace" {
+				return p.errf(i, "attribute scope %s. does not exist: use span., resource., event., link., instrumentation. or .", w)
 			}
 		}
 		if j < len(s) && s[j] == ':' {

@@ -16,7 +16,8 @@ func TestParseErrors(t *testing.T) {
 		{`span.a = 1`, 0, `expected { at start of query, got "span.a"`},
 		{`{ span.a = 1`, 12, `missing closing } for { at position 0`},
 		{`{`, 1, `expected condition (attribute or intrinsic), got end of query`},
-		{`{ span.http.status_code && x }`, 24, `expected operator after span.http.status_code, got "&&"`},
+		{`{ name && x }`, 7, `expected operator after name, got "&&"`},
+		{`{ span.http.status_code && x }`, 27, `unknown intrinsic "x"`},
 		{`{ span.http.status_code = 200 span.a = 1 }`, 30, `expected &&, || or }, got "span.a"`},
 		{`{ span.a = 1 } | count() > 2`, 15, `pipelines (|) are not supported`},
 		{`{ span.a = 1 } && { span.b = 2 }`, 15, `spanset operators between filters are not supported, got "&&" after }`},
@@ -28,7 +29,11 @@ func TestParseErrors(t *testing.T) {
 		{`{ traceDuration > 1s }`, 2, `intrinsic traceDuration is not supported`},
 		{`{ trace:duration > 1s }`, 2, `intrinsic trace:duration is not supported`},
 		{`{ rootName = "x" }`, 2, `intrinsic rootName is not supported`},
-		{`{ event.name = "x" }`, 2, `attribute scope event. is not supported`},
+		{`{ scope.name = "x" }`, 2, `attribute scope scope. does not exist`},
+		{`{ event:nope = "x" }`, 2, `unknown intrinsic event:nope`},
+		{`{ rootServiceName = "x" }`, 2, `intrinsic rootServiceName is not supported`},
+		{`{ event:timeSinceStart > "1s" }`, 25, `compares with a duration`},
+		{`{ span:id > 5 }`, 12, `span:id compares with a string, got integer`},
 		{`{ kind = banana }`, 9, `unknown span kind "banana": want unspecified, internal, server, client, producer or consumer`},
 		{`{ status = broken }`, 11, `unknown status "broken": want ok, error or unset`},
 		{`{ status = server }`, 11, `status compares with a status word, got kind`},
@@ -65,8 +70,9 @@ func TestParseErrors(t *testing.T) {
 		{`{ kind = server) }`, 15, `unbalanced ): no matching (`},
 		{`{ () }`, 3, `expected condition (attribute or intrinsic), got ")"`},
 		{`{ kind = server && }`, 19, `expected condition (attribute or intrinsic), got "}"`},
-		{`{ true = span.a }`, 2, `expected attribute or intrinsic before the operator, got value true`},
-		{`{ 5 = span.a }`, 2, `expected condition (attribute or intrinsic), got "5"`},
+		{`{ 5 =~ span.a }`, 4, `=~ needs the field on its left`},
+		{`{ "a" = 5 }`, 6, `cannot compare string with integer using =`},
+		{`{ 5 }`, 4, `expected operator after 5, got "}"`},
 		{`{ span.a = 1 # }`, 13, `unexpected character '#'`},
 		{"{ " + strings.Repeat("(", 300) + "kind = server" + strings.Repeat(")", 300) + " }", 202, `nested deeper than 200 levels`},
 	}
@@ -84,8 +90,8 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestSyntaxErrorText(t *testing.T) {
-	_, err := ParseTraceQL(`{ span.http.status_code && span.a = 1 }`)
-	want := `position 24: expected operator after span.http.status_code, got "&&"`
+	_, err := ParseTraceQL(`{ name && span.a = 1 }`)
+	want := `position 7: expected operator after name, got "&&"`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %s", err, want)
 	}

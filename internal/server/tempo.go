@@ -560,10 +560,12 @@ func tempoTraceOf(sum store.TraceSummary, spans []model.Span, f *query.Filter, s
 // those of Tempo's list that Rastro's TraceQL accepts, so that Grafana's
 // autocompletion offers nothing a search would refuse.
 var tempoIntrinsics = []string{"duration", "name", "status", "statusMessage", "kind",
-	"span:status", "span:statusMessage", "span:duration", "span:name", "span:kind"}
+	"event:name", "event:timeSinceStart", "link:spanID", "link:traceID", "instrumentation:name",
+	"instrumentation:version", "trace:id", "span:id", "span:parentID", "span:status", "span:statusMessage",
+	"span:duration", "span:name", "span:kind"}
 
-// tempoAllIntrinsics are the rest of Tempo's intrinsic names: their values
-// are an empty list here, as Tempo answers for duration.
+// tempoAllIntrinsics are the intrinsic names whose values are not listed:
+// an empty list, as Tempo answers for duration.
 var tempoAllIntrinsics = map[string]bool{"rootServiceName": true, "rootName": true, "traceDuration": true,
 	"event:name": true, "event:timeSinceStart": true, "link:spanID": true, "link:traceID": true,
 	"instrumentation:name": true, "instrumentation:version": true, "trace:id": true, "span:id": true,
