@@ -45,6 +45,9 @@ func overlaps(lo, hi, start, end uint64) bool {
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
+	if err := noTraceConditions(f); err != nil {
+		return nil, err
+	}
 	f = e.visible(project, f)
 	v := e.view()
 	defer v.release()
@@ -461,6 +464,15 @@ func (e *Engine) LLMStats(ctx context.Context, project string, q *store.LLMQuery
 	return llmAnswer(groupEntries(entries, q.GroupBy, nil), &res)
 }
 
+// noTraceConditions refuses trace-level conditions (rootServiceName,
+// traceDuration, ...) where spans are aggregated without their traces.
+func noTraceConditions(f *query.Filter) error {
+	if f.NeedsTrace() {
+		return fmt.Errorf("trace-level conditions (traceDuration, rootName, rootServiceName) are not supported here; use them in span and trace searches: %w", store.ErrBadRequest)
+	}
+	return nil
+}
+
 // checkGroupBy refuses a dimension that is not one of store.LLMGroupKeys.
 func checkGroupBy(groupBy []string) error {
 	for _, g := range groupBy {
@@ -564,6 +576,9 @@ func (e *Engine) LLMTimeseries(ctx context.Context, project string, q *store.LLM
 		return store.LLMStats{}, fmt.Errorf("step %s is not a whole number of seconds of at least 1s: %w", step, store.ErrBadRequest)
 	}
 	if err := checkGroupBy(q.GroupBy); err != nil {
+		return store.LLMStats{}, err
+	}
+	if err := noTraceConditions(&q.Filter); err != nil {
 		return store.LLMStats{}, err
 	}
 	var groups []llmGroup

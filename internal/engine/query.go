@@ -374,6 +374,20 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, res *queryResult,
 	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
 	f = e.visible(project, f)
+	if f.NeedsTrace() {
+		// Trace-level intrinsics read the whole trace, whatever the window:
+		// one trace lookup per trace the scan meets.
+		f = query.WithTraces(f, func(id model.TraceID) (query.TraceInfo, bool) {
+			spans, _, err := e.trace(ctx, project, id, false)
+			if err != nil {
+				if res.ioErr == nil && !errors.Is(err, context.Canceled) {
+					res.ioErr = err
+				}
+				return query.TraceInfo{}, false
+			}
+			return query.TraceInfoOf(spans), len(spans) > 0
+		})
+	}
 	if hs := e.hidden(); len(hs.traces) > 0 {
 		inner := emit
 		emit = func(s *model.Span, shadowed func() bool) {

@@ -52,6 +52,9 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 // the session are not read.
 func (e *Engine) SessionTraces(ctx context.Context, project, id string, f *query.Filter) ([][]model.Span, store.Result, error) {
 	var res queryResult
+	if err := noTraceConditions(f); err != nil {
+		return nil, res.Result, err
+	}
 	traces := map[model.TraceID]bool{}
 	v := e.view()
 	defer v.release()

@@ -76,6 +76,9 @@ func (e *Engine) Tail(ctx context.Context, project string, f *query.Filter) (sto
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if f.NeedsTrace() {
+		return nil, fmt.Errorf("a live tail sees spans as they arrive, before their trace is complete: trace-level conditions (traceDuration, rootName, rootServiceName) are not supported: %w", store.ErrBadRequest)
+	}
 	t := &Tail{e: e, project: project, f: f, ch: make(chan tailBatch, TailBuffer), done: make(chan struct{})}
 	e.tails.mu.Lock()
 	defer e.tails.mu.Unlock()

@@ -8,10 +8,9 @@
 // A query is one spanset filter: `{ }` matches every span; `{ cond }`
 // combines conditions with `&&`, `||`, `!` (negation) and parentheses;
 // `&&` binds tighter than `||`. Spanset operators between filters
-// (`{a} && {b}`, `>>`, `~`), pipelines (`| count()`), arithmetic and
-// trace-level intrinsics (traceDuration, rootName, rootServiceName,
-// trace:duration, trace:rootName, trace:rootService) are not supported and
-// are reported as syntax errors.
+// (`{a} && {b}`, `>>`, `~`), pipelines (`| count()`), arithmetic and the
+// nested-set intrinsics are not supported and are reported as syntax
+// errors.
 //
 // A condition is `field op value` or `value op field` (read as the field
 // first, the operator mirrored), a bare attribute (`{ .a }` is
@@ -30,6 +29,9 @@
 //	event:name, event:timeSinceStart   of one of the span's events
 //	link:traceID, link:spanID          of one of the span's links
 //	instrumentation:name, instrumentation:version
+//	traceDuration, rootName, rootServiceName   of the span's trace (also
+//	              trace:duration, trace:rootName, trace:rootService); they
+//	              hold only where a backend binds the trace (WithTraces)
 //	content       full-text search (a Rastro extension, below)
 //
 // A condition on events or links holds when it holds for one of them; its

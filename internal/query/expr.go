@@ -56,6 +56,9 @@ type node interface {
 	Expr
 	prec() int
 	appendBody(b []byte) []byte
+	// matchIn is Match with the span's trace at hand for trace-level
+	// intrinsics (nil: unknown, and they do not hold).
+	matchIn(s *model.Span, t *traceCtx) bool
 }
 
 const (
@@ -80,15 +83,19 @@ func appendChild(b []byte, n node, min int) []byte {
 // allExpr is `{ }`. The parser only produces it at the top level.
 type allExpr struct{}
 
-func (allExpr) Match(*model.Span) bool     { return true }
-func (allExpr) String() string             { return "{ }" }
-func (allExpr) prec() int                  { return precUnary }
-func (allExpr) appendBody(b []byte) []byte { return b }
+func (allExpr) Match(*model.Span) bool              { return true }
+func (allExpr) matchIn(*model.Span, *traceCtx) bool { return true }
+func (allExpr) String() string                      { return "{ }" }
+func (allExpr) prec() int                           { return precUnary }
+func (allExpr) appendBody(b []byte) []byte          { return b }
 
 // andExpr is `l && r`.
 type andExpr struct{ l, r node }
 
-func (e andExpr) Match(s *model.Span) bool   { return e.l.Match(s) && e.r.Match(s) }
+func (e andExpr) Match(s *model.Span) bool { return e.matchIn(s, nil) }
+func (e andExpr) matchIn(s *model.Span, t *traceCtx) bool {
+	return e.l.matchIn(s, t) && e.r.matchIn(s, t)
+}
 func (e andExpr) String() string             { return render(e) }
 func (andExpr) prec() int                    { return precAnd }
 func (e andExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " && ", precAnd) }
@@ -96,7 +103,10 @@ func (e andExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " &
 // orExpr is `l || r`.
 type orExpr struct{ l, r node }
 
-func (e orExpr) Match(s *model.Span) bool   { return e.l.Match(s) || e.r.Match(s) }
+func (e orExpr) Match(s *model.Span) bool { return e.matchIn(s, nil) }
+func (e orExpr) matchIn(s *model.Span, t *traceCtx) bool {
+	return e.l.matchIn(s, t) || e.r.matchIn(s, t)
+}
 func (e orExpr) String() string             { return render(e) }
 func (orExpr) prec() int                    { return precOr }
 func (e orExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " || ", precOr) }
@@ -104,9 +114,10 @@ func (e orExpr) appendBody(b []byte) []byte { return appendBin(b, e.l, e.r, " ||
 // notExpr is `!(x)`; it always renders its operand in parentheses.
 type notExpr struct{ x node }
 
-func (e notExpr) Match(s *model.Span) bool { return !e.x.Match(s) }
-func (e notExpr) String() string           { return render(e) }
-func (notExpr) prec() int                  { return precUnary }
+func (e notExpr) Match(s *model.Span) bool                { return e.matchIn(s, nil) }
+func (e notExpr) matchIn(s *model.Span, t *traceCtx) bool { return !e.x.matchIn(s, t) }
+func (e notExpr) String() string                          { return render(e) }
+func (notExpr) prec() int                                 { return precUnary }
 func (e notExpr) appendBody(b []byte) []byte {
 	return appendChild(append(b, '!'), e.x, precUnary+1)
 }
@@ -137,11 +148,14 @@ const (
 	intrSpanID              // span:id, hex
 	intrParentID            // span:parentID, hex ("" for a root span)
 	intrTraceID             // trace:id, hex
+	intrTraceDuration       // traceDuration: the trace's earliest start to latest end
+	intrRootName            // rootName: the root span's name
+	intrRootService         // rootServiceName: the root span's service
 )
 
 var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage", "content",
 	"event:name", "event:timeSinceStart", "link:traceID", "link:spanID", "instrumentation:name",
-	"instrumentation:version", "span:id", "span:parentID", "trace:id"}
+	"instrumentation:version", "span:id", "span:parentID", "trace:id", "traceDuration", "rootName", "rootServiceName"}
 
 type field struct {
 	intr  intrinsic
@@ -297,12 +311,27 @@ func (c *cond) appendBody(b []byte) []byte {
 }
 
 // Match reports whether s satisfies the condition. A condition on events or
-// links holds when it holds for one of them.
-func (c *cond) Match(s *model.Span) bool {
+// links holds when it holds for one of them. A trace-level condition holds
+// only where the backend bound the span's trace (WithTraces).
+func (c *cond) Match(s *model.Span) bool { return c.matchIn(s, nil) }
+
+func (c *cond) matchIn(s *model.Span, tc *traceCtx) bool {
 	if c.f.intr != intrNone && c.lit.kind == litNil {
 		return c.op == opNe // intrinsics are always present
 	}
 	switch c.f.intr {
+	case intrTraceDuration, intrRootName, intrRootService:
+		t, ok := tc.of(s)
+		if !ok {
+			return false
+		}
+		switch c.f.intr {
+		case intrTraceDuration:
+			return cmpInt(c.op, int64(min(t.Duration, math.MaxInt64)), c.lit.i)
+		case intrRootName:
+			return t.HasRoot && c.cmpString(t.RootName)
+		}
+		return t.HasRoot && c.cmpString(t.RootService)
 	case intrEventName:
 		return slices.ContainsFunc(s.Events, func(e model.Event) bool { return c.cmpString(e.Name) })
 	case intrEventTimeSinceStart:
@@ -409,10 +438,11 @@ type constExpr struct {
 	src string // as written, normalised
 }
 
-func (e constExpr) Match(*model.Span) bool     { return e.v }
-func (e constExpr) String() string             { return render(e) }
-func (constExpr) prec() int                    { return precUnary }
-func (e constExpr) appendBody(b []byte) []byte { return append(b, e.src...) }
+func (e constExpr) Match(*model.Span) bool              { return e.v }
+func (e constExpr) matchIn(*model.Span, *traceCtx) bool { return e.v }
+func (e constExpr) String() string                      { return render(e) }
+func (constExpr) prec() int                             { return precUnary }
+func (e constExpr) appendBody(b []byte) []byte          { return append(b, e.src...) }
 
 func (c *cond) cmpString(s string) bool {
 	switch c.op {

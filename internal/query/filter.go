@@ -164,6 +164,8 @@ func statusBit(c model.StatusCode) uint8 {
 
 func exprHints(n node) hintSet {
 	switch e := n.(type) {
+	case boundExpr:
+		return exprHints(e.node)
 	case andExpr:
 		return andHints(exprHints(e.l), exprHints(e.r))
 	case orExpr:

@@ -339,3 +339,49 @@ func TestMatchEventsLinksScopeAndConstants(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchTraceLevel: trace-level intrinsics read the trace a backend
+// binds with WithTraces, once per trace; unbound, they do not hold.
+func TestMatchTraceLevel(t *testing.T) {
+	s := fixture()
+	info := TraceInfo{HasRoot: true, RootName: "GET /", RootService: "gateway", Duration: uint64(3 * time.Second)}
+	calls := 0
+	lookup := func(model.TraceID) (TraceInfo, bool) { calls++; return info, true }
+	cases := []struct {
+		q    string
+		want bool
+	}{
+		{`{ rootServiceName = "gateway" }`, true},
+		{`{ trace:rootService = "gateway" && status = error }`, true},
+		{`{ rootName =~ "GET.*" }`, true},
+		{`{ rootName = "POST /" }`, false},
+		{`{ traceDuration > 2s }`, true},
+		{`{ trace:duration < 2s }`, false},
+		{`{ !(rootServiceName = "gateway") }`, false},
+	}
+	for _, c := range cases {
+		e, err := ParseTraceQL(c.q)
+		if err != nil {
+			t.Fatalf("%s: %v", c.q, err)
+		}
+		f := &Filter{Expr: e}
+		if !f.NeedsTrace() {
+			t.Fatalf("%s: NeedsTrace false", c.q)
+		}
+		calls = 0
+		bound := WithTraces(f, lookup)
+		if got := bound.Match(s); got != c.want {
+			t.Errorf("%s = %v, want %v", c.q, got, c.want)
+		}
+		bound.Match(s) // the same trace again: no lookup
+		if calls != 1 {
+			t.Errorf("%s: %d lookups for one trace, want 1", c.q, calls)
+		}
+		if f.Match(s) && c.q != `{ !(rootServiceName = "gateway") }` {
+			t.Errorf("%s: matched without its trace", c.q)
+		}
+	}
+	if e, _ := ParseTraceQL(`{ status = error }`); (&Filter{Expr: e}).NeedsTrace() {
+		t.Error("a span-level filter needs its trace")
+	}
+}

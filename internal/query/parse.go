@@ -227,14 +227,14 @@ var intrinsicByName = map[string]intrinsic{
 	"event:name": intrEventName, "event:timeSinceStart": intrEventTimeSinceStart,
 	"link:traceID": intrLinkTraceID, "link:spanID": intrLinkSpanID,
 	"instrumentation:name": intrInstrName, "instrumentation:version": intrInstrVersion,
+	"traceDuration": intrTraceDuration, "trace:duration": intrTraceDuration,
+	"rootName": intrRootName, "trace:rootName": intrRootName,
+	"rootServiceName": intrRootService, "trace:rootService": intrRootService,
 }
 
 // unsupportedIntrinsics are Tempo's intrinsics Rastro does not evaluate yet:
-// the trace-level ones need the whole trace, the nested-set ones its
-// structure.
+// the nested-set ones and child counts need the trace's structure.
 var unsupportedIntrinsics = map[string]bool{
-	"traceDuration": true, "rootName": true, "rootServiceName": true,
-	"trace:duration": true, "trace:rootName": true, "trace:rootService": true,
 	"nestedSetLeft": true, "nestedSetRight": true, "nestedSetParent": true, "childCount": true,
 	"span:childCount": true,
 }
@@ -444,6 +444,7 @@ func (p *parser) parseCond() (node, error) {
 
 // stringIntrinsic are the intrinsics compared with strings.
 var stringIntrinsic = map[intrinsic]bool{intrName: true, intrStatusMessage: true, intrEventName: true,
+	intrRootName: true, intrRootService: true,
 	intrLinkTraceID: true, intrLinkSpanID: true, intrInstrName: true, intrInstrVersion: true,
 	intrSpanID: true, intrParentID: true, intrTraceID: true}
 
@@ -478,7 +479,7 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 			return p.errf(litPos, "%s compares with a string, got %s", c.f, litNames[c.lit.kind])
 		}
 		return nil
-	case c.f.intr == intrEventTimeSinceStart:
+	case c.f.intr == intrEventTimeSinceStart || c.f.intr == intrTraceDuration:
 		if c.lit.kind != litDuration && c.lit.kind != litInt {
 			return p.errf(litPos, "%s compares with a duration (100ms) or integer nanoseconds, got %s", c.f, litNames[c.lit.kind])
 		}

@@ -689,3 +689,66 @@ func TestExtraListenersServeTheSameRoutes(t *testing.T) {
 		t.Fatalf("trace sent on the zipkin port, read on the tempo port: %d %x", code, body)
 	}
 }
+
+// TestAPITraceLevelConditions: rootServiceName, rootName and traceDuration
+// select every span of the traces they describe, part sealed and part in
+// the write buffer; where spans are read without their traces (live tail,
+// LLM statistics) they are refused with a 400.
+func TestAPITraceLevelConditions(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer, b store.Backend) {
+		spans := recentSpans(16, 6) // 4 traces of 4 spans; roots at 0, 4, 8, 12
+		res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("edge")}}}
+		spans[4].Resource, spans[4].Service, spans[4].Name = res, "edge", "GET /edge"
+		spans[15].EndTimeUnixNano = spans[12].StartTimeUnixNano + uint64(30*time.Second) // trace 3 lasts 30 s
+		ts.ingest(spans[:8], "")
+		if ts.eng != nil {
+			if err := ts.eng.Seal(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts.ingest(spans[8:], "")
+		ids := func(q string) []string {
+			t.Helper()
+			var page spansResp
+			if code := ts.get("/api/v1/spans?limit=100&q="+url.QueryEscape(q), &page); code != 200 {
+				t.Fatalf("%s: %d", q, code)
+			}
+			var out []string
+			for _, s := range page.Spans {
+				out = append(out, s["span_id"].(string))
+			}
+			slices.Sort(out)
+			return out
+		}
+		want := func(idx ...int) []string {
+			var out []string
+			for _, i := range idx {
+				out = append(out, spans[i].SpanID.String())
+			}
+			slices.Sort(out)
+			return out
+		}
+		for q, w := range map[string][]string{
+			`{ rootServiceName = "edge" }`:                           want(4, 5, 6, 7),
+			`{ trace:rootService = "edge" && kind = server }`:        want(4, 5, 6, 7),
+			`{ rootName = "GET /edge" && span.http.route = "/r/1" }`: want(5, 7),
+			`{ traceDuration > 20s }`:                                want(12, 13, 14, 15),
+			`{ !(rootServiceName = "svc-a") }`:                       want(4, 5, 6, 7),
+		} {
+			if got := ids(q); !slices.Equal(got, w) {
+				t.Errorf("%s: %v, want %v", q, got, w)
+			}
+		}
+		var traces struct {
+			Traces []traceSummaryShape `json:"traces"`
+		}
+		if code := ts.get("/api/v1/traces?q="+url.QueryEscape(`{ traceDuration > 20s }`), &traces); code != 200 ||
+			len(traces.Traces) != 1 || traces.Traces[0].TraceID != spans[12].TraceID.String() {
+			t.Fatalf("trace search by duration: %d %+v", code, traces.Traces)
+		}
+		for _, path := range []string{"/api/v1/tail", "/api/v1/llm/stats"} {
+			code, hdr, body := ts.request("GET", path+"?q="+url.QueryEscape(`{ rootServiceName = "edge" }`), nil)
+			wantError(t, path, code, hdr, body, 400, "trace-level conditions")
+		}
+	})
+}

@@ -45,6 +45,10 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 		return
 	}
 	t, err := b.Tail(r.Context(), project, &f)
+	if errors.Is(err, store.ErrBadRequest) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if err != nil {
 		w.Header().Set("Retry-After", "10")
 		writeError(w, http.StatusServiceUnavailable, err.Error())

@@ -560,13 +560,14 @@ func tempoTraceOf(sum store.TraceSummary, spans []model.Span, f *query.Filter, s
 // those of Tempo's list that Rastro's TraceQL accepts, so that Grafana's
 // autocompletion offers nothing a search would refuse.
 var tempoIntrinsics = []string{"duration", "name", "status", "statusMessage", "kind",
+	"rootServiceName", "rootName", "traceDuration", "trace:rootService", "trace:rootName", "trace:duration",
 	"event:name", "event:timeSinceStart", "link:spanID", "link:traceID", "instrumentation:name",
 	"instrumentation:version", "trace:id", "span:id", "span:parentID", "span:status", "span:statusMessage",
 	"span:duration", "span:name", "span:kind"}
 
 // tempoAllIntrinsics are the intrinsic names whose values are not listed:
 // an empty list, as Tempo answers for duration.
-var tempoAllIntrinsics = map[string]bool{"rootServiceName": true, "rootName": true, "traceDuration": true,
+var tempoAllIntrinsics = map[string]bool{"rootName": true, "traceDuration": true,
 	"event:name": true, "event:timeSinceStart": true, "link:spanID": true, "link:traceID": true,
 	"instrumentation:name": true, "instrumentation:version": true, "trace:id": true, "span:id": true,
 	"span:parentID": true, "trace:rootName": true, "trace:rootService": true, "trace:duration": true}
@@ -726,6 +727,17 @@ func (s *Server) tempoValues(r *http.Request, b store.Backend, project, tag stri
 		return out, nil
 	}
 	switch {
+	case tag == "rootServiceName" || tag == "trace:rootService":
+		svcs, _, err := b.Services(r.Context(), project, start, end)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range svcs {
+			if len(out) < limit {
+				out = append(out, tempoTagValue{store.TypeString, n.Name})
+			}
+		}
+		return out, nil
 	case intrinsic == "name":
 		ops, _, err := b.Operations(r.Context(), project, "", start, end) // every service's span names
 		if err != nil {

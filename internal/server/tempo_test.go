@@ -372,7 +372,7 @@ func TestTempoTagsAndValues(t *testing.T) {
 	if !slices.Contains(scopes["resource"], "service.name") || !slices.Contains(scopes["resource"], "deployment.environment") ||
 		!slices.Contains(scopes["span"], "http.response.status_code") || !slices.Contains(scopes["intrinsic"], "status") ||
 		!slices.Contains(scopes["intrinsic"], "span:kind") || slices.Contains(scopes["span"], "service.name") ||
-		slices.Contains(scopes["intrinsic"], "traceDuration") { // only what Rastro's TraceQL accepts
+		!slices.Contains(scopes["intrinsic"], "rootServiceName") || slices.Contains(scopes["intrinsic"], "nestedSetLeft") {
 
 		t.Fatalf("v2 tags: %+v", scopes)
 	}
@@ -419,7 +419,7 @@ func TestTempoTagsAndValues(t *testing.T) {
 		"name":                           {"GET /cart": "string", "charge": "string", "POST /charge": "string", "GET /": "string"},
 		"duration":                       {},
 		"event:name":                     {},
-		"rootServiceName":                {},
+		"rootServiceName":                {"shop": "string", "payments": "string"},
 	} {
 		if got := values(tag); !maps.Equal(got, want) {
 			t.Errorf("values of %s: %v, want %v", tag, got, want)

@@ -91,6 +91,9 @@ func (s *Store) groups(ctx context.Context, project string, f *query.Filter, dim
 			return nil, fmt.Errorf("unknown group_by %q (use %v): %w", d, store.LLMGroupKeys, store.ErrBadRequest)
 		}
 	}
+	if f.NeedsTrace() {
+		return nil, fmt.Errorf("trace-level conditions are not supported in LLM statistics: %w", store.ErrBadRequest)
+	}
 	spans, err := s.matching(ctx, project, f)
 	if err != nil {
 		return nil, err
@@ -176,6 +179,9 @@ func (s *Store) Sessions(ctx context.Context, project string, f *query.Filter) (
 // SessionTraces returns the traces holding a matching span of the session,
 // oldest first.
 func (s *Store) SessionTraces(ctx context.Context, project, id string, f *query.Filter) ([][]model.Span, store.Result, error) {
+	if f.NeedsTrace() {
+		return nil, store.Result{}, fmt.Errorf("trace-level conditions are not supported in sessions: %w", store.ErrBadRequest)
+	}
 	spans, err := s.matching(ctx, project, f)
 	if err != nil {
 		return nil, store.Result{}, err

@@ -141,6 +141,10 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter) (
 	if s.closed {
 		return nil, store.ErrClosed
 	}
+	f = query.WithTraces(f, func(id model.TraceID) (query.TraceInfo, bool) {
+		spans := s.traceLocked(project, id)
+		return query.TraceInfoOf(spans), len(spans) > 0
+	})
 	var out []model.Span
 	for i := range s.spans[project] {
 		if sp := &s.spans[project][i]; f.Match(sp) {
@@ -153,6 +157,11 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter) (
 func (s *Store) trace(project string, id model.TraceID) []model.Span {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	return s.traceLocked(project, id)
+}
+
+// traceLocked is trace; callers hold s.mu.
+func (s *Store) traceLocked(project string, id model.TraceID) []model.Span {
 	var out []model.Span
 	for _, sp := range s.spans[project] {
 		if sp.TraceID == id {

@@ -32,6 +32,9 @@ func (s *Store) Tail(ctx context.Context, project string, f *query.Filter) (stor
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if f.NeedsTrace() {
+		return nil, fmt.Errorf("trace-level conditions are not supported in a live tail: %w", store.ErrBadRequest)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
