@@ -62,14 +62,18 @@ func (s *Server) failure(err error) (code int, msg string, retry bool) {
 	return http.StatusInternalServerError, "query failed: " + err.Error(), false
 }
 
-// queryFailed answers a failed query with a JSON error (see failure).
-func (s *Server) queryFailed(w http.ResponseWriter, err error) {
+// failedWith answers a failed store query with an API family's error
+// writer (see failure).
+func (s *Server) failedWith(w http.ResponseWriter, err error, fail func(w http.ResponseWriter, code int, msg string)) {
 	code, msg, retry := s.failure(err)
 	if retry {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, code, msg)
+	fail(w, code, msg)
 }
+
+// queryFailed answers a failed query with a JSON error (see failure).
+func (s *Server) queryFailed(w http.ResponseWriter, err error) { s.failedWith(w, err, writeError) }
 
 func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	id, err := model.ParseTraceID(r.PathValue("trace_id"))

@@ -80,11 +80,28 @@ func jaegerFail(w http.ResponseWriter, code int, msg string) {
 
 // jaegerQueryFailed answers a failed store query on a v1 route.
 func (s *Server) jaegerQueryFailed(w http.ResponseWriter, err error) {
-	code, msg, retry := s.failure(err)
-	if retry {
-		w.Header().Set("Retry-After", "1")
+	s.failedWith(w, err, jaegerFail)
+}
+
+// jaegerTraceByID reads the trace of the request's {trace_id}; ok is false
+// when an error (notFound for an unknown trace) was written with fail.
+func (s *Server) jaegerTraceByID(w http.ResponseWriter, r *http.Request, b store.Backend, project, notFound string,
+	fail func(w http.ResponseWriter, code int, msg string)) ([]model.Span, bool) {
+	id, err := parseJaegerTraceID(r.PathValue("trace_id"))
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return nil, false
 	}
-	jaegerFail(w, code, msg)
+	spans, _, err := b.Trace(r.Context(), project, id)
+	if err != nil {
+		s.failedWith(w, err, fail)
+		return nil, false
+	}
+	if len(spans) == 0 {
+		fail(w, http.StatusNotFound, notFound)
+		return nil, false
+	}
+	return spans, true
 }
 
 // jaegerTraceID formats a trace id as Jaeger does: 16 hex digits when the
@@ -203,8 +220,7 @@ func (s *Server) handleJaegerOperations(v3 bool) queryHandler {
 		ops, err := s.jaegerOperations(r, b, project, service, firstParam(q, "spanKind", "span_kind"))
 		if err != nil {
 			if v3 {
-				code, msg, _ := s.failure(err)
-				jaeger3Fail(w, code, msg)
+				s.jaeger3QueryFailed(w, err)
 			} else {
 				s.jaegerQueryFailed(w, err)
 			}
@@ -423,21 +439,9 @@ func (s *Server) handleTraceByIDShared(w http.ResponseWriter, r *http.Request, b
 		s.handleTempoTraceV1(w, r, b, project)
 		return
 	}
-	id, err := parseJaegerTraceID(r.PathValue("trace_id"))
-	if err != nil {
-		jaegerFail(w, http.StatusBadRequest, err.Error())
-		return
+	if spans, ok := s.jaegerTraceByID(w, r, b, project, "trace not found", jaegerFail); ok {
+		jaegerOK(w, []jaegerTrace{uiTrace(spans)}, 0)
 	}
-	spans, _, err := b.Trace(r.Context(), project, id)
-	if err != nil {
-		s.jaegerQueryFailed(w, err)
-		return
-	}
-	if len(spans) == 0 {
-		jaegerFail(w, http.StatusNotFound, "trace not found")
-		return
-	}
-	jaegerOK(w, []jaegerTrace{uiTrace(spans)}, 0)
 }
 
 // The Jaeger UI's trace model (jaeger internal/uimodel/model.go).
@@ -652,11 +656,7 @@ func jaeger3Fail(w http.ResponseWriter, code int, msg string) {
 }
 
 func (s *Server) jaeger3QueryFailed(w http.ResponseWriter, err error) {
-	code, msg, retry := s.failure(err)
-	if retry {
-		w.Header().Set("Retry-After", "1")
-	}
-	jaeger3Fail(w, code, msg)
+	s.failedWith(w, err, jaeger3Fail)
 }
 
 func (s *Server) handleJaeger3Services(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
@@ -680,21 +680,9 @@ func writeOTLPResult(w http.ResponseWriter, spans []model.Span) {
 }
 
 func (s *Server) handleJaeger3Trace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
-	id, err := parseJaegerTraceID(r.PathValue("trace_id"))
-	if err != nil {
-		jaeger3Fail(w, http.StatusBadRequest, err.Error())
-		return
+	if spans, ok := s.jaegerTraceByID(w, r, b, project, "No traces found", jaeger3Fail); ok {
+		writeOTLPResult(w, spans)
 	}
-	spans, _, err := b.Trace(r.Context(), project, id)
-	if err != nil {
-		s.jaeger3QueryFailed(w, err)
-		return
-	}
-	if len(spans) == 0 {
-		jaeger3Fail(w, http.StatusNotFound, "No traces found")
-		return
-	}
-	writeOTLPResult(w, spans)
 }
 
 // parseJaeger3Search reads api_v3's query.* parameters (camelCase, with the

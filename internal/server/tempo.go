@@ -82,13 +82,7 @@ func (s *Server) withTempo(h queryHandler) http.HandlerFunc {
 
 // tempoFailed answers a failed query in Tempo's manner: the status of
 // failure, the message in plain text.
-func (s *Server) tempoFailed(w http.ResponseWriter, err error) {
-	code, msg, retry := s.failure(err)
-	if retry {
-		w.Header().Set("Retry-After", "1")
-	}
-	tempoError(w, code, msg)
-}
+func (s *Server) tempoFailed(w http.ResponseWriter, err error) { s.failedWith(w, err, tempoError) }
 
 func (s *Server) handleTempoBuildInfo(w http.ResponseWriter, r *http.Request) {
 	// Tempo's key order: version, revision, branch, buildUser, buildDate, goVersion.
