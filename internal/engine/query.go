@@ -378,10 +378,13 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		// Trace-level intrinsics read the whole trace, whatever the window:
 		// one trace lookup per trace the scan meets.
 		f = query.WithTraces(f, func(id model.TraceID) (query.TraceInfo, bool) {
-			spans, _, err := e.trace(ctx, project, id, false)
+			spans, r, err := e.trace(ctx, project, id, false)
+			// A damaged part of the trace makes its root or extent unsure:
+			// the answer says so (an erasure refuses to go on).
+			res.Warnings = append(res.Warnings, r.Warnings...)
 			if err != nil {
-				if res.ioErr == nil && !errors.Is(err, context.Canceled) {
-					res.ioErr = err
+				if res.ioErr == nil {
+					res.ioErr = err // an I/O error or the query's end: the scan stops
 				}
 				return query.TraceInfo{}, false
 			}
@@ -503,7 +506,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			}
 		}
 	}
-	return nil
+	return res.ioErr // set by a failed read, or a failed trace lookup of the last block
 }
 
 // segContent is a segment's token-filter state within one content scan.
@@ -716,11 +719,11 @@ func (e *Engine) blockMayMatch(s *segHandle, i int, b *segment.BlockMeta, h *que
 			if !s.r.MayContainAttr(i, true, a.Key, a.Value) {
 				return false
 			}
-		default:
+		case query.ScopeAny:
 			if !s.r.MayContainAttr(i, false, a.Key, a.Value) && !s.r.MayContainAttr(i, true, a.Key, a.Value) {
 				return false
 			}
-		}
+		} // other scopes (events, links): the filters do not cover them
 	}
 	return true
 }

@@ -317,7 +317,7 @@ func (c *cond) Match(s *model.Span) bool { return c.matchIn(s, nil) }
 
 func (c *cond) matchIn(s *model.Span, tc *traceCtx) bool {
 	if c.f.intr != intrNone && c.lit.kind == litNil {
-		return c.op == opNe // intrinsics are always present
+		return c.matchNil(s, tc)
 	}
 	switch c.f.intr {
 	case intrTraceDuration, intrRootName, intrRootService:
@@ -379,25 +379,29 @@ func (c *cond) matchIn(s *model.Span, tc *traceCtx) bool {
 	}
 	switch c.f.scope {
 	case ScopeEvent, ScopeLink:
-		var sets [][]model.KeyValue
-		for i := range s.Events {
-			if c.f.scope == ScopeEvent {
-				sets = append(sets, s.Events[i].Attributes)
-			}
+		n := len(s.Events)
+		if c.f.scope == ScopeLink {
+			n = len(s.Links)
 		}
-		for i := range s.Links {
+		has := false // some event (link) has the key
+		for i := 0; i < n; i++ {
+			kvs := s.Events
+			var attrs []model.KeyValue
 			if c.f.scope == ScopeLink {
-				sets = append(sets, s.Links[i].Attributes)
+				attrs = s.Links[i].Attributes
+			} else {
+				attrs = kvs[i].Attributes
+			}
+			v, ok := model.Lookup(attrs, c.f.key)
+			has = has || ok
+			if ok && c.lit.kind != litNil && c.matchValue(v) {
+				return true
 			}
 		}
 		if c.lit.kind == litNil { // = nil: no event (link) has the key
-			has := slices.ContainsFunc(sets, func(kvs []model.KeyValue) bool { _, ok := model.Lookup(kvs, c.f.key); return ok })
 			return cmpEq(c.op, !has)
 		}
-		return slices.ContainsFunc(sets, func(kvs []model.KeyValue) bool {
-			v, ok := model.Lookup(kvs, c.f.key)
-			return ok && c.matchValue(v)
-		})
+		return false
 	}
 	v, ok := c.f.lookup(s)
 	if c.lit.kind == litNil {
@@ -429,6 +433,29 @@ func (c *cond) matchValue(v model.Value) bool {
 		}
 	}
 	return false
+}
+
+// matchNil decides `intrinsic = nil` and `!= nil`: span intrinsics are
+// always present; event and link ones when the span has an event (a link);
+// root ones when the trace's root has arrived (neither form holds while the
+// trace is unknown).
+func (c *cond) matchNil(s *model.Span, tc *traceCtx) bool {
+	present := true
+	switch c.f.intr {
+	case intrEventName, intrEventTimeSinceStart:
+		present = len(s.Events) > 0
+	case intrLinkTraceID, intrLinkSpanID:
+		present = len(s.Links) > 0
+	case intrParentID:
+		present = !s.ParentSpanID.IsZero()
+	case intrRootName, intrRootService, intrTraceDuration:
+		t, ok := tc.of(s)
+		if !ok {
+			return false
+		}
+		present = t.HasRoot || c.f.intr == intrTraceDuration
+	}
+	return cmpEq(c.op, !present)
 }
 
 // constExpr is a condition without a field, decided when the query is

@@ -385,3 +385,57 @@ func TestMatchTraceLevel(t *testing.T) {
 		t.Error("a span-level filter needs its trace")
 	}
 }
+
+// TestTraceQLReviewCases: cases a review found wrong, kept as regressions.
+func TestTraceQLReviewCases(t *testing.T) {
+	for _, q := range []string{`{ "foo" = content }`, `{ 5 = content }`, `{ "zzz" =~ "a)|(" }`} {
+		if e, err := ParseTraceQL(q); err == nil {
+			t.Errorf("%s accepted (as %s)", q, e)
+		}
+	}
+	bare := fixture() // no events, no links, a root span
+	bare.TraceID = model.TraceID{0, 0, 0, 0, 0, 0, 0, 0, 0x2f, 0x3e, 1, 2, 3, 4, 5, 6}
+	root := TraceInfo{HasRoot: true, RootName: "r", RootService: "s", Duration: 5}
+	noRoot := TraceInfo{Duration: 5}
+	for _, c := range []struct {
+		q    string
+		info *TraceInfo // nil: not bound
+		want bool
+	}{
+		{`{ 9007199254740993 > 9007199254740992 }`, nil, true},
+		{`{ event:name != nil }`, nil, false},
+		{`{ event:name = nil }`, nil, true},
+		{`{ link:traceID = nil }`, nil, true},
+		{`{ span:parentID = nil }`, nil, true},
+		{`{ trace:id = "2F3E010203040506" }`, nil, true}, // leading zeros optional, any case
+		{`{ trace:id = "00000000000000002f3e010203040506" }`, nil, true},
+		{`{ trace:id != "2f3e010203040506" }`, nil, false},
+		{`{ rootName = nil }`, &noRoot, true},
+		{`{ rootName != nil }`, &noRoot, false},
+		{`{ rootName != nil }`, &root, true},
+		{`{ rootName != nil }`, nil, false},
+		{`{ rootName = nil }`, nil, false},
+	} {
+		e, err := ParseTraceQL(c.q)
+		if err != nil {
+			t.Errorf("%s: %v", c.q, err)
+			continue
+		}
+		f := &Filter{Expr: e}
+		if c.info != nil {
+			info := *c.info
+			f = WithTraces(f, func(model.TraceID) (TraceInfo, bool) { return info, true })
+		}
+		if got := f.Match(bare); got != c.want {
+			t.Errorf("%s = %v, want %v", c.q, got, c.want)
+		}
+	}
+	// Trace-level conditions are decided after the span's own: a span the
+	// other side rejects costs no trace lookup.
+	e, _ := ParseTraceQL(`{ rootName = "x" && name = "nope" }`)
+	lookups := 0
+	f := WithTraces(&Filter{Expr: e}, func(model.TraceID) (TraceInfo, bool) { lookups++; return root, true })
+	if f.Match(bare) || lookups != 0 {
+		t.Fatalf("match %v after %d lookups, want false after 0", f.Match(bare), lookups)
+	}
+}

@@ -328,6 +328,9 @@ func (p *parser) parseValueFirst(l literal) (node, error) {
 	if err != nil {
 		return nil, err
 	}
+	if f.intr == intrContent {
+		return nil, p.errf(p.tok.pos, "content comes first: write content = \"words\"")
+	}
 	c := &cond{f: f, op: fo, lit: l}
 	if err := p.check(c, opPos, lpos); err != nil {
 		return nil, err
@@ -352,6 +355,10 @@ func (p *parser) evalConst(l literal, o op, r literal, opPos int) (bool, error) 
 		}
 		return 0, false
 	}
+	isInt := func(x literal) bool { return x.kind == litInt || x.kind == litDuration }
+	if isInt(l) && isInt(r) && o != opRe && o != opNre {
+		return cmpInt(o, l.i, r.i), nil // exact beyond 2^53
+	}
 	if a, ok := num(l); ok {
 		if b, ok := num(r); ok && o != opRe && o != opNre {
 			return cmpFloat(o, a, b), nil
@@ -360,6 +367,9 @@ func (p *parser) evalConst(l literal, o op, r literal, opPos int) (bool, error) 
 	switch {
 	case l.kind == litString && r.kind == litString:
 		if o == opRe || o == opNre {
+			if _, err := regexp.Compile(r.s); err != nil { // on its own, as for attributes
+				return false, p.errf(opPos, "invalid regular expression %s: %v", strconv.Quote(r.s), err)
+			}
 			re, err := regexp.Compile("^(?s:" + r.s + ")$")
 			if err != nil {
 				return false, p.errf(opPos, "invalid regular expression %s: %v", strconv.Quote(r.s), err)
@@ -442,6 +452,24 @@ func (p *parser) parseCond() (node, error) {
 	return c, nil
 }
 
+// idBytes are the id intrinsics with their sizes in bytes.
+var idBytes = map[intrinsic]int{intrTraceID: 16, intrLinkTraceID: 16, intrSpanID: 8, intrParentID: 8, intrLinkSpanID: 8}
+
+// padHexID is a hex id in lowercase, left-padded to n bytes; ok is false
+// when s is not hex of at most that size.
+func padHexID(s string, n int) (string, bool) {
+	if s == "" || len(s) > 2*n {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if !(s[i] >= '0' && s[i] <= '9' || c >= 'a' && c <= 'f') {
+			return "", false
+		}
+	}
+	return strings.Repeat("0", 2*n-len(s)) + strings.ToLower(s), true
+}
+
 // stringIntrinsic are the intrinsics compared with strings.
 var stringIntrinsic = map[intrinsic]bool{intrName: true, intrStatusMessage: true, intrEventName: true,
 	intrRootName: true, intrRootService: true,
@@ -473,10 +501,17 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 	switch {
 	case stringIntrinsic[c.f.intr]:
 		if c.lit.kind == litNil && !ordering {
-			return nil // always present: != nil holds, = nil does not (as in Tempo)
+			return nil // see cond.matchNil
 		}
 		if c.lit.kind != litString {
 			return p.errf(litPos, "%s compares with a string, got %s", c.f, litNames[c.lit.kind])
+		}
+		if n := idBytes[c.f.intr]; n > 0 && !ordering {
+			// Ids compare as ids, as Tempo decodes them: any case, leading
+			// zeros optional (Tempo lists trace ids without them).
+			if id, ok := padHexID(c.lit.s, n); ok {
+				c.lit.s = id
+			}
 		}
 		return nil
 	case c.f.intr == intrEventTimeSinceStart || c.f.intr == intrTraceDuration:

@@ -75,8 +75,32 @@ func WithTraces(f *Filter, lookup func(id model.TraceID) (TraceInfo, bool)) *Fil
 		return f
 	}
 	g := *f
-	g.Expr = boundExpr{node: n, tc: &traceCtx{lookup: lookup, memo: map[model.TraceID]*TraceInfo{}}}
+	g.Expr = boundExpr{node: traceLast(n), tc: &traceCtx{lookup: lookup, memo: map[model.TraceID]*TraceInfo{}}}
 	return &g
+}
+
+// traceLast reorders && and || so that trace-level conditions are decided
+// after the span's own (matching has no effect but the lookup cache, so the
+// order does not change results): a span the cheap side rejects costs no
+// trace lookup.
+func traceLast(n node) node {
+	switch e := n.(type) {
+	case andExpr:
+		l, r := traceLast(e.l), traceLast(e.r)
+		if needsTrace(l) && !needsTrace(r) {
+			l, r = r, l
+		}
+		return andExpr{l, r}
+	case orExpr:
+		l, r := traceLast(e.l), traceLast(e.r)
+		if needsTrace(l) && !needsTrace(r) {
+			l, r = r, l
+		}
+		return orExpr{l, r}
+	case notExpr:
+		return notExpr{traceLast(e.x)}
+	}
+	return n
 }
 
 // TraceInfoOf is the trace-level view of a trace's spans.

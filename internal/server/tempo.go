@@ -526,6 +526,8 @@ func tempoTraceOf(sum store.TraceSummary, spans []model.Span, f *query.Filter, s
 	if t.RootServiceName == "" {
 		t.RootServiceName = "<root span not yet received>"
 	}
+	// Trace-level conditions read this trace.
+	f = query.WithTraces(f, func(model.TraceID) (query.TraceInfo, bool) { return query.TraceInfoOf(spans), len(spans) > 0 })
 	var set tempoSpanSet
 	for i := range spans {
 		sp := &spans[i]

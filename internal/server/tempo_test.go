@@ -326,6 +326,11 @@ func TestTempoSearch(t *testing.T) {
 	if r := search("minDuration=500ms&maxDuration=600ms"); len(r.Traces) != 1 || r.Traces[0].DurationMs != 557 {
 		t.Fatalf("minDuration and maxDuration: %+v", r.Traces)
 	}
+	// Trace-level conditions: the span set holds the spans they select.
+	if r := search("q=" + url.QueryEscape(`{ rootServiceName = "shop" && name = "charge" }`)); len(r.Traces) != 1 ||
+		r.Traces[0].SpanSet == nil || r.Traces[0].SpanSet.Matched != 1 || r.Traces[0].SpanSet.Spans[0].Name != "charge" {
+		t.Fatalf("trace-level search: %+v", r.Traces)
+	}
 	if r := search("q=" + url.QueryEscape(`{ name = "nothing" }`)); r.Traces == nil || len(r.Traces) != 0 {
 		t.Fatalf("no match: %+v, want traces: []", r)
 	}
