@@ -91,11 +91,11 @@ func DecodeZipkinJSON(body []byte) (Batch, error) {
 		pos := func() string { return fmt.Sprintf("[%d]", i) }
 		zs := zipkinSpan{Kind: r.Kind, Name: r.Name, Tags: r.Tags, Shared: r.Shared}
 		var err error
-		if zs.TraceID, err = hexID(r.TraceID, 16, true); err != nil {
+		if zs.TraceID, err = hexID(r.TraceID, 16); err != nil {
 			b.reject(pos, "traceId: "+err.Error())
 			continue
 		}
-		if zs.ID, err = hexID(r.ID, 8, false); err != nil {
+		if zs.ID, err = hexID(r.ID, 8); err != nil {
 			b.reject(pos, "id: "+err.Error())
 			continue
 		}
@@ -104,7 +104,7 @@ func DecodeZipkinJSON(body []byte) (Batch, error) {
 			continue
 		}
 		if r.ParentID != "" {
-			if zs.ParentID, err = hexID(r.ParentID, 8, false); err != nil {
+			if zs.ParentID, err = hexID(r.ParentID, 8); err != nil {
 				b.reject(pos, "parentId: "+err.Error())
 				continue
 			}
@@ -172,7 +172,7 @@ func zeroID(b []byte) bool {
 
 // hexID decodes a hex id of at most n bytes, left-padded with zeros as
 // Zipkin does for shorter ids.
-func hexID(s string, n int, _ bool) ([]byte, error) {
+func hexID(s string, n int) ([]byte, error) {
 	if s == "" || len(s) > 2*n {
 		return nil, fmt.Errorf("%q is not 1 to %d hex digits", s, 2*n)
 	}

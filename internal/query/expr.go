@@ -385,12 +385,11 @@ func (c *cond) matchIn(s *model.Span, tc *traceCtx) bool {
 		}
 		has := false // some event (link) has the key
 		for i := 0; i < n; i++ {
-			kvs := s.Events
 			var attrs []model.KeyValue
 			if c.f.scope == ScopeLink {
 				attrs = s.Links[i].Attributes
 			} else {
-				attrs = kvs[i].Attributes
+				attrs = s.Events[i].Attributes
 			}
 			v, ok := model.Lookup(attrs, c.f.key)
 			has = has || ok
