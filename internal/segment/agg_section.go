@@ -176,24 +176,34 @@ func (r *Reader) SegmentAggregates(project string) ([]AggEntry, error) {
 }
 
 func (r *Reader) readAggPart(ref aggRef, what string) ([]AggEntry, error) {
-	if ref.Length == 0 {
-		return nil, nil
-	}
-	off := r.aggs.offset + int64(ref.Offset)
-	b, err := r.readAt(off, int64(ref.Length))
-	if err != nil {
+	s, off, err := r.readPart(&r.aggs, ref, "LLM aggregates of "+what)
+	if err != nil || s == "" {
 		return nil, err
-	}
-	if crc(b) != ref.CRC {
-		return nil, r.corrupt(off, "LLM aggregates of %s: checksum mismatch", what)
-	}
-	s, err := decompress(ref.Codec, b, ref.RawLen)
-	if err != nil {
-		return nil, r.corrupt(off, "LLM aggregates of %s: %v", what, err)
 	}
 	entries, err := decodeAggPart(s)
 	if err != nil {
 		return nil, r.corrupt(off, "LLM aggregates of %s: %v", what, err)
 	}
 	return entries, nil
+}
+
+// readPart reads, checks and decompresses one part of a parts section; an
+// empty part is "".
+func (r *Reader) readPart(x *aggIndex, ref aggRef, what string) (string, int64, error) {
+	if ref.Length == 0 {
+		return "", 0, nil
+	}
+	off := x.offset + int64(ref.Offset)
+	b, err := r.readAt(off, int64(ref.Length))
+	if err != nil {
+		return "", off, err
+	}
+	if crc(b) != ref.CRC {
+		return "", off, r.corrupt(off, "%s: checksum mismatch", what)
+	}
+	s, err := decompress(ref.Codec, b, ref.RawLen)
+	if err != nil {
+		return "", off, r.corrupt(off, "%s: %v", what, err)
+	}
+	return s, off, nil
 }

@@ -36,14 +36,18 @@ func fileLayout(t *testing.T, data []byte, r *Reader) []part {
 			}
 			continue
 		}
-		if typ == sectionLLMAggregates {
-			for ri, refs := range [][]aggRef{r.aggs.blocks, r.aggs.projects} {
+		if typ == sectionLLMAggregates || typ == sectionOpsAggregates {
+			x, prefix := &r.aggs, "aggregates of "
+			if typ == sectionOpsAggregates {
+				x, prefix = &r.ops, "service aggregates of "
+			}
+			for ri, refs := range [][]aggRef{x.blocks, x.projects} {
 				for k, ref := range refs {
 					if ref.Length > 0 {
-						o := r.aggs.offset + int64(ref.Offset)
-						name := fmt.Sprintf("aggregates of block %d ", k)
+						o := x.offset + int64(ref.Offset)
+						name := fmt.Sprintf("%sblock %d ", prefix, k)
 						if ri == 1 {
-							name = fmt.Sprintf("aggregates of project %d", k)
+							name = fmt.Sprintf("%sproject %d", prefix, k)
 						}
 						parts = append(parts, part{name, o, o + int64(ref.Length)})
 					}
@@ -116,6 +120,16 @@ func exercise(path string, traces []traceRef) []error {
 	}
 	for _, p := range r.Info().Projects {
 		if _, err := r.SegmentAggregates(p.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := range r.Blocks() {
+		if _, err := r.BlockOps(i); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range r.Info().Projects {
+		if _, err := r.SegmentOps(p.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -214,6 +228,7 @@ func TestCorruption(t *testing.T) {
 		for _, p := range parts {
 			if strings.HasPrefix(p.name, "block ") && !sampled[p.name[:strings.Index(p.name, "column")]] ||
 				strings.HasPrefix(p.name, "aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "aggregates of ")] ||
+				strings.HasPrefix(p.name, "service aggregates of block ") && !sampled[strings.TrimPrefix(p.name, "service aggregates of ")] ||
 				strings.HasPrefix(p.name, "token filter of block ") && !sampled[strings.TrimSuffix(strings.TrimPrefix(p.name, "token filter of "), "groups")] ||
 				strings.HasPrefix(p.name, "disk token page ") && p.name != "disk token page 0" {
 				continue

@@ -46,10 +46,15 @@ const (
 	// Optional (with sections 7 and 8): the disk summary of the segment's
 	// tokens (blocked bloom, one 68-byte page per lookup), the per-block
 	// row-group token filters, and their resident directory.
-	sectionTokenPages     = 11
-	sectionTokenGroups    = 12
-	sectionTokenGroupDir  = 13
-	lastKnownSection      = sectionTokenGroupDir
+	sectionTokenPages    = 11
+	sectionTokenGroups   = 12
+	sectionTokenGroupDir = 13
+	// Optional: per-block service aggregates (RED per service, span name
+	// and minute; error groups) and per-project rollups, in parts read on
+	// demand; section 15 is their directory (ops_section.go).
+	sectionOpsAggregates  = 14
+	sectionOpsAggDir      = 15
+	lastKnownSection      = sectionOpsAggDir
 	sectionFirstUserRange = 64
 )
 

@@ -28,6 +28,7 @@ type Reader struct {
 	blooms   []*bloom.BloomFilter
 	tix      traceIndex
 	aggs     aggIndex
+	ops      aggIndex // service aggregates (ops_section.go)
 	tok      tokenIndex
 	grp      groupIndex
 	vrefs    valueRefsIndex
@@ -233,6 +234,7 @@ func (r *Reader) open() error {
 	r.resident -= len(s)
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
 	r.openAggs(sections, load)
+	r.openOps(sections, load)
 	r.openTokens(sections, load)
 	if r.tok.present {
 		r.openGroups(sections, load)
@@ -242,7 +244,7 @@ func (r *Reader) open() error {
 	// lookups; a read that failed (EIO) is not damage: Open fails, so that
 	// the segment is not served with a section that would fail every
 	// lookup until restart.
-	for _, err := range []error{r.aggs.err, r.tok.err, r.grp.err} {
+	for _, err := range []error{r.aggs.err, r.ops.err, r.tok.err, r.grp.err} {
 		if err != nil && !IsCorruption(err) && !errors.Is(err, ErrUnsupported) {
 			return err
 		}
@@ -254,35 +256,48 @@ func (r *Reader) open() error {
 // fail Open: it is kept in r.aggs.err and returned by the aggregate calls
 // only, so the rest of the segment stays readable.
 func (r *Reader) openAggs(sections map[uint32]tocEntry, load func(uint32) (string, int64, error)) {
-	data, okData := sections[sectionLLMAggregates]
-	dir, okDir := sections[sectionLLMAggDir]
+	r.aggs = r.openPartIndex(sections, load, sectionLLMAggregates, sectionLLMAggDir, "LLM aggregates")
+}
+
+// openOps loads the directory of the service aggregates, like openAggs.
+func (r *Reader) openOps(sections map[uint32]tocEntry, load func(uint32) (string, int64, error)) {
+	r.ops = r.openPartIndex(sections, load, sectionOpsAggregates, sectionOpsAggDir, "service aggregates")
+}
+
+// openPartIndex loads the directory (section dirSec) of a section of
+// per-block and per-project parts (section dataSec).
+func (r *Reader) openPartIndex(sections map[uint32]tocEntry, load func(uint32) (string, int64, error),
+	dataSec, dirSec uint32, what string) aggIndex {
+	var x aggIndex
+	data, okData := sections[dataSec]
+	dir, okDir := sections[dirSec]
 	if !okData && !okDir {
-		return
+		return x
 	}
-	r.aggs.present = true
+	x.present = true
 	if !okData || !okDir {
-		r.aggs.err = r.corrupt(int64(data.Offset+dir.Offset), "LLM aggregates: only one of sections %d and %d present",
-			sectionLLMAggregates, sectionLLMAggDir)
-		return
+		x.err = r.corrupt(int64(data.Offset+dir.Offset), "%s: only one of sections %d and %d present", what, dataSec, dirSec)
+		return x
 	}
 	if data.Codec != codecNone || data.RawLen != data.Length {
-		r.aggs.err = r.corrupt(int64(data.Offset), "LLM aggregates section must be stored uncompressed")
-		return
+		x.err = r.corrupt(int64(data.Offset), "%s section must be stored uncompressed", what)
+		return x
 	}
-	s, off, err := load(sectionLLMAggDir)
+	s, off, err := load(dirSec)
 	if err != nil {
-		r.aggs.err = err
-		return
+		x.err = err
+		return x
 	}
 	r.resident -= len(s)
-	r.aggs.offset, r.aggs.length = int64(data.Offset), data.Length
-	r.aggs.blocks, r.aggs.projects, err = decodeAggDir(s, len(r.blocks), len(r.info.Projects), data.Length)
+	x.offset, x.length = int64(data.Offset), data.Length
+	x.blocks, x.projects, err = decodeAggDir(s, len(r.blocks), len(r.info.Projects), data.Length)
 	if err != nil {
-		r.aggs.err = r.corrupt(off, "LLM aggregates directory: %v", err)
-		r.aggs.blocks, r.aggs.projects = nil, nil
-		return
+		x.err = r.corrupt(off, "%s directory: %v", what, err)
+		x.blocks, x.projects = nil, nil
+		return x
 	}
-	r.resident += (len(r.aggs.blocks) + len(r.aggs.projects)) * int(unsafe.Sizeof(aggRef{}))
+	r.resident += (len(x.blocks) + len(x.projects)) * int(unsafe.Sizeof(aggRef{}))
+	return x
 }
 
 func baseName(path string) string {

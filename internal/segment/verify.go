@@ -335,7 +335,8 @@ func sectionName(t uint32) string {
 	names := map[uint32]string{sectionAttrBlooms: "attribute filters", sectionTraceIndex: "trace index",
 		sectionTraceFences: "trace fences", sectionLLMAggregates: "LLM aggregates", sectionTokenFilters: "token filters",
 		sectionTokenSummary: "token summary", sectionValueRefs: "value references", sectionLLMAggDir: "LLM aggregates directory",
-		sectionTokenPages: "token disk summary", sectionTokenGroups: "row-group token filters", sectionTokenGroupDir: "token group directory"}
+		sectionTokenPages: "token disk summary", sectionTokenGroups: "row-group token filters", sectionTokenGroupDir: "token group directory",
+		sectionOpsAggregates: "service aggregates", sectionOpsAggDir: "service aggregates directory"}
 	if n, ok := names[t]; ok {
 		return n
 	}
@@ -667,6 +668,38 @@ func (x *verifier) optionalSections(sections map[uint32]tocEntry, rows *blockRow
 		}
 		for _, p := range r.info.Projects {
 			if _, err := r.SegmentAggregates(p.Name); err != nil {
+				if err := x.addErr(err, true, ""); err != nil {
+					return err
+				}
+			}
+		}
+	}
+
+	r.openOps(sections, load)
+	if r.ops.err != nil {
+		if err := x.addErr(r.ops.err, true, ""); err != nil {
+			return err
+		}
+	} else if r.ops.present {
+		for i := range r.blocks {
+			a, err := r.BlockOps(i)
+			if err != nil {
+				if err := x.addErr(err, true, ""); err != nil {
+					return err
+				}
+				continue
+			}
+			var spans int64
+			for j := range a.Ops {
+				spans += a.Ops[j].M.Spans
+			}
+			if spans != int64(r.blocks[i].Meta.Spans) {
+				x.add(r.ops.offset+int64(r.ops.blocks[i].Offset), true,
+					"service aggregates of block %d count %d spans, the block has %d", i, spans, r.blocks[i].Meta.Spans)
+			}
+		}
+		for _, p := range r.info.Projects {
+			if _, err := r.SegmentOps(p.Name); err != nil {
 				if err := x.addErr(err, true, ""); err != nil {
 					return err
 				}

@@ -80,6 +80,7 @@ type Writer struct {
 	blooms  [][]byte
 	entries []traceEntry
 	aggs    *aggWriter
+	ops     *opsWriter
 	tokens  *tokenWriter      // nil without WriterOptions.ContentTokens
 	strs    map[string]string // interned block-index strings
 }
@@ -117,7 +118,7 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
-	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(),
+	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(), ops: newOpsWriter(),
 		tokens: newTokenWriter(opts)}
 	w.enc.kv.store, w.enc.kv.threshold = opts.StoreValue, opts.ValueThreshold
 	if err := w.write(appendHeader(nil)); err != nil {
@@ -171,6 +172,7 @@ func (w *Writer) Append(project string, spans []model.Span) error {
 		}
 		if w.haveProject {
 			w.aggs.endProject(w)
+			w.ops.endProject(w)
 		}
 		w.project, w.haveProject, w.haveTrace = project, true, false
 		w.projects = append(w.projects, ProjectInfo{Name: project, MinStart: math.MaxUint64})
@@ -265,6 +267,7 @@ func (w *Writer) flushBlock() error {
 	})
 	w.blooms = append(w.blooms, eb.bloom)
 	w.aggs.addBlock(w)
+	w.ops.addBlock(w)
 	if w.tokens != nil {
 		w.tokens.addBlock(w.block)
 	}
@@ -313,6 +316,7 @@ func (w *Writer) close() (Info, error) {
 	}
 	if w.haveProject {
 		w.aggs.endProject(w)
+		w.ops.endProject(w)
 	}
 	slices.SortFunc(w.entries, compareEntries)
 	if err := w.checkContiguous(); err != nil {
@@ -359,6 +363,8 @@ func (w *Writer) close() (Info, error) {
 	}
 	section(sectionLLMAggregates, w.aggs.data, false) // parts are compressed one by one
 	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
+	section(sectionOpsAggregates, w.ops.data, false)
+	section(sectionOpsAggDir, encodeAggDir(w.ops.blocks, w.ops.projects), true)
 	if w.tokens != nil {
 		sum, st := w.tokens.summary()
 		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
@@ -455,7 +461,7 @@ func (w *Writer) Abort() {
 		w.f = nil
 	}
 	_ = os.Remove(w.tmp)
-	w.block, w.trace, w.entries, w.blooms, w.aggs, w.tokens = nil, nil, nil, nil, nil, nil
+	w.block, w.trace, w.entries, w.blooms, w.aggs, w.ops, w.tokens = nil, nil, nil, nil, nil, nil, nil
 }
 
 // Write writes a memory buffer grouped by project as one segment: it sorts

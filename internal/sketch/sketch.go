@@ -365,3 +365,65 @@ func DecodePrefix(b []byte) (*Sketch, int, error) {
 	}
 	return s, off, nil
 }
+
+// HeatmapStep is the number of sketch buckets that make one heatmap bucket:
+// gamma^35 is about 2.014, so heatmap buckets are about a factor of two wide
+// and their boundaries are sketch-bucket boundaries. That makes a heatmap
+// computed from merged sketches equal, cell for cell, to one computed from
+// the raw durations with HeatmapBucket.
+const HeatmapStep = 35
+
+// HeatmapBucket returns the heatmap bucket of duration v: 0 for v <= 1, else
+// ceil(bucketIndex(v) / HeatmapStep).
+func HeatmapBucket(v uint64) int {
+	return (bucketIndex(v) + HeatmapStep - 1) / HeatmapStep
+}
+
+// heatmapBounds[h] is the smallest value of heatmap bucket h.
+var heatmapBounds = func() []uint64 {
+	n := HeatmapBucket(math.MaxUint64) + 1
+	b := make([]uint64, n)
+	for h := 1; h < n; h++ {
+		// Start near gamma^(35(h-1)) and settle on the first value whose
+		// bucket is h, with the same arithmetic HeatmapBucket uses.
+		v := uint64(2)
+		if f := math.Pow(gamma, float64(HeatmapStep*(h-1))); f > 2 && f < 1.8e19 {
+			v = uint64(f)
+		}
+		for v > 2 && HeatmapBucket(v-1) >= h {
+			v--
+		}
+		for HeatmapBucket(v) < h && v < math.MaxUint64 {
+			v++
+		}
+		b[h] = v
+	}
+	return b
+}()
+
+// HeatmapBounds returns the lower bounds of the heatmap buckets: bucket h
+// holds the values in [bounds[h], bounds[h+1]) (the last bucket is
+// unbounded above). bounds[0] is 0. The slice must not be modified.
+func HeatmapBounds() []uint64 { return heatmapBounds }
+
+// Heatmap calls fn with the count of each non-empty heatmap bucket, in
+// increasing order. Buckets collapsed by the MaxBuckets bound are counted in
+// the lowest kept bucket's heatmap bucket.
+func (s *Sketch) Heatmap(fn func(h int, n uint64)) {
+	cur, sum := 0, s.zeros
+	for j, c := range s.counts {
+		if c == 0 {
+			continue
+		}
+		h := (s.offset + j + HeatmapStep - 1) / HeatmapStep
+		if h != cur && sum > 0 {
+			fn(cur, sum)
+			sum = 0
+		}
+		cur = h
+		sum += c
+	}
+	if sum > 0 {
+		fn(cur, sum)
+	}
+}

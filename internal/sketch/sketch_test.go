@@ -2,6 +2,7 @@ package sketch
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -255,5 +256,37 @@ func BenchmarkQuantile(b *testing.B) {
 	s := sketchOf(gen(1, dists[1], 20000))
 	for b.Loop() {
 		s.Quantile(0.99)
+	}
+}
+
+func TestHeatmapMatchesRawBuckets(t *testing.T) {
+	bounds := HeatmapBounds()
+	for h := 1; h < len(bounds); h++ {
+		if HeatmapBucket(bounds[h]) != h || (bounds[h] > 2 && HeatmapBucket(bounds[h]-1) != h-1) {
+			t.Fatalf("bound %d = %d: bucket %d, the value below is in %d", h, bounds[h], HeatmapBucket(bounds[h]), HeatmapBucket(bounds[h]-1))
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := New()
+	want := map[int]uint64{}
+	for range 20000 {
+		v := uint64(math.Exp(rng.Float64() * 30))
+		if rng.IntN(50) == 0 {
+			v = 0
+		}
+		s.Add(v)
+		want[HeatmapBucket(v)]++
+	}
+	got := map[int]uint64{}
+	prev := -1
+	s.Heatmap(func(h int, n uint64) {
+		if h <= prev {
+			t.Fatalf("bucket %d after %d", h, prev)
+		}
+		prev = h
+		got[h] = n
+	})
+	if !maps.Equal(got, want) {
+		t.Fatalf("heatmap from the sketch %v, from the values %v", got, want)
 	}
 }
