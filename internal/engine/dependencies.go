@@ -30,6 +30,7 @@ func (e *Engine) Dependencies(ctx context.Context, project string, start, end ui
 	type child struct {
 		parent  spanKey
 		service string
+		failed  bool
 	}
 	service := map[spanKey]string{}
 	var children []child
@@ -45,21 +46,29 @@ func (e *Engine) Dependencies(ctx context.Context, project string, start, end ui
 		}
 		service[k] = s.Service
 		if !s.ParentSpanID.IsZero() {
-			children = append(children, child{spanKey{s.TraceID, s.ParentSpanID}, s.Service})
+			children = append(children, child{spanKey{s.TraceID, s.ParentSpanID}, s.Service, s.StatusCode == model.StatusError})
 		}
 	}, func() (uint64, bool) { return 0, false })
 	if err != nil {
 		return nil, res.Result, err
 	}
-	calls := map[[2]string]int64{}
+	calls := map[[2]string]*store.Dependency{}
 	for _, c := range children {
 		if p, ok := service[c.parent]; ok && p != c.service {
-			calls[[2]string{p, c.service}]++
+			d := calls[[2]string{p, c.service}]
+			if d == nil {
+				d = &store.Dependency{Parent: p, Child: c.service}
+				calls[[2]string{p, c.service}] = d
+			}
+			d.Calls++
+			if c.failed {
+				d.Errors++
+			}
 		}
 	}
 	out := make([]store.Dependency, 0, len(calls))
-	for k, n := range calls {
-		out = append(out, store.Dependency{Parent: k[0], Child: k[1], Calls: n})
+	for _, d := range calls {
+		out = append(out, *d)
 	}
 	slices.SortFunc(out, func(a, b store.Dependency) int {
 		return cmp.Or(strings.Compare(a.Parent, b.Parent), strings.Compare(a.Child, b.Child))

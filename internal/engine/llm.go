@@ -271,11 +271,17 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 // are accounted for and not visited. Everything else goes to span.
 func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.Filter, res *queryResult,
 	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
+	return e.aggScan(ctx, v, project, f, res, true, wholeSeg, wholeBlock, span)
+}
+
+// aggScan is llmScan over every span (llmOnly false) or the LLM spans only.
+func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.Filter, res *queryResult, llmOnly bool,
+	wholeSeg func(s *segHandle, project string) bool, wholeBlock func(s *segHandle, i int) bool, span func(s *model.Span)) error {
 	f = e.visible(project, f)
 	hs := e.hidden()
 	rv := e.newResolver(&res.Result)
 	visit := func(s *model.Span) {
-		if s.LLM == nil || hs.has(project, s.TraceID) {
+		if (llmOnly && s.LLM == nil) || hs.has(project, s.TraceID) {
 			return
 		}
 		if _, ok := rv.match(f, s); ok {
@@ -302,7 +308,9 @@ func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.F
 		// rewrites the segment: read the blocks holding them row by row.
 		tainted, taintFailed := e.taintedBlocks(s, project)
 		if len(tainted) == 0 && !taintFailed && inWindow(pi.MinStart, pi.MaxStart, f.Start, f.End) && wholeSeg(s, project) {
-			e.m.llmAggSegments.Add(1)
+			if llmOnly {
+				e.m.llmAggSegments.Add(1)
+			}
 			continue
 		}
 		for i := range s.blocks {
@@ -311,10 +319,14 @@ func (e *Engine) llmScan(ctx context.Context, v view, project string, f *query.F
 				continue
 			}
 			if !tainted[i] && !taintFailed && inWindow(b.MinStart, b.MaxStart, f.Start, f.End) && wholeBlock(s, i) {
-				e.m.llmAggBlocks.Add(1)
+				if llmOnly {
+					e.m.llmAggBlocks.Add(1)
+				}
 				continue
 			}
-			e.m.llmRowBlocks.Add(1)
+			if llmOnly {
+				e.m.llmRowBlocks.Add(1)
+			}
 			spans, err := e.readBlock(s, i)
 			if err != nil {
 				e.readFailed(res, s.name, err)

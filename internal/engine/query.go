@@ -29,6 +29,7 @@ type segHandle struct {
 	cats  map[int]*catalog // per block, built lazily by discovery queries
 
 	aggs aggCache // LLM aggregates read so far
+	ops  opsCache // service aggregates read so far
 
 	// Blocks holding erased traces, per project, for the hide-set
 	// generation taintGen (hide.go).

@@ -266,10 +266,12 @@ type CompactResult struct {
 }
 
 // Dependency is a count of calls from one service to another: spans of
-// Child whose parent span belongs to Parent.
+// Child whose parent span belongs to Parent; Errors counts those child
+// spans with an error status.
 type Dependency struct {
 	Parent, Child string
 	Calls         int64
+	Errors        int64
 }
 
 // DependencyReader is implemented by backends that compute the service

@@ -413,16 +413,21 @@ func (s *Store) Dependencies(ctx context.Context, project string, start, end uin
 	for i := range spans {
 		service[key(spans[i].TraceID, spans[i].SpanID)] = spans[i].Service
 	}
-	calls := map[[2]string]int64{}
+	calls := map[[2]string][2]int64{}
 	for i := range spans {
 		sp := &spans[i]
 		if p, ok := service[key(sp.TraceID, sp.ParentSpanID)]; ok && !sp.ParentSpanID.IsZero() && p != sp.Service {
-			calls[[2]string{p, sp.Service}]++
+			c := calls[[2]string{p, sp.Service}]
+			c[0]++
+			if sp.StatusCode == model.StatusError {
+				c[1]++
+			}
+			calls[[2]string{p, sp.Service}] = c
 		}
 	}
 	out := make([]store.Dependency, 0, len(calls))
 	for k, n := range calls {
-		out = append(out, store.Dependency{Parent: k[0], Child: k[1], Calls: n})
+		out = append(out, store.Dependency{Parent: k[0], Child: k[1], Calls: n[0], Errors: n[1]})
 	}
 	slices.SortFunc(out, func(a, b store.Dependency) int {
 		return cmp.Or(strings.Compare(a.Parent, b.Parent), strings.Compare(a.Child, b.Child))
