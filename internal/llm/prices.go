@@ -19,7 +19,10 @@ import (
 // output, cache-read and cache-write tokens, each with the date from which it
 // applies (the price in force at a span's start time is used).
 //
-// A model name is looked up in this order, case-insensitively:
+// A table is one or two layers: the entries of a user file (LoadPrices),
+// then the built-in ones. A model name is looked up in the first layer, and
+// in the next only when nothing in the first matched; within a layer in this
+// order, case-insensitively:
 //  1. entries whose "model" equals the name exactly, restricted to the span's
 //     provider ("providers" lists it);
 //  2. exact entries with no "providers" restriction;
@@ -27,15 +30,14 @@ import (
 //     characters and every other character stands for itself; or "regexp",
 //     RE2 syntax, which must match the whole name) restricted to the provider;
 //  4. pattern entries with no restriction;
-//  5. when the span names no provider, restricted entries too.
+//  5. when the span names no provider, restricted entries too;
 //
-// Within each step entries from a user file come before the built-in ones,
-// then file order. A Prices is safe for concurrent use; its table never
-// changes after loading.
+// and within each step in file order. A Prices is safe for concurrent use;
+// its table never changes after loading.
 type Prices struct {
-	asOf     string
-	exact    map[string][]*priceEntry
-	patterns []*priceEntry
+	source string
+	asOf   string
+	layers []*priceLayer // searched in order: the user file's, then the built-in one
 
 	// cache remembers which entry (or none) a (provider, model) pair found,
 	// so the pattern scan runs once per distinct pair. Bounded: past
@@ -48,17 +50,28 @@ type cacheKey struct{ provider, model string }
 
 const maxCached = 10_000
 
+// priceLayer is the entries of one file, indexed for lookup.
+type priceLayer struct {
+	user     bool          // a user file's, not the built-in table's
+	entries  []*priceEntry // file order
+	exact    map[string][]*priceEntry
+	patterns []*priceEntry
+}
+
 type priceEntry struct {
-	key       string   // identity for overrides: match kind, text and providers
+	key       string // identity for overrides: match kind, text and providers
+	kind      string // "model", "pattern" or "regexp"
+	text      string // the name, glob or regexp as written
+	note      string
 	glob      []string // lower-case pattern split at '*'; nil for exact and regexp entries
 	re        *regexp.Regexp
 	providers []string
-	periods   []pricePeriod // ascending by from
+	periods   []nanoPeriod // ascending by from
 }
 
-// pricePeriod holds prices in nano-USD per million tokens (USD per million
+// nanoPeriod holds prices in nano-USD per million tokens (USD per million
 // x 1e9): exact integers for any price quoted to nine decimals.
-type pricePeriod struct {
+type nanoPeriod struct {
 	from                                 time.Time
 	input, output, cacheRead, cacheWrite uint64
 }
@@ -71,9 +84,10 @@ var (
 	defaultPrices *Prices
 )
 
-// DefaultPrices returns the built-in price table (prices.json in this
-// package; its "as_of" field dates the figures). It panics only if the
-// embedded file is broken, which its tests rule out.
+// DefaultPrices returns the built-in price table: prices.json in this
+// package, generated from @pydantic/genai-prices by scripts/genprices (its
+// "source" field names the package version, "as_of" dates the figures). It
+// panics only if the embedded file is broken, which its tests rule out.
 func DefaultPrices() *Prices {
 	defaultOnce.Do(func() {
 		p, err := parsePrices(defaultPricesJSON, "built-in prices.json", nil)
@@ -89,11 +103,67 @@ func DefaultPrices() *Prices {
 // "as_of" field (the user file's when it has one).
 func (p *Prices) AsOf() string { return p.asOf }
 
+// Source says where the table comes from: the built-in table's "source"
+// field (the package its figures were generated from, e.g.
+// "@pydantic/genai-prices 0.1.8"), followed after a LoadPrices by
+// " + " and the user file's path (and its own "source", in parentheses).
+func (p *Prices) Source() string { return p.source }
+
+// PriceRow is one entry of a price table.
+type PriceRow struct {
+	Match     string   // "model" (the exact name), "pattern" (glob) or "regexp" (RE2, whole name)
+	Text      string   // the name, glob or regexp as written in the file
+	Providers []string // the providers it is restricted to, normalised; empty: any provider
+	Note      string   // the entry's "note" (built-in: the genai-prices provider/model)
+	User      bool     // from the user file given to LoadPrices, not the built-in table
+	Periods   []PricePeriod
+}
+
+// PricePeriod is a price in force from a date: USD per million tokens.
+// CacheRead and CacheWrite equal Input when the file gives no cache price
+// (cached tokens then cost what other input tokens cost); they are never
+// left 0 for an absent price.
+type PricePeriod struct {
+	From                                 time.Time // UTC; 1970-01-01 in the built-in table: in force at any time
+	Input, Output, CacheRead, CacheWrite float64
+}
+
+// Rows lists the table's entries in lookup precedence: the user file's
+// entries (if any), then the built-in ones it did not replace, each in file
+// order; periods ascending by From. The result is the caller's to keep.
+func (p *Prices) Rows() []PriceRow {
+	if p == nil {
+		return nil
+	}
+	var rows []PriceRow
+	for _, l := range p.layers {
+		for _, e := range l.entries {
+			r := PriceRow{Match: e.kind, Text: e.text, Providers: slices.Clone(e.providers), Note: e.note, User: l.user}
+			for _, pp := range e.periods {
+				r.Periods = append(r.Periods, PricePeriod{
+					From:       pp.from,
+					Input:      usdPerMillion(pp.input),
+					Output:     usdPerMillion(pp.output),
+					CacheRead:  usdPerMillion(pp.cacheRead),
+					CacheWrite: usdPerMillion(pp.cacheWrite),
+				})
+			}
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// usdPerMillion converts nano-USD to USD: the float64 nearest the decimal
+// price as written (the division is correctly rounded).
+func usdPerMillion(nanos uint64) float64 { return float64(nanos) / 1e9 }
+
 // LoadPrices reads a user price file (same JSON shape as the built-in
 // prices.json) and returns the built-in table overridden and extended by it:
-// an entry with the same model (or pattern, or regexp) and providers as a
-// built-in one replaces it; any other entry is added, ahead of the built-in
-// ones. Errors name the file, the entry and the field.
+// the file's entries are searched first, and the built-in table only for a
+// model none of them matches; an entry with the same model (or pattern, or
+// regexp) and providers as a built-in one replaces it. Errors name the file,
+// the entry and the field.
 func LoadPrices(path string) (*Prices, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -103,6 +173,7 @@ func LoadPrices(path string) (*Prices, error) {
 }
 
 type priceFile struct {
+	Source   string            `json:"source"`
 	AsOf     string            `json:"as_of"`
 	Currency string            `json:"currency"`
 	Unit     string            `json:"unit"`
@@ -158,34 +229,43 @@ func parsePrices(data []byte, name string, base *Prices) (*Prices, error) {
 		seen[e.key] = i
 		own = append(own, e)
 	}
-	p := &Prices{asOf: f.AsOf, exact: map[string][]*priceEntry{}}
-	add := func(e *priceEntry) {
-		if e.glob == nil && e.re == nil {
-			m := e.key[len("model:"):strings.IndexByte(e.key, '|')]
-			p.exact[m] = append(p.exact[m], e)
-		} else {
-			p.patterns = append(p.patterns, e)
+	p := &Prices{source: f.Source, asOf: f.AsOf, layers: []*priceLayer{newLayer(own, base != nil)}}
+	if base == nil {
+		if p.source == "" {
+			p.source = name
 		}
+		return p, nil
 	}
-	for _, e := range own {
-		add(e)
+	p.source = base.source + " + " + name
+	if f.Source != "" {
+		p.source += " (" + f.Source + ")"
 	}
-	if base != nil {
-		if p.asOf == "" {
-			p.asOf = base.asOf
-		}
-		var inherited []*priceEntry
-		for _, es := range base.exact {
-			inherited = append(inherited, es...)
-		}
-		inherited = append(inherited, base.patterns...)
-		for _, e := range inherited {
+	if p.asOf == "" {
+		p.asOf = base.asOf
+	}
+	for _, l := range base.layers {
+		var kept []*priceEntry
+		for _, e := range l.entries {
 			if _, replaced := seen[e.key]; !replaced {
-				add(e)
+				kept = append(kept, e)
 			}
 		}
+		p.layers = append(p.layers, newLayer(kept, l.user))
 	}
 	return p, nil
+}
+
+func newLayer(entries []*priceEntry, user bool) *priceLayer {
+	l := &priceLayer{user: user, entries: entries, exact: map[string][]*priceEntry{}}
+	for _, e := range entries {
+		if e.kind == "model" {
+			m := strings.ToLower(e.text)
+			l.exact[m] = append(l.exact[m], e)
+		} else {
+			l.patterns = append(l.patterns, e)
+		}
+	}
+	return l
 }
 
 func parseEntry(raw json.RawMessage) (*priceEntry, error) {
@@ -196,21 +276,24 @@ func parseEntry(raw json.RawMessage) (*priceEntry, error) {
 	if err := d.Decode(&j); err != nil {
 		return nil, err
 	}
-	e := &priceEntry{}
+	e := &priceEntry{note: j.Note}
 	set := 0
 	var key string
 	if j.Model != "" {
 		set++
 		key = "model:" + strings.ToLower(j.Model)
+		e.kind, e.text = "model", j.Model
 	}
 	if j.Pattern != "" {
 		set++
 		key = "pattern:" + strings.ToLower(j.Pattern)
+		e.kind, e.text = "pattern", j.Pattern
 		e.glob = strings.Split(strings.ToLower(j.Pattern), "*")
 	}
 	if j.Regexp != "" {
 		set++
 		key = "regexp:" + j.Regexp
+		e.kind, e.text = "regexp", j.Regexp
 		re, err := regexp.Compile(`^(?i:` + j.Regexp + `)$`)
 		if err != nil {
 			return nil, fmt.Errorf("field \"regexp\": %w", err)
@@ -239,7 +322,7 @@ func parseEntry(raw json.RawMessage) (*priceEntry, error) {
 		}
 		e.periods = append(e.periods, pp)
 	}
-	slices.SortFunc(e.periods, func(a, b pricePeriod) int { return a.from.Compare(b.from) })
+	slices.SortFunc(e.periods, func(a, b nanoPeriod) int { return a.from.Compare(b.from) })
 	for i := 1; i < len(e.periods); i++ {
 		if e.periods[i].from.Equal(e.periods[i-1].from) {
 			return nil, fmt.Errorf("%s: two prices take effect on %s", key, e.periods[i].from.Format(time.DateOnly))
@@ -248,8 +331,8 @@ func parseEntry(raw json.RawMessage) (*priceEntry, error) {
 	return e, nil
 }
 
-func parsePeriod(pj pricePeriodJSON) (pricePeriod, error) {
-	var pp pricePeriod
+func parsePeriod(pj pricePeriodJSON) (nanoPeriod, error) {
+	var pp nanoPeriod
 	if pj.From == "" {
 		return pp, errors.New(`field "from" is missing (the date the price takes effect, YYYY-MM-DD)`)
 	}
@@ -362,7 +445,7 @@ func (p *Prices) Cost(provider, model string, at time.Time, in, out, cacheRead, 
 	return int64(q), true
 }
 
-func (p *Prices) lookup(provider, model string, at time.Time) (pricePeriod, bool) {
+func (p *Prices) lookup(provider, model string, at time.Time) (nanoPeriod, bool) {
 	k := cacheKey{provider, model}
 	p.mu.RLock()
 	e, cached := p.cache[k]
@@ -379,22 +462,32 @@ func (p *Prices) lookup(provider, model string, at time.Time) (pricePeriod, bool
 		p.mu.Unlock()
 	}
 	if e == nil {
-		return pricePeriod{}, false
+		return nanoPeriod{}, false
 	}
-	i, _ := slices.BinarySearchFunc(e.periods, at, func(pp pricePeriod, t time.Time) int {
+	i, _ := slices.BinarySearchFunc(e.periods, at, func(pp nanoPeriod, t time.Time) int {
 		if pp.from.After(t) {
 			return 1
 		}
 		return -1
 	})
 	if i == 0 {
-		return pricePeriod{}, false // before the first price took effect
+		return nanoPeriod{}, false // before the first price took effect
 	}
 	return e.periods[i-1], true
 }
 
+// find returns the entry of the first layer that has one for the pair.
 func (p *Prices) find(provider, model string) *priceEntry {
-	exact := p.exact[model]
+	for _, l := range p.layers {
+		if e := l.find(provider, model); e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func (l *priceLayer) find(provider, model string) *priceEntry {
+	exact := l.exact[model]
 	for _, e := range exact {
 		if provider != "" && slices.Contains(e.providers, provider) {
 			return e
@@ -406,18 +499,26 @@ func (p *Prices) find(provider, model string) *priceEntry {
 		}
 	}
 	var generic, anyProvider *priceEntry
-	for _, e := range p.patterns {
+	for _, e := range l.patterns {
+		// Decide whether the entry could change the answer before running
+		// its (maybe regexp) match: most entries are other providers'.
+		restricted := len(e.providers) > 0
+		mine := restricted && provider != "" && slices.Contains(e.providers, provider)
+		switch {
+		case !restricted && generic != nil:
+			continue
+		case restricted && !mine && (provider != "" || anyProvider != nil):
+			continue
+		}
 		if !e.matches(model) {
 			continue
 		}
 		switch {
-		case len(e.providers) == 0:
-			if generic == nil {
-				generic = e
-			}
-		case provider != "" && slices.Contains(e.providers, provider):
+		case !restricted:
+			generic = e
+		case mine:
 			return e
-		case anyProvider == nil:
+		default:
 			anyProvider = e
 		}
 	}

@@ -3,6 +3,8 @@ package llm
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,15 +108,171 @@ func TestExactBeforePattern(t *testing.T) {
 
 func TestEffectiveDates(t *testing.T) {
 	p := DefaultPrices()
-	// gpt-4o: 5/15 from 2024-05-13, 2.50/10 from 2024-10-02.
-	if got := mustCost(t, p, "openai", "gpt-4o", day("2024-10-01").Add(23*time.Hour), 1000, 0, 0, 0); got != 1000*5000 {
+	// genai-prices' openai/o3: input 10 (output 40) until 2025-06-10, then 2 (8).
+	if got := mustCost(t, p, "openai", "o3", day("2025-06-09").Add(23*time.Hour), 1000, 0, 0, 0); got != 1000*10000 {
 		t.Errorf("before the cut: %d", got)
 	}
-	if got := mustCost(t, p, "openai", "gpt-4o", day("2024-10-02"), 1000, 0, 0, 0); got != 1000*2500 {
+	if got := mustCost(t, p, "openai", "o3-2025-04-16", day("2025-06-10"), 1000, 1000, 0, 0); got != 1000*2000+1000*8000 {
 		t.Errorf("on the day of the cut: %d", got)
 	}
-	if _, ok := p.Cost("openai", "gpt-4o", day("2024-05-12"), 1000, 0, 0, 0); ok {
+	// genai-prices gives gpt-4o one undated price: it applies at any time.
+	if got := mustCost(t, p, "openai", "gpt-4o", day("2023-01-01"), 1000, 0, 0, 0); got != 1000*2500 {
+		t.Errorf("undated price in 2023: %d", got)
+	}
+	// A call before an entry's first price gets no cost.
+	u, err := LoadPrices(writeFile(t, `{"models": [{"model": "acme-1", "prices": [{"from": "2025-01-01", "input": 1, "output": 1}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := u.Cost("", "acme-1", day("2024-12-31").Add(23*time.Hour), 1000, 0, 0, 0); ok {
 		t.Error("priced a call before the model's first price")
+	}
+	if got := mustCost(t, u, "", "acme-1", day("2025-01-01"), 1000, 0, 0, 0); got != 1000*1000 {
+		t.Errorf("on the first day: %d", got)
+	}
+}
+
+// TestGeneratedTable checks the built-in table generated from genai-prices
+// (scripts/genprices). Expected figures are genai-prices 0.1.8's own, read
+// from its data (dist/index.js) and checked with its calcPrice.
+func TestGeneratedTable(t *testing.T) {
+	p := DefaultPrices()
+	if p.Source() != "@pydantic/genai-prices 0.1.8" || p.AsOf() != "2026-09-23" {
+		t.Errorf("source %q, as_of %q", p.Source(), p.AsOf())
+	}
+	rows := p.Rows()
+	models := map[string]bool{}
+	for _, r := range rows {
+		if r.User || len(r.Providers) == 0 || len(r.Periods) == 0 || r.Note == "" {
+			t.Fatalf("built-in row %+v: want restricted to providers, with periods and a note, not User", r)
+		}
+		models[r.Note] = true
+	}
+	// 1694 models in the package, 14 skipped (priced per audio hour or
+	// document page only); fallback copies (azure -> openai, ...) add notes.
+	if len(rows) < 2500 || len(models) < 1500 {
+		t.Errorf("%d rows for %d genai-prices models: the table looks truncated", len(rows), len(models))
+	}
+	at := day("2026-01-01")
+	for _, c := range []struct {
+		provider, model      string
+		in, out, read, write int64 // nano-USD per token (USD per million x 1000)
+	}{
+		// openai/gpt-4o: input 2.5, cache_read 1.25, output 10; no cache write price.
+		{"openai", "gpt-4o-2024-08-06", 2500, 10000, 1250, 2500},
+		// anthropic/claude-sonnet-4-5: base tier 3 / 15 / 0.3 / 3.75 (6 / 22.5 / 0.6 / 7.5 past 200k tokens).
+		{"anthropic", "claude-sonnet-4-5-20250929", 3000, 15000, 300, 3750},
+		// google/gemini-2.5-pro: base tier 1.25 / 10 / cache read 0.125.
+		{"gcp.gemini", "gemini-2.5-pro", 1250, 10000, 125, 1250},
+		{"gcp.vertex_ai", "gemini-2.5-pro-preview-06-05", 1250, 10000, 125, 1250},
+		// aws/amazon.nova-pro-v1:0 (contains "amazon.nova-pro"): 0.8 / 3.2 / 0.2.
+		{"aws.bedrock", "us.amazon.nova-pro-v1:0", 800, 3200, 200, 800},
+		// deepseek/deepseek-chat: 0.27 / 1.1 / 0.07 from 00:30 to 16:30 UTC, else 0.135 / 0.55 / 0.035:
+		// the table keeps the price in force for most of the day.
+		{"deepseek", "deepseek-chat", 270, 1100, 70, 270},
+	} {
+		got := [4]int64{
+			mustCost(t, p, c.provider, c.model, at, 1000, 0, 0, 0),
+			mustCost(t, p, c.provider, c.model, at, 0, 1000, 0, 0),
+			mustCost(t, p, c.provider, c.model, at, 1000, 0, 1000, 0),
+			mustCost(t, p, c.provider, c.model, at, 1000, 0, 0, 1000),
+		}
+		if want := [4]int64{1000 * c.in, 1000 * c.out, 1000 * c.read, 1000 * c.write}; got != want {
+			t.Errorf("%s %s: 1000 tokens of input, output, cache read, cache write = %v nano-USD, want %v", c.provider, c.model, got, want)
+		}
+	}
+	// The gemini-2.5-pro TTS models have exact entries, ahead of the gemini-2.5-pro* pattern.
+	if got := mustCost(t, p, "gcp.gemini", "gemini-2.5-pro-preview-tts", at, 1000, 1000, 0, 0); got != 1000*1000+1000*20000 {
+		t.Errorf("gemini-2.5-pro-preview-tts: %d", got)
+	}
+}
+
+// TestBuiltinProviders: built-in entries are restricted to the provider
+// genai-prices files them under (and the providers that fall back to it).
+func TestBuiltinProviders(t *testing.T) {
+	p := DefaultPrices()
+	at := day("2026-01-01")
+	for _, provider := range []string{"openai", "azure", "az.ai.openai", ""} {
+		if got := mustCost(t, p, provider, "gpt-4o", at, 1000, 0, 0, 0); got != 1000*2500 {
+			t.Errorf("gpt-4o from %q: %d", provider, got)
+		}
+	}
+	if _, ok := p.Cost("anthropic", "gpt-4o", at, 1000, 0, 0, 0); ok {
+		t.Error("anthropic priced gpt-4o: genai-prices has no such Anthropic model")
+	}
+	// Claude on Vertex AI is priced by Google's own Claude entries.
+	if got := mustCost(t, p, "gcp.vertex_ai", "claude-sonnet-4-5@20250929", at, 1000, 1000, 0, 0); got != 1000*3000+1000*15000 {
+		t.Errorf("claude-sonnet-4-5 on Vertex AI: %d", got)
+	}
+}
+
+// TestUserFileFirst: an entry of the user file wins over any built-in one
+// that matches, even a built-in exact entry restricted to the span's
+// provider.
+func TestUserFileFirst(t *testing.T) {
+	p, err := LoadPrices(writeFile(t, `{"models": [
+		{"pattern": "gpt-4o-mini*", "prices": [{"from": "2024-01-01", "input": 9, "output": 9}]}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := day("2026-01-01")
+	if got := mustCost(t, p, "openai", "gpt-4o-mini", at, 1000, 0, 0, 0); got != 1000*9000 {
+		t.Errorf("user pattern vs built-in exact: %d", got)
+	}
+	// A model the user file does not match falls through to the built-in table.
+	if got := mustCost(t, p, "openai", "gpt-4o", at, 1000, 0, 0, 0); got != 1000*2500 {
+		t.Errorf("fall through: %d", got)
+	}
+}
+
+func TestRowsAndSource(t *testing.T) {
+	path := writeFile(t, `{"source": "acme contract", "models": [
+		{"model": "gpt-4o", "providers": ["OpenAI"], "prices": [{"from": "2025-01-01", "input": 1.5, "output": 6, "cache_read": 0.75}], "note": "negotiated"},
+		{"pattern": "acme-*", "prices": [{"from": "2025-02-01", "input": 0.000000001, "output": 2}, {"from": "2025-01-01", "input": 3, "output": 4, "cache_write": 0}]}
+	]}`)
+	p, err := LoadPrices(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "@pydantic/genai-prices 0.1.8 + " + path + " (acme contract)"; p.Source() != want {
+		t.Errorf("source %q, want %q", p.Source(), want)
+	}
+	rows := p.Rows()
+	want := []PriceRow{
+		{Match: "model", Text: "gpt-4o", Providers: []string{"openai"}, Note: "negotiated", User: true, Periods: []PricePeriod{
+			{From: day("2025-01-01"), Input: 1.5, Output: 6, CacheRead: 0.75, CacheWrite: 1.5}}},
+		{Match: "pattern", Text: "acme-*", User: true, Periods: []PricePeriod{
+			{From: day("2025-01-01"), Input: 3, Output: 4, CacheRead: 3, CacheWrite: 0},
+			{From: day("2025-02-01"), Input: 1e-9, Output: 2, CacheRead: 1e-9, CacheWrite: 1e-9}}},
+	}
+	if len(rows) < 2 || !reflect.DeepEqual(rows[:2], want) {
+		t.Fatalf("user rows:\n got  %+v\n want %+v", rows[:min(2, len(rows))], want)
+	}
+	builtin := DefaultPrices().Rows()
+	// The user's gpt-4o for openai replaced the built-in one; the rest follow in order.
+	if len(rows) != len(builtin)+1 {
+		t.Errorf("%d rows, want %d (built-in %d + 2 user - 1 replaced)", len(rows), len(builtin)+1, len(builtin))
+	}
+	rest := slices.DeleteFunc(slices.Clone(builtin), func(r PriceRow) bool {
+		return r.Match == "model" && r.Text == "gpt-4o" && slices.Equal(r.Providers, []string{"openai"})
+	})
+	if !reflect.DeepEqual(rows[2:], rest) {
+		t.Error("built-in rows after the user's differ from the built-in table less the replaced entry")
+	}
+	// Rows returns copies.
+	rows[0].Providers[0] = "changed"
+	rows[0].Periods[0].Input = 99
+	if r := p.Rows()[0]; r.Providers[0] != "openai" || r.Periods[0].Input != 1.5 {
+		t.Error("Rows shares memory with the table")
+	}
+	// Without a "source" in the file, the path alone.
+	q, err := LoadPrices(writeFile(t, `{"models": [{"model": "m", "prices": [{"from": "2025-01-01", "input": 1, "output": 1}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(q.Source(), "@pydantic/genai-prices 0.1.8 + ") || !strings.HasSuffix(q.Source(), "prices.json") {
+		t.Errorf("source %q", q.Source())
 	}
 }
 
