@@ -140,3 +140,8 @@ func fmtDuration(ns uint64) string {
 func fmtTime(ns uint64) string {
 	return time.Unix(0, int64(ns)).Local().Format("2006-01-02 15:04:05.000")
 }
+
+// traceLink is the web UI's page of a trace on this server.
+func (c *clientFlags) traceLink(traceID string) string {
+	return strings.TrimRight(c.server, "/") + "/traces/" + traceID
+}

@@ -32,6 +32,7 @@ func (s *Server) queryRoutes() []route {
 		{method: "GET", pattern: "/api/v1/attributes/{key}/values", name: "attribute_values", handler: q(s.handleAttributeValues), documented: true},
 		{method: "GET", pattern: "/api/v1/llm/stats", name: "llm_stats", handler: q(s.handleLLMStats), documented: true},
 		{method: "GET", pattern: "/api/v1/llm/timeseries", name: "llm_timeseries", handler: q(s.handleLLMTimeseries), documented: true},
+		{method: "GET", pattern: "/api/v1/llm/prices", name: "llm_prices", handler: s.handlePrices, documented: true},
 		{method: "GET", pattern: "/api/v1/sessions", name: "sessions", handler: q(s.handleSessions), documented: true},
 		{method: "GET", pattern: "/api/v1/sessions/{session_id}", name: "session", handler: q(s.handleSession), documented: true},
 		// A stream: not in the latency histogram.

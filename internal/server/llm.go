@@ -367,3 +367,46 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request, b store.B
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
+
+type pricePeriodJSON struct {
+	From       string  `json:"from"`
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cache_read"`
+	CacheWrite float64 `json:"cache_write"`
+}
+
+type priceRowJSON struct {
+	Match     string            `json:"match"`
+	Text      string            `json:"text"`
+	Providers []string          `json:"providers"`
+	Note      string            `json:"note,omitempty"`
+	User      bool              `json:"user,omitempty"`
+	Prices    []pricePeriodJSON `json:"prices"`
+}
+
+// handlePrices serves GET /api/v1/llm/prices: the price table costs are
+// computed with, its source and date.
+func (s *Server) handlePrices(w http.ResponseWriter, r *http.Request) {
+	p := s.opts.Prices
+	if p == nil {
+		writeError(w, http.StatusNotImplemented, "this server was started without a price table")
+		return
+	}
+	rows := p.Rows()
+	out := make([]priceRowJSON, 0, len(rows))
+	for _, row := range rows {
+		j := priceRowJSON{Match: row.Match, Text: row.Text, Providers: row.Providers, Note: row.Note, User: row.User,
+			Prices: make([]pricePeriodJSON, 0, len(row.Periods))}
+		if j.Providers == nil {
+			j.Providers = []string{}
+		}
+		for _, pp := range row.Periods {
+			j.Prices = append(j.Prices, pricePeriodJSON{From: pp.From.Format(time.DateOnly), Input: pp.Input, Output: pp.Output,
+				CacheRead: pp.CacheRead, CacheWrite: pp.CacheWrite})
+		}
+		out = append(out, j)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"source": p.Source(), "as_of": p.AsOf(), "currency": "USD",
+		"unit": "per_million_tokens", "models": out})
+}

@@ -27,6 +27,7 @@ func (s *Server) routeTable() []route {
 	var t []route
 	t = append(t, s.ingestRoutes()...)
 	t = append(t, s.queryRoutes()...)
+	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.opsRoutes()...)
 	t = append(t, s.tempoRoutes()...)
 	t = append(t, s.jaegerRoutes()...)
@@ -39,6 +40,15 @@ func (s *Server) routeTable() []route {
 	for _, prefix := range []string{"/api/", "/v1/", "/metrics", "/healthz", "/readyz"} {
 		t = append(t, route{pattern: prefix, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+		}})
+	}
+	// Every other path is the web UI's (its pages are client-side routes:
+	// /traces/{id}, /sessions/{id}, ...).
+	if ui := s.opts.UI; ui != nil {
+		t = append(t, route{pattern: "/", handler: ui.ServeHTTP})
+	} else {
+		t = append(t, route{pattern: "/", handler: func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s (the web UI is turned off)", r.Method, r.URL.Path))
 		}})
 	}
 	return t

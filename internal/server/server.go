@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rastro-dev/rastro/internal/llm"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,6 +50,12 @@ type Options struct {
 	// /metrics beside the server's own from the start (the backend may
 	// not be attached yet).
 	Collectors []prometheus.Collector
+	// UI serves every path no API route claims (the embedded web UI);
+	// nil answers them with a JSON 404.
+	UI http.Handler
+	// Prices is the LLM price table listed at GET /api/v1/llm/prices; nil
+	// answers 501.
+	Prices *llm.Prices
 }
 
 // Validate checks the options and fills defaults.

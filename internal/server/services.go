@@ -1,0 +1,394 @@
+package server
+
+import (
+	"cmp"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// serviceRoutes serve the service pages: RED, latency heatmap, error groups,
+// the dependency graph, and journeys (one key's traces over days).
+func (s *Server) serviceRoutes() []route {
+	q := s.withBackend
+	return []route{
+		{method: "GET", pattern: "/api/v1/red", name: "red", handler: q(s.handleRED), documented: true},
+		{method: "GET", pattern: "/api/v1/heatmap", name: "heatmap", handler: q(s.handleHeatmap), documented: true},
+		{method: "GET", pattern: "/api/v1/errors", name: "errors", handler: q(s.handleErrors), documented: true},
+		{method: "GET", pattern: "/api/v1/dependencies", name: "dependencies", handler: q(s.handleDependencies), documented: true},
+		{method: "GET", pattern: "/api/v1/journey", name: "journey", handler: q(s.handleJourney), documented: true},
+	}
+}
+
+// maxOpsBuckets bounds the time buckets of RED and the heatmap.
+const maxOpsBuckets = 10000
+
+// opsQuery reads the parameters shared by the service routes: since and
+// until (default: the last 24 hours), service, name, step (a whole number of
+// minutes; default: the smallest nice step giving at most 120 buckets) and,
+// for RED, group (service or operation).
+func opsQuery(w http.ResponseWriter, r *http.Request) (*store.OpsQuery, bool) {
+	start, end, ok := window(w, r)
+	if !ok {
+		return nil, false
+	}
+	v := r.URL.Query()
+	q := &store.OpsQuery{Start: start, End: end, Service: v.Get("service"), Name: v.Get("name")}
+	switch g := v.Get("group"); g {
+	case "", "service":
+	case "operation":
+		q.ByOperation = true
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("group: %q is not one of service, operation", g))
+		return nil, false
+	}
+	until := end
+	if until == 0 {
+		until = uint64(time.Now().UnixNano())
+	}
+	if start >= until {
+		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+		return nil, false
+	}
+	span := time.Duration(until - start)
+	q.Step = autoStep(span)
+	if st := v.Get("step"); st != "" {
+		d, err := time.ParseDuration(st)
+		if err != nil || d < time.Minute || d%time.Minute != 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step: %q is not a whole number of minutes of at least 1m (e.g. 1m, 15m, 1h)", st))
+			return nil, false
+		}
+		if span/d > maxOpsBuckets {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step: %s gives more than %d buckets over the window; use a larger step", st, maxOpsBuckets))
+			return nil, false
+		}
+		q.Step = d
+	}
+	return q, true
+}
+
+func windowJSON(q *store.OpsQuery) map[string]any {
+	out := map[string]any{"since": rfc3339(q.Start)}
+	if q.End != 0 {
+		out["until"] = rfc3339(q.End)
+	}
+	return out
+}
+
+type redPointJSON struct {
+	TimeUnixNano uint64  `json:"time_unix_nano"`
+	Calls        int64   `json:"calls"`
+	Errors       int64   `json:"errors"`
+	P50          float64 `json:"p50_ns"`
+	P95          float64 `json:"p95_ns"`
+	P99          float64 `json:"p99_ns"`
+	Max          float64 `json:"max_ns"`
+}
+
+type redSeriesJSON struct {
+	Service   string         `json:"service"`
+	Operation string         `json:"operation,omitempty"`
+	Calls     int64          `json:"calls"`
+	Errors    int64          `json:"errors"`
+	ErrorRate float64        `json:"error_rate"`
+	Rate      float64        `json:"rate_per_second"`
+	P50       float64        `json:"p50_ns"`
+	P95       float64        `json:"p95_ns"`
+	P99       float64        `json:"p99_ns"`
+	Max       float64        `json:"max_ns"`
+	Buckets   []redPointJSON `json:"buckets"`
+}
+
+func (s *Server) handleRED(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	q, ok := opsQuery(w, r)
+	if !ok {
+		return
+	}
+	sr, ok := b.(store.ServiceReader)
+	if !ok {
+		notSupported(w, "RED metrics")
+		return
+	}
+	series, res, err := sr.RED(r.Context(), project, q)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	until := q.End
+	if until == 0 {
+		until = uint64(time.Now().UnixNano())
+	}
+	seconds := float64(until-q.Start) / 1e9
+	out := make([]redSeriesJSON, 0, len(series))
+	for i := range series {
+		sr := &series[i]
+		j := redSeriesJSON{Service: sr.Service, Operation: sr.Operation, Calls: sr.Calls, Errors: sr.Errors,
+			Rate: float64(sr.Calls) / seconds, P50: sr.Latency.P50, P95: sr.Latency.P95, P99: sr.Latency.P99, Max: sr.Latency.Max,
+			Buckets: make([]redPointJSON, 0, len(sr.Buckets))}
+		if sr.Calls > 0 {
+			j.ErrorRate = float64(sr.Errors) / float64(sr.Calls)
+		}
+		for _, p := range sr.Buckets {
+			j.Buckets = append(j.Buckets, redPointJSON{TimeUnixNano: p.Start, Calls: p.Calls, Errors: p.Errors,
+				P50: p.Latency.P50, P95: p.Latency.P95, P99: p.Latency.P99, Max: p.Latency.Max})
+		}
+		out = append(out, j)
+	}
+	group := "service"
+	if q.ByOperation {
+		group = "operation"
+	}
+	resp := windowJSON(q)
+	resp["step_seconds"] = int64(q.Step / time.Second)
+	resp["group"] = group
+	resp["quantile_relative_error"] = quantileRelativeError
+	resp["series"] = out
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// quantileRelativeError is the engine's sketch accuracy (sketch.Alpha),
+// stated in the answers that carry percentiles.
+const quantileRelativeError = 0.01
+
+type heatCellJSON struct {
+	TimeUnixNano uint64 `json:"time_unix_nano"`
+	Bucket       int    `json:"bucket"`
+	Count        int64  `json:"count"`
+}
+
+func (s *Server) handleHeatmap(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	q, ok := opsQuery(w, r)
+	if !ok {
+		return
+	}
+	sr, ok := b.(store.ServiceReader)
+	if !ok {
+		notSupported(w, "latency heatmaps")
+		return
+	}
+	hm, res, err := sr.Heatmap(r.Context(), project, q)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	cells := make([]heatCellJSON, 0, len(hm.Cells))
+	var maxCount int64
+	top := 0
+	for _, c := range hm.Cells {
+		cells = append(cells, heatCellJSON{TimeUnixNano: c.Start, Bucket: c.Bucket, Count: c.Count})
+		maxCount = max(maxCount, c.Count)
+		top = max(top, c.Bucket)
+	}
+	// Bounds up to the highest bucket in use, plus its upper bound.
+	bounds := hm.Bounds
+	if top+2 <= len(bounds) {
+		bounds = bounds[:top+2]
+	}
+	resp := windowJSON(q)
+	resp["step_seconds"] = int64(q.Step / time.Second)
+	resp["bounds_ns"] = bounds
+	resp["cells"] = cells
+	resp["max_count"] = maxCount
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type errorGroupJSON struct {
+	Service       string `json:"service"`
+	Operation     string `json:"operation"`
+	ExceptionType string `json:"exception_type"`
+	Message       string `json:"message"`
+	Count         int64  `json:"count"`
+	FirstSeen     string `json:"first_seen"`
+	FirstSeenNano uint64 `json:"first_seen_unix_nano"`
+	LastSeen      string `json:"last_seen"`
+	LastSeenNano  uint64 `json:"last_seen_unix_nano"`
+	SampleTrace   string `json:"sample_trace_id"`
+	SampleSpan    string `json:"sample_span_id"`
+}
+
+func (s *Server) handleErrors(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	q, ok := opsQuery(w, r)
+	if !ok {
+		return
+	}
+	limit, ok := intParam(w, r, "limit", 50, 1, 10000)
+	if !ok {
+		return
+	}
+	sr, ok := b.(store.ServiceReader)
+	if !ok {
+		notSupported(w, "error groups")
+		return
+	}
+	groups, res, err := sr.ErrorGroups(r.Context(), project, q, limit)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	out := make([]errorGroupJSON, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, errorGroupJSON{Service: g.Service, Operation: g.Operation, ExceptionType: g.Type, Message: g.Message,
+			Count: g.Count, FirstSeen: rfc3339(g.First), FirstSeenNano: g.First, LastSeen: rfc3339(g.Last), LastSeenNano: g.Last,
+			SampleTrace: g.Trace.String(), SampleSpan: g.Span.String()})
+	}
+	resp := windowJSON(q)
+	resp["groups"] = out
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type dependencyJSON struct {
+	Parent string `json:"parent"`
+	Child  string `json:"child"`
+	Calls  int64  `json:"calls"`
+	Errors int64  `json:"errors"`
+}
+
+func (s *Server) handleDependencies(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	start, end, ok := window(w, r)
+	if !ok {
+		return
+	}
+	dr, ok := b.(store.DependencyReader)
+	if !ok {
+		notSupported(w, "service dependencies")
+		return
+	}
+	deps, res, err := dr.Dependencies(r.Context(), project, start, end)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	out := make([]dependencyJSON, 0, len(deps))
+	for _, d := range deps {
+		out = append(out, dependencyJSON{Parent: d.Parent, Child: d.Child, Calls: d.Calls, Errors: d.Errors})
+	}
+	resp := windowJSON(&store.OpsQuery{Start: start, End: end})
+	resp["edges"] = out
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// journeyKey is an attribute name a journey can follow.
+var journeyKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.\-:/]{0,199}$`)
+
+// traceQLString quotes s as a TraceQL string literal.
+func traceQLString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\r", `\r`).Replace(s) + `"`
+}
+
+type journeyBucketJSON struct {
+	TimeUnixNano uint64 `json:"time_unix_nano"`
+	Traces       int    `json:"traces"`
+	Errors       int    `json:"errors"`
+}
+
+// handleJourney serves GET /api/v1/journey: the traces that carry one
+// attribute value (span or resource attribute: a user id, an order id, a
+// session), newest first, with a per-bucket count of them.
+func (s *Server) handleJourney(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	v := r.URL.Query()
+	key, value := v.Get("key"), v.Get("value")
+	if !journeyKey.MatchString(key) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("key: %q is not an attribute name (letters, digits, and _ . - : /; at most 200)", key))
+		return
+	}
+	if value == "" {
+		writeError(w, http.StatusBadRequest, "value: required (the attribute value to follow)")
+		return
+	}
+	limit, ok := intParam(w, r, "limit", 500, 1, 10000)
+	if !ok {
+		return
+	}
+	// The value as a string; an integer value also as a number, since ids
+	// are often sent as integers.
+	cond := "." + key + " = " + traceQLString(value)
+	if _, err := strconv.ParseInt(value, 10, 64); err == nil {
+		cond += " || ." + key + " = " + value
+	}
+	fv := url.Values{"q": {"{ " + cond + " }"}, "since": {v.Get("since")}, "until": {v.Get("until")}, "limit": {strconv.Itoa(limit)}}
+	if fv.Get("since") == "" {
+		fv.Set("since", "7d")
+	}
+	f, err := query.FromValues(fv, time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	sums, res, err := b.SearchTraces(r.Context(), project, &f, limit)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	until := f.End
+	if until == 0 {
+		until = uint64(time.Now().UnixNano())
+	}
+	step := autoStep(time.Duration(until - f.Start))
+	buckets := map[uint64]*journeyBucketJSON{}
+	out := make([]traceSummaryJSON, 0, len(sums))
+	for _, t := range sums {
+		out = append(out, traceSummaryJSON{
+			TraceID: t.TraceID.String(), RootService: t.RootService, RootName: t.RootName,
+			StartTime: rfc3339(t.Start), StartUnixNano: t.Start, DurationNanos: t.End - t.Start,
+			SpanCount: t.Spans, ErrorCount: t.Errors, MatchedSpans: t.Matched, Services: t.Services,
+		})
+		at := t.Start - t.Start%uint64(step)
+		bk := buckets[at]
+		if bk == nil {
+			bk = &journeyBucketJSON{TimeUnixNano: at}
+			buckets[at] = bk
+		}
+		bk.Traces++
+		if t.Errors > 0 {
+			bk.Errors++
+		}
+	}
+	bl := make([]journeyBucketJSON, 0, len(buckets))
+	for _, bk := range buckets {
+		bl = append(bl, *bk)
+	}
+	slices.SortFunc(bl, func(x, y journeyBucketJSON) int { return cmp.Compare(x.TimeUnixNano, y.TimeUnixNano) })
+	resp := map[string]any{"key": key, "value": value, "since": rfc3339(f.Start), "step_seconds": int64(step / time.Second),
+		"buckets": bl, "traces": out, "truncated": len(sums) >= limit}
+	if f.End != 0 {
+		resp["until"] = rfc3339(f.End)
+	}
+	if len(res.Warnings) > 0 {
+		resp["warnings"] = res.Warnings
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// intParam reads an optional integer query parameter within [lo, hi].
+func intParam(w http.ResponseWriter, r *http.Request, name string, def, lo, hi int) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%s: %q is not a whole number from %d to %d", name, v, lo, hi))
+		return 0, false
+	}
+	return n, true
+}

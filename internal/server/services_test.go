@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// TestServiceRoutes: the RED, heatmap, error-group, dependency and journey
+// routes answer with their documented shapes and figures over HTTP on each
+// backend, and refuse bad parameters with an error naming them.
+func TestServiceRoutes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer, b store.Backend) {
+		spans := recentSpans(40, 3)
+		for i := range spans {
+			spans[i].Attributes = append(spans[i].Attributes, model.KeyValue{Key: "user.id", Value: model.StringValue(fmt.Sprintf("u-%d", i%2))})
+			if spans[i].StatusCode == model.StatusError {
+				spans[i].StatusMessage = fmt.Sprintf("timeout after %d ms", 100+i)
+			}
+		}
+		ts.ingest(spans, "")
+		get := func(path string, v any) {
+			t.Helper()
+			code, _, body := ts.request("GET", path, nil)
+			if code != 200 {
+				t.Fatalf("GET %s: %d %s", path, code, body)
+			}
+			if err := json.Unmarshal(body, v); err != nil {
+				t.Fatalf("GET %s: %v in %s", path, err, body)
+			}
+		}
+		var red struct {
+			StepSeconds int64 `json:"step_seconds"`
+			Series      []struct {
+				Service   string  `json:"service"`
+				Operation string  `json:"operation"`
+				Calls     int64   `json:"calls"`
+				Errors    int64   `json:"errors"`
+				ErrorRate float64 `json:"error_rate"`
+				P50       float64 `json:"p50_ns"`
+				Buckets   []struct {
+					Calls int64 `json:"calls"`
+				} `json:"buckets"`
+			} `json:"series"`
+		}
+		get("/api/v1/red?since=2h&step=1m", &red)
+		if red.StepSeconds != 60 || len(red.Series) != 2 || red.Series[0].Calls != 20 || red.Series[1].Calls != 20 {
+			t.Fatalf("RED by service: %+v", red)
+		}
+		var total int64
+		for _, s := range red.Series {
+			total += s.Errors
+			var sum int64
+			for _, bk := range s.Buckets {
+				sum += bk.Calls
+			}
+			if sum != s.Calls || s.P50 < 4e6 || s.P50 > 6e6 {
+				t.Fatalf("series %s: buckets sum to %d of %d calls; p50 %v (spans last 5ms)", s.Service, sum, s.Calls, s.P50)
+			}
+		}
+		if total != 8 {
+			t.Fatalf("RED counts %d errors, want 8", total)
+		}
+		get("/api/v1/red?since=2h&group=operation&service=svc-a", &red)
+		if len(red.Series) == 0 || red.Series[0].Operation == "" || red.Series[0].Service != "svc-a" {
+			t.Fatalf("RED by operation of svc-a: %+v", red.Series)
+		}
+
+		var hm struct {
+			Bounds []uint64 `json:"bounds_ns"`
+			Cells  []struct {
+				Bucket int   `json:"bucket"`
+				Count  int64 `json:"count"`
+			} `json:"cells"`
+			MaxCount int64 `json:"max_count"`
+		}
+		get("/api/v1/heatmap?since=2h&step=1h", &hm)
+		var cells int64
+		for _, c := range hm.Cells {
+			cells += c.Count
+			if lo, hi := hm.Bounds[c.Bucket], hm.Bounds[c.Bucket+1]; lo > 5e6 || hi <= 5e6 {
+				t.Fatalf("5ms spans in bucket [%d, %d)", lo, hi)
+			}
+		}
+		if cells != 40 || hm.MaxCount == 0 {
+			t.Fatalf("heatmap counts %d spans (max %d), want 40", cells, hm.MaxCount)
+		}
+
+		var eg struct {
+			Groups []struct {
+				Service, Operation, Message string
+				Count                       int64
+				SampleTrace                 string `json:"sample_trace_id"`
+			} `json:"groups"`
+		}
+		get("/api/v1/errors?since=2h", &eg)
+		var errs int64
+		for _, g := range eg.Groups {
+			errs += g.Count
+			if g.Message != "timeout after <n> ms" || len(g.SampleTrace) != 32 {
+				t.Fatalf("error group %+v", g)
+			}
+		}
+		if errs != 8 {
+			t.Fatalf("error groups count %d errors, want 8: %+v", errs, eg.Groups)
+		}
+
+		var deps struct {
+			Edges []struct {
+				Parent, Child string
+				Calls         int64
+			} `json:"edges"`
+		}
+		get("/api/v1/dependencies?since=2h", &deps)
+		// Each trace of 4 has a root in svc-a and two children in svc-b.
+		if len(deps.Edges) != 1 || deps.Edges[0].Parent != "svc-a" || deps.Edges[0].Child != "svc-b" || deps.Edges[0].Calls != 20 {
+			t.Fatalf("dependencies: %+v", deps.Edges)
+		}
+
+		var j struct {
+			Traces []struct {
+				TraceID string `json:"trace_id"`
+			} `json:"traces"`
+			Buckets []struct {
+				Traces int `json:"traces"`
+			} `json:"buckets"`
+			Truncated bool `json:"truncated"`
+		}
+		get("/api/v1/journey?key=user.id&value=u-1", &j)
+		if len(j.Traces) != 10 || j.Truncated || len(j.Buckets) == 0 {
+			t.Fatalf("journey of u-1: %d traces (truncated %t), want all 10", len(j.Traces), j.Truncated)
+		}
+		get("/api/v1/journey?key=user.id&value=u-1&limit=3", &j)
+		if len(j.Traces) != 3 || !j.Truncated {
+			t.Fatalf("journey with limit 3: %d traces, truncated %t", len(j.Traces), j.Truncated)
+		}
+		get("/api/v1/journey?key=user.id&value="+url.QueryEscape(`x" } || { true`), &j)
+		if len(j.Traces) != 0 {
+			t.Fatalf("a quoted value escaped its string: %d traces", len(j.Traces))
+		}
+
+		for path, want := range map[string]string{
+			"/api/v1/red?step=30s":              "step",
+			"/api/v1/red?step=1m&since=30d":     "more than 10000 buckets",
+			"/api/v1/red?group=model":           "group",
+			"/api/v1/heatmap?since=yesterday":   "since",
+			"/api/v1/errors?limit=0":            "limit",
+			"/api/v1/journey?value=u-1":         "key",
+			"/api/v1/journey?key=a%20b&value=x": "key",
+			"/api/v1/journey?key=user.id":       "value",
+		} {
+			code, hdr, body := ts.request("GET", path, nil)
+			wantError(t, path, code, hdr, body, 400, want)
+		}
+	})
+}
+
+// TestUIAndPricesOptions: Options.UI answers every path the API does not
+// claim (deep links included), never an API path; Options.Prices is listed
+// at /api/v1/llm/prices with its source.
+func TestUIAndPricesOptions(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ui:"+r.URL.Path) })
+	srv, err := New(Options{HTTPAddr: "127.0.0.1:0", UI: ui, Prices: llm.DefaultPrices()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, srv: srv, base: "http://" + srv.HTTPAddr()}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	for _, p := range []string{"/", "/traces/4bf92f3577b34da6a3ce929d0e0e4736", "/sessions/s-1", "/ui/app.js"} {
+		if code, _, body := ts.request("GET", p, nil); code != 200 || string(body) != "ui:"+p {
+			t.Errorf("GET %s: %d %q, want the UI", p, code, body)
+		}
+	}
+	for _, p := range []string{"/api/v1/nope", "/v1/nope", "/api/traces/nope", "/api/search"} {
+		if code, _, body := ts.request("GET", p, nil); code < 400 || strings.HasPrefix(string(body), "ui:") {
+			t.Errorf("GET %s: %d %q, want an API answer", p, code, body)
+		}
+	}
+	code, _, body := ts.request("GET", "/api/v1/llm/prices", nil)
+	var prices struct {
+		Source string `json:"source"`
+		AsOf   string `json:"as_of"`
+		Models []struct {
+			Match  string `json:"match"`
+			Text   string `json:"text"`
+			Prices []struct {
+				From  string  `json:"from"`
+				Input float64 `json:"input"`
+			} `json:"prices"`
+		} `json:"models"`
+	}
+	if code != 200 || json.Unmarshal(body, &prices) != nil || prices.Source == "" || prices.AsOf == "" || len(prices.Models) < 10 {
+		t.Fatalf("GET /api/v1/llm/prices: %d %.300s", code, body)
+	}
+	for _, m := range prices.Models {
+		if m.Text == "" || len(m.Prices) == 0 || m.Prices[0].From == "" {
+			t.Fatalf("price entry %+v", m)
+		}
+	}
+}
