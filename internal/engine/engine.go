@@ -240,6 +240,8 @@ type Engine struct {
 
 	cache    *blockCache
 	llmCache llmResultCache
+	// opsResults caches the merged segment parts of service queries.
+	opsResults opsResultCache
 
 	// values holds large attribute values apart from segments (values.go).
 	// It is safe for concurrent use; Puts and Syncs happen under pubMu.
@@ -349,17 +351,18 @@ func Open(opts Options) (*Engine, error) {
 		opts.Logger.Error("value store damage isolated", "err", c)
 	}
 	e := &Engine{
-		opts:     opts,
-		log:      opts.Logger,
-		dir:      segDir,
-		lock:     lock,
-		manifest: man,
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		active:   newMemtable(time.Now()),
-		cache:    newBlockCache(opts.BlockCacheBytes),
-		llmCache: llmResultCache{max: 1 << 20},
-		values:   values,
+		opts:       opts,
+		log:        opts.Logger,
+		dir:        segDir,
+		lock:       lock,
+		manifest:   man,
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		active:     newMemtable(time.Now()),
+		cache:      newBlockCache(opts.BlockCacheBytes),
+		llmCache:   llmResultCache{max: 1 << 20},
+		opsResults: opsResultCache{max: 1 << 20},
+		values:     values,
 
 		mergeFailed: map[string]bool{},
 		lcKick:      make(chan struct{}, 1),

@@ -532,7 +532,9 @@ func quantiles(s *sketch.Sketch) *store.Quantiles {
 	if s == nil || s.Count() == 0 {
 		return nil
 	}
-	return &store.Quantiles{P50: s.Quantile(0.5), P95: s.Quantile(0.95), P99: s.Quantile(0.99), Max: float64(s.Max())}
+	var buf [3]float64
+	q := s.Quantiles(buf[:0], 0.5, 0.95, 0.99)
+	return &store.Quantiles{P50: q[0], P95: q[1], P99: q[2], Max: float64(s.Max())}
 }
 
 // groupEntries merges entries by their projection onto groupBy, plus a time

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,15 +64,39 @@ func (e *Engine) opsAggregates(s *segHandle, i int, project string) (segment.Ops
 }
 
 // opsParts gathers service aggregates covering exactly the spans of project
-// in q's window: stored aggregates for segments and blocks wholly inside
-// it, aggregation of rows elsewhere (the write buffer, blocks at the
-// window's edges, blocks holding erased traces, segments written before
-// service aggregates existed). Parts may hold other services and names
-// than q's: callers filter the keys.
-func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery, res *queryResult) ([]segment.OpsAggregates, error) {
-	f := &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name}
+// in q's window, projected by proj: stored aggregates for segments and
+// blocks wholly inside it, aggregation of rows elsewhere (the write buffer,
+// blocks at the window's edges, blocks holding erased traces, segments
+// written before service aggregates existed). The segments' part is
+// immutable, so it is merged once and cached per (segment list, query).
+func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery, proj opsProjection, res *queryResult) ([]segment.OpsAggregates, error) {
 	v := e.view()
 	defer v.release()
+	key := opsCacheKey(v.segs, project, q, proj) + "|" + strconv.FormatUint(e.hidden().gen, 10)
+	seg, ok := e.opsResults.get(key)
+	if !ok {
+		parts, err := e.opsScan(ctx, view{segs: v.segs}, project, q, res)
+		if err != nil {
+			return nil, err
+		}
+		seg = proj.apply(q, parts)
+		if res.ioErr != nil {
+			return nil, nil // the query fails with res.ioErr; nothing is cached
+		}
+		if len(res.Warnings) == 0 {
+			e.opsResults.put(key, seg)
+		}
+	}
+	mem, err := e.opsScan(ctx, view{mems: v.mems}, project, q, res)
+	if err != nil {
+		return nil, err
+	}
+	return []segment.OpsAggregates{seg, proj.apply(q, mem)}, nil
+}
+
+// opsScan collects the aggregates of one part of a view; see opsParts.
+func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.OpsQuery, res *queryResult) ([]segment.OpsAggregates, error) {
+	f := &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name}
 	rows := segment.NewOpsAggregator()
 	var parts []segment.OpsAggregates
 	stored := func(s *segHandle, i int, project string) bool {
@@ -94,6 +119,117 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 		return nil, err
 	}
 	return append(parts, rows.Aggregates()), nil
+}
+
+// opsProjection is what a query keeps of the ops entries: the service, the
+// span name, and the time bucket (Minute then holds the bucket's start in
+// seconds); error groups are kept whole.
+type opsProjection struct {
+	service, name, ops, errors bool
+}
+
+// apply merges parts into one, keeping the entries that match q's service
+// and name, with their keys projected.
+func (p opsProjection) apply(q *store.OpsQuery, parts []segment.OpsAggregates) segment.OpsAggregates {
+	var out segment.OpsAggregates
+	if p.ops {
+		idx := map[segment.OpsKey]int{}
+		for i := range parts {
+			for j := range parts[i].Ops {
+				en := &parts[i].Ops[j]
+				if !opsMatch(q, en.Key.Service, en.Key.Name) {
+					continue
+				}
+				k := segment.OpsKey{Minute: int64(bucketStart(en.Key.Minute, q.Step) / 1e9)}
+				if p.service {
+					k.Service = en.Key.Service
+				}
+				if p.name {
+					k.Name = en.Key.Name
+				}
+				if x, ok := idx[k]; ok {
+					m := &out.Ops[x].M
+					m.Spans += en.M.Spans
+					m.Errors += en.M.Errors
+					m.Latency.Merge(en.M.Latency)
+					continue
+				}
+				idx[k] = len(out.Ops)
+				out.Ops = append(out.Ops, segment.OpsEntry{Key: k, M: segment.OpsMeasures{Spans: en.M.Spans, Errors: en.M.Errors, Latency: en.M.Latency.Clone()}})
+			}
+		}
+	}
+	if p.errors {
+		idx := map[segment.ErrKey]int{}
+		for i := range parts {
+			for j := range parts[i].Errors {
+				en := &parts[i].Errors[j]
+				if !opsMatch(q, en.Key.Service, en.Key.Name) {
+					continue
+				}
+				if x, ok := idx[en.Key]; ok {
+					out.Errors[x].M.Merge(&en.M)
+					continue
+				}
+				idx[en.Key] = len(out.Errors)
+				out.Errors = append(out.Errors, *en)
+			}
+		}
+	}
+	return out
+}
+
+func opsCacheKey(segs []*segHandle, project string, q *store.OpsQuery, p opsProjection) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q|%q|%q|%d|%d|%d|%v", project, q.Service, q.Name, q.Start, q.End, q.Step, p)
+	for _, s := range segs {
+		b.WriteByte('|')
+		b.WriteString(s.name)
+	}
+	return b.String()
+}
+
+// opsResultCache keeps the merged segment parts of recent service queries
+// (a page refresh repeats them). Keyed by the segment list, so a seal or a
+// merge makes old entries unreachable; they age out in LRU order. Bounded
+// by the entries held.
+type opsResultCache struct {
+	mu      sync.Mutex
+	max     int
+	held    int
+	order   []string // oldest first
+	entries map[string]segment.OpsAggregates
+}
+
+func (c *opsResultCache) get(key string) (segment.OpsAggregates, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	got, ok := c.entries[key]
+	return got, ok
+}
+
+func (c *opsResultCache) put(key string, a segment.OpsAggregates) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(a.Ops) + len(a.Errors)
+	if n > c.max/4 {
+		return
+	}
+	if c.entries == nil {
+		c.entries = map[string]segment.OpsAggregates{}
+	}
+	if _, ok := c.entries[key]; ok {
+		return
+	}
+	c.entries[key] = a
+	c.order = append(c.order, key)
+	c.held += n
+	for c.held > c.max && len(c.order) > 0 {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.held -= len(c.entries[old].Ops) + len(c.entries[old].Errors)
+		delete(c.entries, old)
+	}
 }
 
 func opsMatch(q *store.OpsQuery, service, name string) bool {
@@ -119,20 +255,28 @@ func (e *Engine) RED(ctx context.Context, project string, q *store.OpsQuery) ([]
 		return nil, store.Result{}, err
 	}
 	var res queryResult
-	parts, err := e.opsParts(ctx, project, q, &res)
+	parts, err := e.opsParts(ctx, project, q, opsProjection{service: true, name: q.ByOperation, ops: true}, &res)
 	if err != nil {
 		return nil, res.Result, err
 	}
+	// acc sums measures; a bucket met once (the usual case: the projected
+	// parts hold one entry per series and bucket each) reads its sketch in
+	// place, and only a second entry makes it a merged copy.
 	type acc struct {
 		calls, errors int64
 		lat           *sketch.Sketch
+		owned         bool
 	}
 	add := func(a *acc, m *segment.OpsMeasures) {
 		a.calls += m.Spans
 		a.errors += m.Errors
-		if a.lat == nil {
-			a.lat = m.Latency.Clone()
-		} else {
+		switch {
+		case a.lat == nil:
+			a.lat = m.Latency
+		case !a.owned:
+			a.lat, a.owned = a.lat.Clone(), true
+			fallthrough
+		default:
 			a.lat.Merge(m.Latency)
 		}
 	}
@@ -144,20 +288,14 @@ func (e *Engine) RED(ctx context.Context, project string, q *store.OpsQuery) ([]
 	for p := range parts {
 		for i := range parts[p].Ops {
 			en := &parts[p].Ops[i]
-			if !opsMatch(q, en.Key.Service, en.Key.Name) {
-				continue
-			}
-			k := [2]string{en.Key.Service, ""}
-			if q.ByOperation {
-				k[1] = en.Key.Name
-			}
+			k := [2]string{en.Key.Service, en.Key.Name}
 			g := groups[k]
 			if g == nil {
 				g = &series{buckets: map[uint64]*acc{}}
 				groups[k] = g
 			}
 			add(&g.total, &en.M)
-			t := bucketStart(en.Key.Minute, q.Step)
+			t := uint64(en.Key.Minute) * 1e9
 			b := g.buckets[t]
 			if b == nil {
 				b = &acc{}
@@ -190,7 +328,7 @@ func (e *Engine) Heatmap(ctx context.Context, project string, q *store.OpsQuery)
 		return store.Heatmap{}, store.Result{}, err
 	}
 	var res queryResult
-	parts, err := e.opsParts(ctx, project, q, &res)
+	parts, err := e.opsParts(ctx, project, q, opsProjection{ops: true}, &res)
 	if err != nil {
 		return store.Heatmap{}, res.Result, err
 	}
@@ -202,10 +340,7 @@ func (e *Engine) Heatmap(ctx context.Context, project string, q *store.OpsQuery)
 	for p := range parts {
 		for i := range parts[p].Ops {
 			en := &parts[p].Ops[i]
-			if !opsMatch(q, en.Key.Service, en.Key.Name) {
-				continue
-			}
-			t := bucketStart(en.Key.Minute, q.Step)
+			t := uint64(en.Key.Minute) * 1e9
 			en.M.Latency.Heatmap(func(h int, n uint64) { counts[cell{t, h}] += int64(n) })
 		}
 	}
@@ -213,14 +348,16 @@ func (e *Engine) Heatmap(ctx context.Context, project string, q *store.OpsQuery)
 	for c, n := range counts {
 		out.Cells = append(out.Cells, store.HeatCell{Start: c.t, Bucket: c.h, Count: n})
 	}
-	slices.SortFunc(out.Cells, func(a, b store.HeatCell) int { return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Bucket, b.Bucket)) })
+	slices.SortFunc(out.Cells, func(a, b store.HeatCell) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Bucket, b.Bucket))
+	})
 	return finish(out, &res)
 }
 
 // ErrorGroups returns the error groups of the window, largest first.
 func (e *Engine) ErrorGroups(ctx context.Context, project string, q *store.OpsQuery, limit int) ([]store.ErrorGroup, store.Result, error) {
 	var res queryResult
-	parts, err := e.opsParts(ctx, project, q, &res)
+	parts, err := e.opsParts(ctx, project, q, opsProjection{errors: true}, &res)
 	if err != nil {
 		return nil, res.Result, err
 	}
@@ -228,9 +365,6 @@ func (e *Engine) ErrorGroups(ctx context.Context, project string, q *store.OpsQu
 	for p := range parts {
 		for i := range parts[p].Errors {
 			en := &parts[p].Errors[i]
-			if !opsMatch(q, en.Key.Service, en.Key.Name) {
-				continue
-			}
 			if m := groups[en.Key]; m != nil {
 				m.Merge(&en.M)
 			} else {

@@ -221,6 +221,41 @@ func (s *Sketch) Quantile(q float64) float64 {
 	return float64(s.max)
 }
 
+// Quantiles is Quantile for several quantiles in ascending order, in one
+// pass over the buckets; out[i] answers qs[i]. It panics if qs is not
+// ascending.
+func (s *Sketch) Quantiles(out []float64, qs ...float64) []float64 {
+	out = out[:0]
+	for i, q := range qs {
+		if i > 0 && q < qs[i-1] {
+			panic("sketch: Quantiles needs ascending quantiles")
+		}
+	}
+	seen, j := s.zeros, 0
+	for _, q := range qs {
+		if s.count == 0 || !(q >= 0 && q <= 1) || q == 0 || q == 1 {
+			out = append(out, s.Quantile(q))
+			continue
+		}
+		rank := uint64(q * float64(s.count-1))
+		if rank < s.zeros {
+			out = append(out, 0)
+			continue
+		}
+		for j < len(s.counts) && seen+s.counts[j] <= rank {
+			seen += s.counts[j]
+			j++
+		}
+		if j == len(s.counts) {
+			out = append(out, float64(s.max))
+			continue
+		}
+		v := 2 * math.Pow(gamma, float64(s.offset+j)) / (gamma + 1)
+		out = append(out, math.Min(math.Max(v, float64(s.min)), float64(s.max)))
+	}
+	return out
+}
+
 // AppendBinary appends the sketch's encoding to dst:
 //
 //	version byte (1) | uvarint count | uvarint zeros | uvarint min | uvarint max - min |

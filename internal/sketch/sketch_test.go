@@ -290,3 +290,25 @@ func TestHeatmapMatchesRawBuckets(t *testing.T) {
 		t.Fatalf("heatmap from the sketch %v, from the values %v", got, want)
 	}
 }
+
+func TestQuantilesEqualsQuantile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for n := range 200 {
+		s := New()
+		for range n {
+			v := uint64(math.Exp(rng.Float64() * 25))
+			if rng.IntN(10) == 0 {
+				v = 0
+			}
+			s.Add(v)
+		}
+		qs := []float64{0, 0.01, 0.5, 0.5, 0.9, 0.95, 0.99, 1}
+		got := s.Quantiles(nil, qs...)
+		for i, q := range qs {
+			want := s.Quantile(q)
+			if got[i] != want && !(math.IsNaN(got[i]) && math.IsNaN(want)) {
+				t.Fatalf("n=%d: Quantiles[%v] = %v, Quantile = %v", n, q, got[i], want)
+			}
+		}
+	}
+}
