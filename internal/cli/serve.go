@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/rastro-dev/rastro/internal/ui"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -26,6 +28,7 @@ type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
 	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pricesFile                                        string
+	ui                                                bool
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
@@ -63,6 +66,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "memory for spans not yet sealed (estimated); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
 	fs.Var(&c.valueThreshold, "value-threshold", "string attribute values of at least this size (long prompts and completions) are stored apart, once per distinct value, and read only for results that show them (0 keeps every value inline)")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web UI at / on the HTTP port (--ui=false turns it off)")
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
@@ -138,17 +142,26 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// The engine opens after the ports are bound (WAL replay can take a
 	// while); its metrics are served from the start, 0 until it is open.
 	var opened atomic.Pointer[engine.Engine]
+	var webUI http.Handler
+	if c.ui {
+		webUI = ui.Handler()
+	}
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		ExtraHTTPAddrs: []string{c.tempoAddr, c.jaegerAddr, c.zipkinAddr},
 		MaxBodyBytes:   int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
 		Collectors: []prometheus.Collector{engine.NewCollector(opened.Load)},
+		Prices:     prices,
+		UI:         webUI,
 	})
 	if err != nil {
 		return err
 	}
 	if err := srv.Start(); err != nil {
 		return err
+	}
+	if c.ui {
+		log.Info("web UI", "url", "http://"+srv.HTTPAddr()+"/")
 	}
 	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir, "durability", c.durability)
 

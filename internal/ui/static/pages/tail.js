@@ -1,0 +1,156 @@
+// Live tail: spans matching a filter as the server acknowledges them
+// (GET /api/v1/tail, server-sent events read with fetch so the bearer token
+// can be sent). Rendering is capped at N rows per second; the list is
+// virtualised and updated once per animation frame.
+
+import {h, fill, qs} from '../lib/dom.js';
+import {headers, fail, enc, token} from '../lib/api.js';
+import {dur, clock, num} from '../lib/fmt.js';
+import {vlist} from '../lib/vlist.js';
+
+export const title = 'Live tail';
+export const noTime = true;
+
+const ROW = 24;
+const MAX_ROWS = 50000;   // oldest rows are forgotten beyond this
+const PAUSE_CAP = 10000;  // spans buffered while paused; more are dropped
+const RATES = [100, 1000, 5000];
+
+export function render(root, ctx) {
+  const p = ctx.params;
+  const q = p.get('q') || '';
+  let rate = RATES.includes(Number(p.get('rate'))) ? Number(p.get('rate')) : 1000;
+  const st = {rows: [], queue: [], held: [], received: 0, shown: 0, serverDropped: 0, rateDropped: 0, pauseDropped: 0, paused: false, open: false, error: ''};
+  const expose = () => { window.__rastroTail = {rows: st.rows.length, received: st.received, dropped: st.serverDropped + st.rateDropped + st.pauseDropped, open: st.open, paused: st.paused}; };
+  expose();
+
+  const input = h('input', {id: 'q', type: 'search', 'data-search': '', autocomplete: 'off', spellcheck: 'false', value: q,
+    placeholder: '{ status = error }   (empty: every span)', 'aria-label': 'TraceQL filter'});
+  const pauseBtn = h('button', {type: 'button', id: 'tail-pause', class: 'ghost'}, 'Pause');
+  const rateSel = h('select', {id: 'tail-rate', 'aria-label': 'Render at most', onchange: () => { rate = Number(rateSel.value); ctx.setParams({rate: rate === 1000 ? '' : rate}, true); }},
+    RATES.map(r => h('option', {value: r, selected: r === rate}, 'render ≤ ' + num(r) + ' rows/s')));
+  const status = h('div', {class: 'tail-status muted', id: 'tail-status', role: 'status'});
+  const note = h('div', {class: 'small muted', id: 'tail-pause-note'});
+  const scroller = h('div', {class: 'tail-list', id: 'tail-list', tabindex: '0', 'aria-label': 'Live spans, newest first'});
+  fill(root, h('h1', null, 'Live tail'),
+    h('form', {class: 'qbar', onsubmit: e => { e.preventDefault(); ctx.setParams({q: input.value.trim()}); }},
+      h('div', {class: 'qwrap'}, input), h('button', {type: 'submit'}, 'Tail'), pauseBtn, rateSel,
+      h('button', {type: 'button', class: 'ghost', id: 'tail-clear', onclick: () => { st.rows = []; list.now(true); draw(); }}, 'Clear')),
+    status, note, scroller);
+
+  const list = vlist(scroller, ROW, () => st.rows.length, i => {
+    const s = st.rows[st.rows.length - 1 - i];
+    return h('div', {class: 'tail-row' + (s.status === 'error' ? ' err' : ''), dataset: {spanId: s.span_id, traceId: s.trace_id},
+      onclick: () => ctx.navigate('/traces/' + enc(s.trace_id) + qs({span: s.span_id}))},
+    h('span', {class: 'mono'}, clock(s.start_time_unix_nano) + '.' + String(Math.floor(s.start_time_unix_nano / 1e6) % 1000).padStart(3, '0')),
+    h('span', null, s.service), h('span', null, s.name), h('span', null, dur(s.duration_ns)), h('span', null, s.status));
+  });
+
+  function draw() {
+    const parts = [st.error ? st.error : st.open ? (st.paused ? 'paused (connection kept open)' : 'live') : 'connecting…',
+      num(st.rows.length) + ' rows shown', num(st.received) + ' received'];
+    if (st.serverDropped) parts.push(num(st.serverDropped) + ' skipped by the server (client too slow)');
+    if (st.rateDropped) parts.push(num(st.rateDropped) + ' dropped by the ' + num(rate) + ' rows/s cap');
+    if (st.pauseDropped) parts.push(num(st.pauseDropped) + ' dropped while paused');
+    status.textContent = parts.join(' · ');
+    note.textContent = st.paused ? 'Paused: new spans are buffered (' + num(st.held.length) + ' of at most ' + num(PAUSE_CAP) + '); beyond that they are dropped and counted. Resume to show them.' : '';
+    expose();
+  }
+
+  pauseBtn.addEventListener('click', () => {
+    st.paused = !st.paused;
+    pauseBtn.textContent = st.paused ? 'Resume' : 'Pause';
+    if (!st.paused) { for (const s of st.held) admit(s); st.held = []; schedule(); }
+    draw();
+  });
+
+  // admit queues a span for display, keeping at most one second of backlog
+  // at the current rate; older queued spans are dropped and counted.
+  function admit(s) {
+    st.queue.push(s);
+    if (st.queue.length > rate) { st.queue.shift(); st.rateDropped++; }
+  }
+
+  function incoming(spans) {
+    st.received += spans.length;
+    for (const s of spans) {
+      if (st.paused) { if (st.held.length < PAUSE_CAP) st.held.push(s); else st.pauseDropped++; } else admit(s);
+    }
+    schedule();
+    if (st.paused) draw();
+  }
+
+  let frame = 0, last = 0, allowance = 0;
+  function schedule() { if (!frame) frame = requestAnimationFrame(tick); }
+  function tick(now) {
+    frame = 0;
+    const dt = last ? Math.min(1000, now - last) : 50;
+    last = now;
+    allowance = Math.min(rate, allowance + rate * dt / 1000);
+    const k = Math.min(st.queue.length, Math.floor(allowance));
+    if (k > 0) {
+      allowance -= k;
+      const add = st.queue.splice(0, k);
+      for (const s of add) st.rows.push(s);
+      if (st.rows.length > MAX_ROWS) st.rows.splice(0, st.rows.length - MAX_ROWS);
+      if (scroller.scrollTop > 0) scroller.scrollTop += k * ROW; // keep the rows in view still
+      list.now(true);
+      draw();
+    }
+    if (st.queue.length) schedule(); else last = 0;
+  }
+
+  const ctrl = new AbortController();
+  ctx.signal.addEventListener('abort', () => ctrl.abort());
+  let retry = 0;
+  async function connect() {
+    st.open = false; st.error = ''; draw();
+    try {
+      const url = '/api/v1/tail' + qs({q});
+      const sent = token();
+      const resp = await fetch(url, {headers: headers({Accept: 'text/event-stream'}), signal: ctrl.signal});
+      if (!resp.ok) throw await fail(resp, url, sent);
+      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i).replace(/^\r?\n\r?\n/, '');
+          event(block);
+        }
+      }
+      st.error = 'the server closed the stream; reconnecting…';
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      st.error = e.message + '; retrying…';
+    }
+    st.open = false;
+    draw();
+    retry = Math.min(retry + 1, 5);
+    setTimeout(() => { if (!ctrl.signal.aborted) connect(); }, 1000 * retry);
+  }
+
+  function event(block) {
+    let name = 'message', data = '';
+    for (const line of block.split(/\r?\n/)) {
+      if (line.startsWith(':')) {
+        if (line.startsWith(': tail open')) { st.open = true; retry = 0; draw(); }
+      } else if (line.startsWith('event:')) name = line.slice(6).trim();
+      else if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(5).replace(/^ /, '');
+    }
+    if (!data) return;
+    try {
+      const d = JSON.parse(data);
+      if (name === 'spans') incoming(d.spans || []);
+      else if (name === 'dropped') { st.serverDropped += d.dropped || 0; draw(); }
+    } catch (e) { console.error('tail: bad event', e); }
+  }
+
+  connect();
+  draw();
+  return () => { ctrl.abort(); list.destroy(); if (frame) cancelAnimationFrame(frame); };
+}
