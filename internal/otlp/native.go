@@ -550,6 +550,49 @@ func appendSpanJSON(b []byte, s *model.Span, native bool) []byte {
 	b = appendUintField(b, &c, "dropped_attributes_count", uint64(s.DroppedAttributesCount))
 	b = appendUintField(b, &c, "dropped_events_count", uint64(s.DroppedEventsCount))
 	b = appendUintField(b, &c, "dropped_links_count", uint64(s.DroppedLinksCount))
+	if l := s.LLM; l != nil && !native {
+		b = c.key(b, "llm")
+		b = appendLLMJSON(b, l)
+	}
+	return append(b, '}')
+}
+
+var costSourceNames = [...]string{model.CostNone: "none", model.CostClient: "client", model.CostComputed: "computed"}
+
+// appendLLMJSON writes the LLM fields the server derived at ingest (the API
+// span JSON's "llm" member): strings when set, token counts when reported
+// (not negative), the cost in USD with where it came from.
+func appendLLMJSON(b []byte, l *model.LLM) []byte {
+	b = append(b, '{')
+	c := comma{}
+	b = appendStrField(b, &c, "provider", l.Provider)
+	b = appendStrField(b, &c, "model", l.Model())
+	b = appendStrField(b, &c, "request_model", l.RequestModel)
+	b = appendStrField(b, &c, "response_model", l.ResponseModel)
+	b = appendStrField(b, &c, "operation", l.Operation)
+	b = appendStrField(b, &c, "session_id", l.SessionID)
+	b = appendStrField(b, &c, "user_id", l.UserID)
+	b = appendStrField(b, &c, "agent", l.AgentName)
+	b = appendStrField(b, &c, "tool", l.ToolName)
+	for _, t := range []struct {
+		k string
+		v int64
+	}{{"input_tokens", l.InputTokens}, {"output_tokens", l.OutputTokens}, {"cache_read_tokens", l.CacheReadTokens},
+		{"cache_creation_tokens", l.CacheCreationTokens}, {"reasoning_tokens", l.ReasoningTokens}} {
+		if t.v >= 0 {
+			b = c.key(b, t.k)
+			b = strconv.AppendInt(b, t.v, 10)
+		}
+	}
+	b = appendUintField(b, &c, "time_to_first_token_ns", l.TimeToFirstTokenNanos)
+	b = c.key(b, "counted")
+	b = strconv.AppendBool(b, l.Counted)
+	if int(l.CostSource) < len(costSourceNames) && l.CostSource != model.CostNone {
+		b = c.key(b, "cost_usd")
+		b = strconv.AppendFloat(b, float64(l.CostNanoUSD)/1e9, 'f', -1, 64)
+		b = c.key(b, "cost_source")
+		b = appendJSONString(b, costSourceNames[l.CostSource])
+	}
 	return append(b, '}')
 }
 

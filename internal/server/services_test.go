@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
@@ -208,4 +209,50 @@ func TestUIAndPricesOptions(t *testing.T) {
 			t.Fatalf("price entry %+v", m)
 		}
 	}
+}
+
+// TestSpanJSONCarriesLLMFields: a span's JSON in a trace carries the LLM
+// fields derived at ingest (model, tokens, cost), so clients need not
+// re-read the attribute dialects; other spans have no llm member.
+func TestSpanJSONCarriesLLMFields(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer, b store.Backend) {
+		spans := recentSpans(4, 9)
+		spans[1].Attributes = append(spans[1].Attributes,
+			model.KeyValue{Key: "gen_ai.system", Value: model.StringValue("openai")},
+			model.KeyValue{Key: "gen_ai.request.model", Value: model.StringValue("gpt-4o")},
+			model.KeyValue{Key: "gen_ai.operation.name", Value: model.StringValue("chat")},
+			model.KeyValue{Key: "gen_ai.usage.input_tokens", Value: model.IntValue(1000)},
+			model.KeyValue{Key: "gen_ai.usage.output_tokens", Value: model.IntValue(100)})
+		ts.ingest(spans, "")
+		code, _, body := ts.request("GET", "/api/v1/traces/"+spans[0].TraceID.String(), nil)
+		var tr struct {
+			Spans []struct {
+				SpanID string `json:"span_id"`
+				LLM    *struct {
+					Provider string  `json:"provider"`
+					Model    string  `json:"model"`
+					In       *int64  `json:"input_tokens"`
+					Out      *int64  `json:"output_tokens"`
+					Cost     float64 `json:"cost_usd"`
+					Source   string  `json:"cost_source"`
+				} `json:"llm"`
+			} `json:"spans"`
+		}
+		if code != 200 || json.Unmarshal(body, &tr) != nil || len(tr.Spans) != 4 {
+			t.Fatalf("GET trace: %d %.300s", code, body)
+		}
+		for _, s := range tr.Spans {
+			if s.SpanID != spans[1].SpanID.String() {
+				if s.LLM != nil {
+					t.Errorf("span %s has an llm member", s.SpanID)
+				}
+				continue
+			}
+			want, _ := llm.DefaultPrices().Cost("openai", "gpt-4o", time.Now(), 1000, 100, 0, 0)
+			if s.LLM == nil || s.LLM.Provider != "openai" || s.LLM.Model != "gpt-4o" || s.LLM.In == nil || *s.LLM.In != 1000 ||
+				*s.LLM.Out != 100 || s.LLM.Source != "computed" || s.LLM.Cost != float64(want)/1e9 || want == 0 {
+				t.Errorf("LLM span's llm member: %+v (want cost %d nano-USD)", s.LLM, want)
+			}
+		}
+	})
 }

@@ -1,8 +1,9 @@
-// LLM fields of a span as the trace page shows them. The span JSON of
-// GET /api/v1/traces/{id} carries raw attributes only, so this reads the
-// dialects the server's extractor reads (internal/llm: OTel GenAI current and
-// legacy, OpenInference, OpenLLMetry, Langfuse) for model, tokens and the
-// messages. A span with a server-computed "llm" member uses that instead.
+// LLM fields of a span as the trace page shows them. The server derives
+// model, provider, tokens and cost at ingest and sends them as the span's
+// "llm" member; the messages are read here from the attribute dialects the
+// server's extractor reads (internal/llm: OTel GenAI current and legacy,
+// OpenInference, OpenLLMetry, Langfuse). Spans without the member (an older
+// server) get every field from the attributes.
 
 import {h, foldText} from './dom.js';
 
@@ -21,7 +22,11 @@ const int = v => (v == null || v === '' || isNaN(Number(v)) ? null : Number(v));
 // info returns {model, provider, operation, input_tokens, output_tokens,
 // cache_read_tokens, ttft_s, cost_usd?, input_messages, output_messages}.
 export function info(span) {
-  if (span.llm) return span.llm;
+  if (span.llm) {
+    const l = span.llm;
+    return {...l, ttft_s: l.time_to_first_token_ns ? l.time_to_first_token_ns / 1e9 : null,
+      input_messages: messages(span, true), output_messages: messages(span, false)};
+  }
   const a = span.attributes || {};
   let model = first(a['gen_ai.response.model'], a['gen_ai.request.model'], a['llm.model_name'], a['langfuse.observation.model.name']);
   if (!model && a['llm.invocation_parameters']) {

@@ -338,7 +338,13 @@ function spanDetail(s, traceStart, close) {
 function llmSection(s, l) {
   const tokens = l.input_tokens != null || l.output_tokens != null;
   const cost = h('span', {class: 'badge', id: 'llm-cost'}, l.cost_usd != null ? usd(l.cost_usd) : 'cost …');
-  if (l.cost_usd == null) loadCost(s, cost);
+  if (s.llm) {
+    // The server's own reading: priced from its table (or sent by the
+    // client), and whether this span's usage counts in the totals.
+    if (l.cost_usd == null) cost.textContent = 'no price for this model';
+    if (!l.counted) cost.textContent += ' (not billed: usage counted on its children)';
+    if (l.cost_source) cost.title = l.cost_source === 'client' ? 'sent by the client' : 'computed from the server\'s price table';
+  } else if (l.cost_usd == null) loadCost(s, cost);
   return h('section', {class: 'llm', id: 'llm-section'},
     h('h3', null, 'LLM call'),
     h('div', {class: 'row small'},
