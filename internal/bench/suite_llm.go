@@ -470,6 +470,14 @@ func llmIngest(ctx context.Context, srv *Server, p *llmPlan) (LoadResult, error)
 // query kind restarts it, times the first request (cold) and 20 more after
 // two warm-ups (warm).
 func runLLMAfterIngest(ctx context.Context, env *RunEnv, p *llmPlan) Result {
+	return runAfterIngest(ctx, env, p, map[string]float64{"llm_spans": float64(p.key.all.spans)})
+}
+
+// runAfterIngest is the after-ingest scenario of the query suites (llm,
+// services): ingest p's payloads, stop the server (sealing its buffer),
+// then per query kind restart it, time the first request (cold) and
+// llmWarmRequests more after llmWarmups (warm). extra joins the metrics.
+func runAfterIngest(ctx context.Context, env *RunEnv, p *llmPlan, extra map[string]float64) Result {
 	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"}
 	srv, err := StartServer(ctx, opts)
 	if err != nil {
@@ -484,7 +492,10 @@ func runLLMAfterIngest(ctx context.Context, env *RunEnv, p *llmPlan) Result {
 	if st, err := srv.Stats(ctx); err == nil {
 		facts.Stored = st.Spans
 	}
-	res := Result{Metrics: map[string]float64{"spans_per_s": lr.SpansPerSecond, "llm_spans": float64(p.key.all.spans), "retried_429": float64(lr.Retried429)}}
+	res := Result{Metrics: map[string]float64{"spans_per_s": lr.SpansPerSecond, "retried_429": float64(lr.Retried429)}}
+	for k, v := range extra {
+		res.Metrics[k] = v
+	}
 	if err := srv.Stop(120 * time.Second); err != nil {
 		return refused("stop server after ingest: %v", err)
 	}

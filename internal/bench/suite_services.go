@@ -27,6 +27,7 @@ checked against an answer key computed from the generated spans: calls and error
 heatmap, and error spans in the error groups; a wrong answer refuses the run.`,
 		Columns: []Column{
 			{Title: "Ingest spans/s (min-max)", Metric: "spans_per_s", Spread: true},
+			{Title: "429s retried", Metric: "retried_429"},
 			{Title: "Segments (at the queries)", Metric: "segments"},
 			{Title: "Unsealed spans (at the queries)", Metric: "buffer_spans"},
 		},
@@ -166,65 +167,7 @@ func planServices(ctx context.Context, cfg Config) ([]Scenario, error) {
 }
 
 func runServicesAfterIngest(ctx context.Context, env *RunEnv, p *servicesPlan) Result {
-	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"}
-	srv, err := StartServer(ctx, opts)
-	if err != nil {
-		return refused("start server: %v", err)
-	}
-	defer func() { srv.Kill() }()
-	lr, err := llmIngest(ctx, srv, &p.llm)
-	if err != nil {
-		return refused("load: %v", err)
-	}
-	facts := RunFacts{Load: lr, Expected: int64(p.llm.spans), Stored: -1, RestartStored: -1, Restarted: true}
-	if st, err := srv.Stats(ctx); err == nil {
-		facts.Stored = st.Spans
-	}
-	res := Result{Metrics: map[string]float64{"spans_per_s": lr.SpansPerSecond}}
-	if err := srv.Stop(120 * time.Second); err != nil {
-		return refused("stop server after ingest: %v", err)
-	}
-	if r := Refusals(RunFacts{Load: lr, Expected: facts.Expected, Stored: facts.Stored}); len(r) > 0 {
-		return Result{Refusals: r}
-	}
-	for i := range p.llm.kinds {
-		k := &p.llm.kinds[i]
-		next, err := StartServer(ctx, opts)
-		if err != nil {
-			return refused("restart server for %s: %v", k.name, err)
-		}
-		srv = next
-		cold, _, err := llmGet(ctx, srv, k, true)
-		if err != nil {
-			return refused("cold %v", err)
-		}
-		res.Metrics[k.name+"_cold_ms"] = msOf(cold)
-		if i == 0 {
-			st, err := srv.Stats(ctx)
-			if err != nil {
-				return refused("after restart: %v", err)
-			}
-			facts.RestartStored = st.Spans
-			res.Metrics["segments"], res.Metrics["buffer_spans"] = float64(st.Segments), float64(st.BufferSpans)
-		}
-		warm := make([]time.Duration, 0, llmWarmRequests)
-		for j := 0; j < llmWarmups+llmWarmRequests; j++ {
-			d, _, err := llmGet(ctx, srv, k, true)
-			if err != nil {
-				return refused("warm %v", err)
-			}
-			if j >= llmWarmups {
-				warm = append(warm, d)
-			}
-		}
-		l := SummarizeLatency(warm)
-		res.Metrics[k.name+"_warm_p50_ms"], res.Metrics[k.name+"_warm_p95_ms"] = l.P50, l.P95
-		if err := srv.Stop(60 * time.Second); err != nil {
-			return refused("stop server after %s: %v", k.name, err)
-		}
-	}
-	res.Refusals = Refusals(facts)
-	return res
+	return runAfterIngest(ctx, env, &p.llm, nil)
 }
 
 func servicesTargets(rec *Record) []Target {
