@@ -148,7 +148,8 @@ func showSession(ctx context.Context, env *Env, c *clientFlags, id string, param
 			}
 		}
 	}
-	fmt.Fprintf(w, "session %s: %d traces, %d in / %d out tokens, $%.5f\n", resp.SessionID, len(resp.Traces), in, out, cost)
+	fmt.Fprintf(w, "session %s: %d traces, %d in / %d out tokens, $%.5f (%s)\n", resp.SessionID, len(resp.Traces), in, out, cost,
+		strings.TrimRight(c.server, "/")+"/sessions/"+url.PathEscape(resp.SessionID))
 	for _, warning := range resp.Warnings {
 		fmt.Fprintln(env.Stderr, "warning:", warning)
 	}

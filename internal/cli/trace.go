@@ -29,13 +29,13 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 	if printed, err := c.fetch(ctx, env, "/api/v1/traces/"+fs.Arg(0), nil, &resp); err != nil || printed {
 		return err
 	}
-	printTraceTree(env, resp.TraceID, resp.Spans)
+	printTraceTree(env, resp.TraceID, resp.Spans, c.traceLink(resp.TraceID))
 	return nil
 }
 
 // printTraceTree prints spans indented under their parents; spans whose parent
 // is missing are shown at the top level.
-func printTraceTree(env *Env, traceID string, spans []apiSpan) {
+func printTraceTree(env *Env, traceID string, spans []apiSpan, link string) {
 	byID := map[string]bool{}
 	for _, s := range spans {
 		byID[s.SpanID] = true
@@ -55,7 +55,7 @@ func printTraceTree(env *Env, traceID string, spans []apiSpan) {
 			t0 = s.Start
 		}
 	}
-	fmt.Fprintf(env.Stdout, "trace %s: %d spans\n\n", traceID, len(spans))
+	fmt.Fprintf(env.Stdout, "trace %s: %d spans (%s)\n\n", traceID, len(spans), link)
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SPAN\tSERVICE\tOFFSET\tDURATION\tSTATUS\tSPAN ID")
 	var walk func(s apiSpan, depth int)
