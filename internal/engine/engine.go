@@ -242,6 +242,9 @@ type Engine struct {
 	llmCache llmResultCache
 	// opsResults caches the merged segment parts of service queries.
 	opsResults opsResultCache
+	// opsCacheEntries counts the service-aggregate rollup entries the
+	// segment handles cache (bounded by maxOpsCacheEntries).
+	opsCacheEntries atomic.Int64
 
 	// values holds large attribute values apart from segments (values.go).
 	// It is safe for concurrent use; Puts and Syncs happen under pubMu.

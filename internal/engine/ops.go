@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/query"
@@ -18,48 +19,66 @@ import (
 
 var _ store.ServiceReader = (*Engine)(nil)
 
-// opsCache holds a segment's decoded service aggregates: immutable, and
-// small next to the spans (one entry per service, span name and minute).
+// opsCache holds a segment's decoded service-aggregate rollups (one per
+// project asked for). Block parts are not cached: they are read only for
+// blocks at a window's edge, and caching them would hold every block's
+// entries of a large store over time.
 type opsCache struct {
 	mu      sync.Mutex
-	blocks  map[int]segment.OpsAggregates
 	project map[string]segment.OpsAggregates
+	held    int64         // entries held, counted in budget
+	budget  *atomic.Int64 // the engine's opsCacheEntries, while entries are held
+}
+
+// maxOpsCacheEntries bounds the rollup entries cached across all segments
+// (an entry is about 100-200 bytes with its sketch). Past it, rollups are
+// decoded on each query that needs them.
+const maxOpsCacheEntries = 1 << 20
+
+// release returns the handle's cached entries to the engine's budget; the
+// handle is being closed.
+func (c *opsCache) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.budget != nil {
+		c.budget.Add(-c.held)
+	}
+	c.project, c.held, c.budget = nil, 0, nil
 }
 
 // opsAggregates returns the stored service aggregates of block i, or of
-// the whole segment for project when i < 0, cached.
+// the whole segment for project when i < 0 (cached within budget).
 func (e *Engine) opsAggregates(s *segHandle, i int, project string) (segment.OpsAggregates, error) {
-	s.ops.mu.Lock()
-	a, ok := s.ops.blocks[i]
-	if i < 0 {
-		a, ok = s.ops.project[project]
+	if i >= 0 {
+		return s.r.BlockOps(i)
 	}
+	s.ops.mu.Lock()
+	a, ok := s.ops.project[project]
 	s.ops.mu.Unlock()
 	if ok {
 		return a, nil
 	}
-	var err error
-	if i < 0 {
-		a, err = s.r.SegmentOps(project)
-	} else {
-		a, err = s.r.BlockOps(i)
-	}
+	a, err := s.r.SegmentOps(project)
 	if err != nil {
 		return segment.OpsAggregates{}, err
 	}
+	n := int64(len(a.Ops) + len(a.Errors))
+	if e.opsCacheEntries.Add(n) > maxOpsCacheEntries {
+		e.opsCacheEntries.Add(-n)
+		return a, nil
+	}
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
-	if i < 0 {
-		if s.ops.project == nil {
-			s.ops.project = map[string]segment.OpsAggregates{}
-		}
-		s.ops.project[project] = a
-	} else {
-		if s.ops.blocks == nil {
-			s.ops.blocks = map[int]segment.OpsAggregates{}
-		}
-		s.ops.blocks[i] = a
+	if _, dup := s.ops.project[project]; dup || s.retiring.Load() {
+		e.opsCacheEntries.Add(-n)
+		return a, nil
 	}
+	if s.ops.project == nil {
+		s.ops.project = map[string]segment.OpsAggregates{}
+	}
+	s.ops.project[project] = a
+	s.ops.held += n
+	s.ops.budget = &e.opsCacheEntries
 	return a, nil
 }
 

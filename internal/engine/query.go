@@ -65,7 +65,12 @@ func (h *segHandle) retire() {
 	}
 }
 
-func (h *segHandle) close() { h.closeOnce.Do(func() { h.r.Close() }) }
+func (h *segHandle) close() {
+	h.closeOnce.Do(func() {
+		h.ops.release()
+		h.r.Close()
+	})
+}
 
 func newSegHandle(name string, r *segment.Reader) *segHandle {
 	return &segHandle{name: name, r: r, info: r.Info(), blocks: r.Blocks(), cats: map[int]*catalog{}}
