@@ -39,6 +39,12 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 			return
 		}
 	}
+	// max_rate caps the spans sent to this client per second (a browser
+	// that cannot render more need not receive more); 0 = no cap.
+	maxRate, ok := intParam(w, r, "max_rate", 0, 1, 1_000_000)
+	if !ok {
+		return
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeError(w, http.StatusInternalServerError, "this connection cannot stream")
@@ -88,13 +94,21 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 	type next struct {
 		buf     []byte
 		dropped int64
+		limited int64 // matching spans not sent because of max_rate
 		err     error
 	}
 	results := make(chan next)
 	go func() {
 		// Encoding happens here so that the writer below only writes.
+		bucket := tokenBucket{rate: float64(maxRate), tokens: float64(maxRate), last: time.Now()}
 		for {
 			spans, dropped, err := t.Next(ctx)
+			var limited int64
+			if maxRate > 0 && len(spans) > 0 {
+				n := bucket.take(len(spans), time.Now())
+				limited = int64(len(spans) - n)
+				spans = spans[:n]
+			}
 			var buf []byte
 			if len(spans) > 0 {
 				buf = append(buf, "event: spans\ndata: {\"spans\":"...)
@@ -102,7 +116,7 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 				buf = append(buf, "}\n\n"...)
 			}
 			select {
-			case results <- next{buf, dropped, err}:
+			case results <- next{buf, dropped, limited, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -127,6 +141,9 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 			if len(n.buf) > 0 {
 				err = write(n.buf)
 			}
+			if err == nil && n.limited > 0 {
+				err = write([]byte("event: limited\ndata: {\"limited\":" + strconv.FormatInt(n.limited, 10) + "}\n\n"))
+			}
 			if err == nil && n.dropped > 0 {
 				err = write([]byte("event: dropped\ndata: {\"dropped\":" + strconv.FormatInt(n.dropped, 10) + "}\n\n"))
 			}
@@ -140,4 +157,20 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 		}
 		flusher.Flush()
 	}
+}
+
+// tokenBucket admits up to rate items per second, with bursts of up to one
+// second's worth.
+type tokenBucket struct {
+	rate, tokens float64
+	last         time.Time
+}
+
+// take returns how many of n items may pass now, and spends them.
+func (b *tokenBucket) take(n int, now time.Time) int {
+	b.tokens = min(b.rate, b.tokens+b.rate*now.Sub(b.last).Seconds())
+	b.last = now
+	k := min(n, int(b.tokens))
+	b.tokens -= float64(k)
+	return k
 }

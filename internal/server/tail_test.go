@@ -146,6 +146,7 @@ func TestTailRefusesBadParametersAndEndsOnShutdown(t *testing.T) {
 		"q=" + url.QueryEscape("{ status = "): "q: ",
 		"limit=5":                             "limit: a tail takes no limit",
 		"min_duration=abc":                    "min_duration: invalid duration",
+		"max_rate=0":                          "max_rate: \"0\" is not a whole number from 1",
 	} {
 		var e struct{ Error string }
 		if code := ts.get("/api/v1/tail?"+q, &e); code != 400 || !strings.Contains(e.Error, want) {
@@ -184,5 +185,59 @@ func TestTailClientThatStopsReadingDoesNotHoldShutdown(t *testing.T) {
 	defer cancel()
 	if err := ts.srv.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with a tail client that reads nothing: %v", err)
+	}
+}
+
+// TestTailMaxRate: with max_rate=N a client is sent at most N spans of a
+// burst (a second's worth), and a "limited" event counts the rest, so a
+// browser that cannot render more does not receive more.
+func TestTailMaxRate(t *testing.T) {
+	ts := startServer(t, Options{})
+	events, _ := openTail(t, ts, url.Values{"max_rate": {"5"}})
+	var spans []string
+	for i := range 20 {
+		spans = append(spans, fmt.Sprintf(`{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b71692033%02x","name":"s%d","service":"svc","start_time_unix_nano":1,"end_time_unix_nano":2}`, i+1, i))
+	}
+	if code, b := ts.post("/v1/spans", "application/json", []byte("["+strings.Join(spans, ",")+"]")); code != 200 {
+		t.Fatalf("ingest: %d %s", code, b)
+	}
+	sent, limited := 0, 0
+	timeout := time.After(10 * time.Second)
+	for sent+limited < 20 {
+		select {
+		case ev := <-events:
+			switch ev.name {
+			case "spans":
+				var b struct{ Spans []json.RawMessage }
+				json.Unmarshal([]byte(ev.data), &b)
+				sent += len(b.Spans)
+			case "limited":
+				var b struct{ Limited int }
+				json.Unmarshal([]byte(ev.data), &b)
+				limited += b.Limited
+			}
+		case <-timeout:
+			t.Fatalf("after 10 s: %d spans sent, %d limited, want 20 in all", sent, limited)
+		}
+	}
+	if sent != 5 || limited != 15 {
+		t.Fatalf("a burst of 20 at max_rate=5: %d sent, %d limited; want 5 and 15", sent, limited)
+	}
+}
+
+func TestTokenBucket(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := tokenBucket{rate: 10, tokens: 10, last: t0}
+	if n := b.take(25, t0); n != 10 {
+		t.Fatalf("burst: %d pass, want 10", n)
+	}
+	if n := b.take(25, t0.Add(500*time.Millisecond)); n != 5 {
+		t.Fatalf("half a second later: %d pass, want 5", n)
+	}
+	if n := b.take(3, t0.Add(time.Hour)); n != 3 {
+		t.Fatalf("an hour later, 3 of 3: %d pass", n)
+	}
+	if n := b.take(25, t0.Add(time.Hour)); n != 7 {
+		t.Fatalf("the bucket holds one second at most: %d pass, want 7", n)
 	}
 }
