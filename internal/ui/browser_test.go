@@ -537,7 +537,10 @@ func TestBrowser(t *testing.T) {
 				"name": "burst", "service": "tail-svc", "start_time": now.Format(time.RFC3339Nano), "duration_ns": 1000}
 		}
 		st.postJSON(t, burst)
-		b.wait(t, `window.__rastroTail.received === 10000 && window.__rastroTail.rows + window.__rastroTail.dropped === 10000 &&
+		// The server sends at most 5,000 a second (max_rate) and counts the
+		// rest as limited.
+		b.wait(t, `window.__rastroTail.received + window.__rastroTail.limited === 10000 && window.__rastroTail.limited > 0 &&
+			window.__rastroTail.rows + window.__rastroTail.dropped === 10000 &&
 			window.__rastroTail.rows >= 5000 && document.querySelectorAll('.tail-row').length < 200`)
 		b.check(t)
 	})

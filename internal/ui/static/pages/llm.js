@@ -52,7 +52,11 @@ export function render(root, ctx) {
       card('LLM spans', num(g.spans || 0)));
   }).catch(fail(cards));
 
-  get('/api/v1/llm/timeseries', {...win, group_by: by}, ctx.signal).then(d => {
+  // Hourly buckets come from the stored per-block aggregates; finer ones read
+  // every LLM span of the window (docs/api.md). Past 3 hours, hourly.
+  const span = rangeNs(ctx.since, ctx.until);
+  const tsStep = span.to - span.from > 3 * 3600e9 ? {step: '1h'} : {};
+  get('/api/v1/llm/timeseries', {...win, ...tsStep, group_by: by}, ctx.signal).then(d => {
     const pts = d.points || [];
     if (!pts.length) { fill(charts, empty('No LLM spans in this time range.')); return; }
     const step = d.step_seconds * 1e9;

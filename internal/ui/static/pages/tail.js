@@ -20,8 +20,8 @@ export function render(root, ctx) {
   const p = ctx.params;
   const q = p.get('q') || '';
   let rate = RATES.includes(Number(p.get('rate'))) ? Number(p.get('rate')) : 1000;
-  const st = {rows: [], queue: [], held: [], received: 0, shown: 0, serverDropped: 0, rateDropped: 0, pauseDropped: 0, paused: false, open: false, error: ''};
-  const expose = () => { window.__rastroTail = {rows: st.rows.length, received: st.received, dropped: st.serverDropped + st.rateDropped + st.pauseDropped, open: st.open, paused: st.paused}; };
+  const st = {rows: [], queue: [], held: [], received: 0, shown: 0, serverDropped: 0, rateDropped: 0, limited: 0, pauseDropped: 0, paused: false, open: false, error: ''};
+  const expose = () => { window.__rastroTail = {rows: st.rows.length, received: st.received, dropped: st.serverDropped + st.rateDropped + st.limited + st.pauseDropped, limited: st.limited, open: st.open, paused: st.paused}; };
   expose();
 
   const input = h('input', {id: 'q', type: 'search', 'data-search': '', autocomplete: 'off', spellcheck: 'false', value: q,
@@ -50,7 +50,7 @@ export function render(root, ctx) {
     const parts = [st.error ? st.error : st.open ? (st.paused ? 'paused (connection kept open)' : 'live') : 'connecting…',
       num(st.rows.length) + ' rows shown', num(st.received) + ' received'];
     if (st.serverDropped) parts.push(num(st.serverDropped) + ' skipped by the server (client too slow)');
-    if (st.rateDropped) parts.push(num(st.rateDropped) + ' dropped by the ' + num(rate) + ' rows/s cap');
+    if (st.rateDropped + st.limited) parts.push(num(st.rateDropped + st.limited) + ' dropped by the ' + num(rate) + ' rows/s cap');
     if (st.pauseDropped) parts.push(num(st.pauseDropped) + ' dropped while paused');
     status.textContent = parts.join(' · ');
     note.textContent = st.paused ? 'Paused: new spans are buffered (' + num(st.held.length) + ' of at most ' + num(PAUSE_CAP) + '); beyond that they are dropped and counted. Resume to show them.' : '';
@@ -106,7 +106,9 @@ export function render(root, ctx) {
   async function connect() {
     st.open = false; st.error = ''; draw();
     try {
-      const url = '/api/v1/tail' + qs({q});
+      // The server sends at most `rate` spans a second (max_rate) and counts
+      // the rest in `limited` events; the client cap below smooths bursts.
+      const url = '/api/v1/tail' + qs({q, max_rate: rate});
       const sent = token();
       const resp = await fetch(url, {headers: headers({Accept: 'text/event-stream'}), signal: ctrl.signal});
       if (!resp.ok) throw await fail(resp, url, sent);
@@ -147,6 +149,7 @@ export function render(root, ctx) {
       const d = JSON.parse(data);
       if (name === 'spans') incoming(d.spans || []);
       else if (name === 'dropped') { st.serverDropped += d.dropped || 0; draw(); }
+      else if (name === 'limited') { st.limited += d.limited || 0; draw(); }
     } catch (e) { console.error('tail: bad event', e); }
   }
 
