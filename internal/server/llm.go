@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -105,23 +106,55 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	// top=N keeps the N largest groups by sort (cost unless given); the
+	// totals still cover every group.
+	top, ok := intParam(w, r, "top", 0, 1, 10000)
+	if !ok {
+		return
+	}
+	by := r.URL.Query().Get("sort")
+	rank, known := groupSorts[cmp.Or(by, "cost")]
+	if !known || (by != "" && top == 0) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("sort: %q is not one of cost, tokens, calls, spans, errors (and needs top)", by))
+		return
+	}
 	st, err := b.LLMStats(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb})
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
 	var total store.Measures // percentiles are not additive: totals carry none
-	out := make([]llmGroupJSON, 0, len(st.Groups))
 	for i := range st.Groups {
-		out = append(out, llmGroupJSON{Key: st.Groups[i].Key, measuresJSON: measures(&st.Groups[i].M)})
 		total.AddCounts(&st.Groups[i].M)
+	}
+	groups := st.Groups
+	if top > 0 {
+		groups = slices.Clone(groups)
+		slices.SortStableFunc(groups, func(a, b store.LLMGroup) int { return cmp.Compare(rank(&b.M), rank(&a.M)) })
+		groups = groups[:min(top, len(groups))]
+	}
+	out := make([]llmGroupJSON, 0, len(groups))
+	for i := range groups {
+		out = append(out, llmGroupJSON{Key: groups[i].Key, measuresJSON: measures(&groups[i].M)})
 	}
 	resp := map[string]any{"group_by": gb, "groups": out, "totals": measures(&total),
 		"percentile_relative_error": st.QuantileError}
+	if top > 0 {
+		resp["total_groups"] = len(st.Groups)
+	}
 	if len(st.Warnings) > 0 {
 		resp["warnings"] = st.Warnings
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// groupSorts rank LLM groups for top=N.
+var groupSorts = map[string]func(m *store.Measures) int64{
+	"cost":   func(m *store.Measures) int64 { return m.CostNanoUSD },
+	"tokens": func(m *store.Measures) int64 { return m.InputTokens + m.OutputTokens },
+	"calls":  func(m *store.Measures) int64 { return m.Counted },
+	"spans":  func(m *store.Measures) int64 { return m.Spans },
+	"errors": func(m *store.Measures) int64 { return m.Errors },
 }
 
 // niceSteps are the automatic time-series steps, smallest first.
@@ -394,6 +427,12 @@ func (s *Server) handlePrices(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rows := p.Rows()
+	if v := r.URL.Query().Get("models"); v == "false" || v == "0" {
+		// Provenance only (the UI's footer): the table is hundreds of KB.
+		writeJSON(w, http.StatusOK, map[string]any{"source": p.Source(), "as_of": p.AsOf(), "currency": "USD",
+			"unit": "per_million_tokens", "count": len(rows)})
+		return
+	}
 	out := make([]priceRowJSON, 0, len(rows))
 	for _, row := range rows {
 		j := priceRowJSON{Match: row.Match, Text: row.Text, Providers: row.Providers, Note: row.Note, User: row.User,
@@ -408,5 +447,5 @@ func (s *Server) handlePrices(w http.ResponseWriter, r *http.Request) {
 		out = append(out, j)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"source": p.Source(), "as_of": p.AsOf(), "currency": "USD",
-		"unit": "per_million_tokens", "models": out})
+		"unit": "per_million_tokens", "count": len(rows), "models": out})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
 
 // TestServiceRoutes: the RED, heatmap, error-group, dependency and journey
@@ -255,4 +256,54 @@ func TestSpanJSONCarriesLLMFields(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLLMStatsTopAndPricesSummary: top=N returns the N costliest groups
+// with totals over all of them; prices?models=false is provenance only.
+func TestLLMStatsTopAndPricesSummary(t *testing.T) {
+	srv, err := New(Options{HTTPAddr: "127.0.0.1:0", Prices: llm.DefaultPrices()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	m := memstore.New(memstore.Options{})
+	srv.SetBackend(m)
+	ts := &testServer{t: t, srv: srv, base: "http://" + srv.HTTPAddr()}
+	t.Cleanup(func() { srv.Shutdown(context.Background()); m.Close() })
+	spans := recentSpans(6, 4)
+	for i := range spans {
+		spans[i].Attributes = append(spans[i].Attributes,
+			model.KeyValue{Key: "gen_ai.system", Value: model.StringValue("openai")},
+			model.KeyValue{Key: "gen_ai.request.model", Value: model.StringValue("gpt-4o")},
+			model.KeyValue{Key: "session.id", Value: model.StringValue(fmt.Sprintf("s-%d", i))},
+			model.KeyValue{Key: "gen_ai.usage.input_tokens", Value: model.IntValue(int64(1000 * (i + 1)))})
+	}
+	ts.ingest(spans, "")
+	var st struct {
+		Groups []struct {
+			Key  map[string]string `json:"key"`
+			Cost float64           `json:"cost_usd"`
+		} `json:"groups"`
+		Totals struct {
+			Spans int64 `json:"spans"`
+		} `json:"totals"`
+		TotalGroups int `json:"total_groups"`
+	}
+	if code, _, body := ts.request("GET", "/api/v1/llm/stats?group_by=session&top=2", nil); code != 200 || json.Unmarshal(body, &st) != nil {
+		t.Fatalf("top=2: %d %s", code, body)
+	}
+	if len(st.Groups) != 2 || st.Groups[0].Key["session"] != "s-5" || st.Groups[1].Key["session"] != "s-4" || st.Totals.Spans != 6 || st.TotalGroups != 6 {
+		t.Fatalf("top=2 by cost: %+v", st)
+	}
+	code, hdr, body := ts.request("GET", "/api/v1/llm/stats?sort=tokens", nil)
+	wantError(t, "sort without top", code, hdr, body, 400, "sort")
+	var p map[string]any
+	if code, _, body := ts.request("GET", "/api/v1/llm/prices?models=false", nil); code != 200 || json.Unmarshal(body, &p) != nil {
+		t.Fatalf("prices summary: %d %s", code, body)
+	}
+	if _, has := p["models"]; has || p["source"] == "" || p["count"].(float64) < 10 {
+		t.Fatalf("prices?models=false: %v", p)
+	}
 }

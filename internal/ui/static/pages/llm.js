@@ -112,7 +112,8 @@ export function render(root, ctx) {
     draw();
   }).catch(fail(groups));
 
-  const top = (el, key, path) => get('/api/v1/llm/stats', {...win, group_by: key}, ctx.signal).then(d => {
+  // The server ranks and cuts (top=11 leaves room for the unset value).
+  const top = (el, key, path) => get('/api/v1/llm/stats', {...win, group_by: key, top: 11, sort: 'cost'}, ctx.signal).then(d => {
     const rows = (d.groups || []).filter(g => g.key[key]).slice(0, 10);
     if (!rows.length) { fill(el, empty('None in this time range.')); return; }
     fill(el, table([
@@ -125,7 +126,7 @@ export function render(root, ctx) {
   top(sessions, 'session', v => '/sessions/' + encodeURIComponent(v));
   top(users, 'user', v => '/journeys' + qs({key: 'user.id', value: v, since: ctx.params.get('since') || '7d'}));
 
-  get('/api/v1/llm/prices', null, ctx.signal).then(d => {
-    prices.textContent = 'prices: ' + (d.source || 'unknown source') + ', as of ' + (d.as_of || 'unknown date') + ' (' + (d.models || []).length + ' models; USD per million tokens)';
+  get('/api/v1/llm/prices', {models: 'false'}, ctx.signal).then(d => {
+    prices.textContent = 'prices: ' + (d.source || 'unknown source') + ', as of ' + (d.as_of || 'unknown date') + ' (' + num(d.count || 0) + ' entries; USD per million tokens)';
   }).catch(e => { if (e.name !== 'AbortError') prices.textContent = 'prices: unavailable (' + e.message + ')'; });
 }
