@@ -117,7 +117,7 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.http = &http.Server{
-		Handler:           s.mux(s.routeTable()),
+		Handler:           gzipJSON(s.mux(s.routeTable())),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
