@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,7 +146,14 @@ func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.O
 // seconds); error groups are kept whole.
 type opsProjection struct {
 	service, name, ops, errors bool
+	// totals adds, per projected series, an entry over the whole window
+	// (Minute = totalMinute), so that a cached part carries its series
+	// totals merged once rather than on every query.
+	totals bool
 }
+
+// totalMinute marks a projected entry holding a series' whole window.
+const totalMinute = math.MinInt64
 
 // apply merges parts into one, keeping the entries that match q's service
 // and name, with their keys projected.
@@ -153,6 +161,17 @@ func (p opsProjection) apply(q *store.OpsQuery, parts []segment.OpsAggregates) s
 	var out segment.OpsAggregates
 	if p.ops {
 		idx := map[segment.OpsKey]int{}
+		add := func(k segment.OpsKey, m *segment.OpsMeasures) {
+			if x, ok := idx[k]; ok {
+				o := &out.Ops[x].M
+				o.Spans += m.Spans
+				o.Errors += m.Errors
+				o.Latency.Merge(m.Latency)
+				return
+			}
+			idx[k] = len(out.Ops)
+			out.Ops = append(out.Ops, segment.OpsEntry{Key: k, M: segment.OpsMeasures{Spans: m.Spans, Errors: m.Errors, Latency: m.Latency.Clone()}})
+		}
 		for i := range parts {
 			for j := range parts[i].Ops {
 				en := &parts[i].Ops[j]
@@ -166,15 +185,11 @@ func (p opsProjection) apply(q *store.OpsQuery, parts []segment.OpsAggregates) s
 				if p.name {
 					k.Name = en.Key.Name
 				}
-				if x, ok := idx[k]; ok {
-					m := &out.Ops[x].M
-					m.Spans += en.M.Spans
-					m.Errors += en.M.Errors
-					m.Latency.Merge(en.M.Latency)
-					continue
+				add(k, &en.M)
+				if p.totals {
+					k.Minute = totalMinute
+					add(k, &en.M)
 				}
-				idx[k] = len(out.Ops)
-				out.Ops = append(out.Ops, segment.OpsEntry{Key: k, M: segment.OpsMeasures{Spans: en.M.Spans, Errors: en.M.Errors, Latency: en.M.Latency.Clone()}})
 			}
 		}
 	}
@@ -274,7 +289,7 @@ func (e *Engine) RED(ctx context.Context, project string, q *store.OpsQuery) ([]
 		return nil, store.Result{}, err
 	}
 	var res queryResult
-	parts, err := e.opsParts(ctx, project, q, opsProjection{service: true, name: q.ByOperation, ops: true}, &res)
+	parts, err := e.opsParts(ctx, project, q, opsProjection{service: true, name: q.ByOperation, ops: true, totals: true}, &res)
 	if err != nil {
 		return nil, res.Result, err
 	}
@@ -313,7 +328,10 @@ func (e *Engine) RED(ctx context.Context, project string, q *store.OpsQuery) ([]
 				g = &series{buckets: map[uint64]*acc{}}
 				groups[k] = g
 			}
-			add(&g.total, &en.M)
+			if en.Key.Minute == totalMinute {
+				add(&g.total, &en.M)
+				continue
+			}
 			t := uint64(en.Key.Minute) * 1e9
 			b := g.buckets[t]
 			if b == nil {

@@ -83,16 +83,6 @@ func windowJSON(q *store.OpsQuery) map[string]any {
 	return out
 }
 
-type redPointJSON struct {
-	TimeUnixNano uint64  `json:"time_unix_nano"`
-	Calls        int64   `json:"calls"`
-	Errors       int64   `json:"errors"`
-	P50          float64 `json:"p50_ns"`
-	P95          float64 `json:"p95_ns"`
-	P99          float64 `json:"p99_ns"`
-	Max          float64 `json:"max_ns"`
-}
-
 type redSeriesJSON struct {
 	Service   string         `json:"service"`
 	Operation string         `json:"operation,omitempty"`
@@ -104,7 +94,40 @@ type redSeriesJSON struct {
 	P95       float64        `json:"p95_ns"`
 	P99       float64        `json:"p99_ns"`
 	Max       float64        `json:"max_ns"`
-	Buckets   []redPointJSON `json:"buckets"`
+	Buckets   redBucketsJSON `json:"buckets"`
+}
+
+// redBucketsJSON encodes RED buckets (redPointJSON's fields) by hand: a
+// whole-store answer by operation holds some 10,000 of them, and
+// reflection was most of its encoding time.
+type redBucketsJSON []store.REDPoint
+
+func (bs redBucketsJSON) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+len(bs)*140)
+	b = append(b, '[')
+	num := func(b []byte, k string, v float64) []byte {
+		b = append(b, `,"`...)
+		b = append(b, k...)
+		b = append(b, `":`...)
+		return strconv.AppendFloat(b, v, 'f', -1, 64)
+	}
+	for i, p := range bs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"time_unix_nano":`...)
+		b = strconv.AppendUint(b, p.Start, 10)
+		b = append(b, `,"calls":`...)
+		b = strconv.AppendInt(b, p.Calls, 10)
+		b = append(b, `,"errors":`...)
+		b = strconv.AppendInt(b, p.Errors, 10)
+		b = num(b, "p50_ns", p.Latency.P50)
+		b = num(b, "p95_ns", p.Latency.P95)
+		b = num(b, "p99_ns", p.Latency.P99)
+		b = num(b, "max_ns", p.Latency.Max)
+		b = append(b, '}')
+	}
+	return append(b, ']'), nil
 }
 
 func (s *Server) handleRED(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
@@ -132,13 +155,9 @@ func (s *Server) handleRED(w http.ResponseWriter, r *http.Request, b store.Backe
 		sr := &series[i]
 		j := redSeriesJSON{Service: sr.Service, Operation: sr.Operation, Calls: sr.Calls, Errors: sr.Errors,
 			Rate: float64(sr.Calls) / seconds, P50: sr.Latency.P50, P95: sr.Latency.P95, P99: sr.Latency.P99, Max: sr.Latency.Max,
-			Buckets: make([]redPointJSON, 0, len(sr.Buckets))}
+			Buckets: redBucketsJSON(sr.Buckets)}
 		if sr.Calls > 0 {
 			j.ErrorRate = float64(sr.Errors) / float64(sr.Calls)
-		}
-		for _, p := range sr.Buckets {
-			j.Buckets = append(j.Buckets, redPointJSON{TimeUnixNano: p.Start, Calls: p.Calls, Errors: p.Errors,
-				P50: p.Latency.P50, P95: p.Latency.P95, P99: p.Latency.P99, Max: p.Latency.Max})
 		}
 		out = append(out, j)
 	}
