@@ -186,10 +186,15 @@ func (p opsProjection) apply(q *store.OpsQuery, parts []segment.OpsAggregates) s
 					k.Name = en.Key.Name
 				}
 				add(k, &en.M)
-				if p.totals {
-					k.Minute = totalMinute
-					add(k, &en.M)
-				}
+			}
+		}
+		if p.totals {
+			// Series totals from the buckets: one merge per bucket, here
+			// rather than in every query that reads this part.
+			for x, n := 0, len(out.Ops); x < n; x++ {
+				k := out.Ops[x].Key
+				k.Minute = totalMinute
+				add(k, &out.Ops[x].M)
 			}
 		}
 	}
