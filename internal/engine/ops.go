@@ -27,8 +27,9 @@ var _ store.ServiceReader = (*Engine)(nil)
 type opsCache struct {
 	mu      sync.Mutex
 	project map[string]segment.OpsAggregates
-	held    int64         // entries held, counted in budget
-	budget  *atomic.Int64 // the engine's opsCacheEntries, while entries are held
+	proj    map[string]segment.OpsAggregates // projections of the rollups, see opsProjected
+	held    int64                            // entries held, counted in budget
+	budget  *atomic.Int64                    // the engine's opsCacheEntries, while entries are held
 }
 
 // maxOpsCacheEntries bounds the rollup entries cached across all segments
@@ -44,7 +45,7 @@ func (c *opsCache) release() {
 	if c.budget != nil {
 		c.budget.Add(-c.held)
 	}
-	c.project, c.held, c.budget = nil, 0, nil
+	c.project, c.proj, c.held, c.budget = nil, nil, 0, nil
 }
 
 // opsAggregates returns the stored service aggregates of block i, or of
@@ -83,6 +84,50 @@ func (e *Engine) opsAggregates(s *segHandle, i int, project string) (segment.Ops
 	return a, nil
 }
 
+// opsProjected returns the rollup of a segment for project projected for
+// q (service and name filters, step) and proj, cached per segment within
+// the same budget as the rollups.
+func (e *Engine) opsProjected(s *segHandle, project string, q *store.OpsQuery, proj opsProjection) (segment.OpsAggregates, error) {
+	proj.totals = false // totals are made once, from the merged parts
+	key := fmt.Sprintf("%q|%q|%q|%d|%v", project, q.Service, q.Name, q.Step, proj)
+	s.ops.mu.Lock()
+	a, ok := s.ops.proj[key]
+	s.ops.mu.Unlock()
+	if ok {
+		return a, nil
+	}
+	raw, err := e.opsAggregates(s, -1, project)
+	if err != nil {
+		return segment.OpsAggregates{}, err
+	}
+	a = proj.apply(q, []segment.OpsAggregates{raw})
+	n := int64(len(a.Ops) + len(a.Errors))
+	if e.opsCacheEntries.Add(n) > maxOpsCacheEntries {
+		e.opsCacheEntries.Add(-n)
+		return a, nil
+	}
+	s.ops.mu.Lock()
+	defer s.ops.mu.Unlock()
+	if _, dup := s.ops.proj[key]; dup || s.retiring.Load() {
+		e.opsCacheEntries.Add(-n)
+		return a, nil
+	}
+	if s.ops.proj == nil || len(s.ops.proj) >= maxOpsProjections {
+		for _, old := range s.ops.proj {
+			e.opsCacheEntries.Add(-int64(len(old.Ops) + len(old.Errors)))
+			s.ops.held -= int64(len(old.Ops) + len(old.Errors))
+		}
+		s.ops.proj = map[string]segment.OpsAggregates{}
+	}
+	s.ops.proj[key] = a
+	s.ops.held += n
+	s.ops.budget = &e.opsCacheEntries
+	return a, nil
+}
+
+// maxOpsProjections bounds the projections cached per segment.
+const maxOpsProjections = 64
+
 // opsParts gathers service aggregates covering exactly the spans of project
 // in q's window, projected by proj: stored aggregates for segments and
 // blocks wholly inside it, aggregation of rows elsewhere (the write buffer,
@@ -95,7 +140,7 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 	key := opsCacheKey(v.segs, project, q, proj) + "|" + strconv.FormatUint(e.hidden().gen, 10)
 	seg, ok := e.opsResults.get(key)
 	if !ok {
-		parts, err := e.opsScan(ctx, view{segs: v.segs}, project, q, res)
+		parts, err := e.opsScan(ctx, view{segs: v.segs}, project, q, proj, res)
 		if err != nil {
 			return nil, err
 		}
@@ -107,7 +152,7 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 			e.opsResults.put(key, seg)
 		}
 	}
-	mem, err := e.opsScan(ctx, view{mems: v.mems}, project, q, res)
+	mem, err := e.opsScan(ctx, view{mems: v.mems}, project, q, proj, res)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +160,7 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 }
 
 // opsScan collects the aggregates of one part of a view; see opsParts.
-func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.OpsQuery, res *queryResult) ([]segment.OpsAggregates, error) {
+func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.OpsQuery, proj opsProjection, res *queryResult) ([]segment.OpsAggregates, error) {
 	f := &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name}
 	rows := segment.NewOpsAggregator()
 	var parts []segment.OpsAggregates
@@ -123,7 +168,16 @@ func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.O
 		if !s.r.HasOpsAggregates() {
 			return false
 		}
-		a, err := e.opsAggregates(s, i, project)
+		var a segment.OpsAggregates
+		var err error
+		if i < 0 {
+			// A segment wholly inside the window: its projection does not
+			// depend on the window's bounds, so a sliding window ("the
+			// last hour") reuses it.
+			a, err = e.opsProjected(s, project, q, proj)
+		} else {
+			a, err = e.opsAggregates(s, i, project)
+		}
 		if err != nil {
 			e.readFailed(res, s.name, err) // fall back to blocks, then rows
 			return false
@@ -161,21 +215,28 @@ func (p opsProjection) apply(q *store.OpsQuery, parts []segment.OpsAggregates) s
 	var out segment.OpsAggregates
 	if p.ops {
 		idx := map[segment.OpsKey]int{}
+		// A key met once keeps its input's sketch (inputs are immutable and
+		// outlive the result); a second input makes it a merged copy.
+		var owned []bool
 		add := func(k segment.OpsKey, m *segment.OpsMeasures) {
 			if x, ok := idx[k]; ok {
 				o := &out.Ops[x].M
 				o.Spans += m.Spans
 				o.Errors += m.Errors
+				if !owned[x] {
+					o.Latency, owned[x] = o.Latency.Clone(), true
+				}
 				o.Latency.Merge(m.Latency)
 				return
 			}
 			idx[k] = len(out.Ops)
-			out.Ops = append(out.Ops, segment.OpsEntry{Key: k, M: segment.OpsMeasures{Spans: m.Spans, Errors: m.Errors, Latency: m.Latency.Clone()}})
+			out.Ops = append(out.Ops, segment.OpsEntry{Key: k, M: segment.OpsMeasures{Spans: m.Spans, Errors: m.Errors, Latency: m.Latency}})
+			owned = append(owned, false)
 		}
 		for i := range parts {
 			for j := range parts[i].Ops {
 				en := &parts[i].Ops[j]
-				if !opsMatch(q, en.Key.Service, en.Key.Name) {
+				if en.Key.Minute == totalMinute || !opsMatch(q, en.Key.Service, en.Key.Name) {
 					continue
 				}
 				k := segment.OpsKey{Minute: int64(bucketStart(en.Key.Minute, q.Step) / 1e9)}
