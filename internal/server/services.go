@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -83,53 +84,6 @@ func windowJSON(q *store.OpsQuery) map[string]any {
 	return out
 }
 
-type redSeriesJSON struct {
-	Service   string         `json:"service"`
-	Operation string         `json:"operation,omitempty"`
-	Calls     int64          `json:"calls"`
-	Errors    int64          `json:"errors"`
-	ErrorRate float64        `json:"error_rate"`
-	Rate      float64        `json:"rate_per_second"`
-	P50       float64        `json:"p50_ns"`
-	P95       float64        `json:"p95_ns"`
-	P99       float64        `json:"p99_ns"`
-	Max       float64        `json:"max_ns"`
-	Buckets   redBucketsJSON `json:"buckets"`
-}
-
-// redBucketsJSON encodes RED buckets (redPointJSON's fields) by hand: a
-// whole-store answer by operation holds some 10,000 of them, and
-// reflection was most of its encoding time.
-type redBucketsJSON []store.REDPoint
-
-func (bs redBucketsJSON) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, 2+len(bs)*140)
-	b = append(b, '[')
-	num := func(b []byte, k string, v float64) []byte {
-		b = append(b, `,"`...)
-		b = append(b, k...)
-		b = append(b, `":`...)
-		return strconv.AppendFloat(b, v, 'f', -1, 64)
-	}
-	for i, p := range bs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"time_unix_nano":`...)
-		b = strconv.AppendUint(b, p.Start, 10)
-		b = append(b, `,"calls":`...)
-		b = strconv.AppendInt(b, p.Calls, 10)
-		b = append(b, `,"errors":`...)
-		b = strconv.AppendInt(b, p.Errors, 10)
-		b = num(b, "p50_ns", p.Latency.P50)
-		b = num(b, "p95_ns", p.Latency.P95)
-		b = num(b, "p99_ns", p.Latency.P99)
-		b = num(b, "max_ns", p.Latency.Max)
-		b = append(b, '}')
-	}
-	return append(b, ']'), nil
-}
-
 func (s *Server) handleRED(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	q, ok := opsQuery(w, r)
 	if !ok {
@@ -150,30 +104,95 @@ func (s *Server) handleRED(w http.ResponseWriter, r *http.Request, b store.Backe
 		until = uint64(time.Now().UnixNano())
 	}
 	seconds := float64(until-q.Start) / 1e9
-	out := make([]redSeriesJSON, 0, len(series))
-	for i := range series {
-		sr := &series[i]
-		j := redSeriesJSON{Service: sr.Service, Operation: sr.Operation, Calls: sr.Calls, Errors: sr.Errors,
-			Rate: float64(sr.Calls) / seconds, P50: sr.Latency.P50, P95: sr.Latency.P95, P99: sr.Latency.P99, Max: sr.Latency.Max,
-			Buckets: redBucketsJSON(sr.Buckets)}
-		if sr.Calls > 0 {
-			j.ErrorRate = float64(sr.Errors) / float64(sr.Calls)
-		}
-		out = append(out, j)
-	}
 	group := "service"
 	if q.ByOperation {
 		group = "operation"
 	}
+	// The envelope through encoding/json, the series (thousands of
+	// buckets) appended by hand: reflection and json.Marshal's check of a
+	// MarshalJSON result were most of a large answer's time.
 	resp := windowJSON(q)
 	resp["step_seconds"] = int64(q.Step / time.Second)
 	resp["group"] = group
 	resp["quantile_relative_error"] = quantileRelativeError
-	resp["series"] = out
 	if len(res.Warnings) > 0 {
 		resp["warnings"] = res.Warnings
 	}
-	writeJSON(w, http.StatusOK, resp)
+	head, err := json.Marshal(resp)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
+		return
+	}
+	buf := make([]byte, 0, len(head)+64+len(series)*(300+len(series)/4))
+	buf = append(buf, head[:len(head)-1]...) // without its closing brace
+	buf = append(buf, `,"series":[`...)
+	for i := range series {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendREDSeries(buf, &series[i], seconds)
+	}
+	buf = append(buf, "]}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf)
+}
+
+// appendREDSeries appends one series in the documented shape.
+func appendREDSeries(b []byte, sr *store.REDSeries, seconds float64) []byte {
+	errRate := 0.0
+	if sr.Calls > 0 {
+		errRate = float64(sr.Errors) / float64(sr.Calls)
+	}
+	b = append(b, `{"service":`...)
+	b = appendJSONStr(b, sr.Service)
+	if sr.Operation != "" {
+		b = append(b, `,"operation":`...)
+		b = appendJSONStr(b, sr.Operation)
+	}
+	b = append(b, `,"calls":`...)
+	b = strconv.AppendInt(b, sr.Calls, 10)
+	b = append(b, `,"errors":`...)
+	b = strconv.AppendInt(b, sr.Errors, 10)
+	b = appendNum(b, "error_rate", errRate)
+	b = appendNum(b, "rate_per_second", float64(sr.Calls)/seconds)
+	b = appendQuantiles(b, &sr.Latency)
+	b = append(b, `,"buckets":[`...)
+	for i, p := range sr.Buckets {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"time_unix_nano":`...)
+		b = strconv.AppendUint(b, p.Start, 10)
+		b = append(b, `,"calls":`...)
+		b = strconv.AppendInt(b, p.Calls, 10)
+		b = append(b, `,"errors":`...)
+		b = strconv.AppendInt(b, p.Errors, 10)
+		b = appendQuantiles(b, &p.Latency)
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+func appendQuantiles(b []byte, q *store.Quantiles) []byte {
+	b = appendNum(b, "p50_ns", q.P50)
+	b = appendNum(b, "p95_ns", q.P95)
+	b = appendNum(b, "p99_ns", q.P99)
+	return appendNum(b, "max_ns", q.Max)
+}
+
+// appendNum appends ,"k":v for a finite v.
+func appendNum(b []byte, k string, v float64) []byte {
+	b = append(b, `,"`...)
+	b = append(b, k...)
+	b = append(b, `":`...)
+	return strconv.AppendFloat(b, v, 'f', -1, 64)
+}
+
+// appendJSONStr appends s as a JSON string.
+func appendJSONStr(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // strings only: cannot fail
+	return append(b, q...)
 }
 
 // quantileRelativeError is the engine's sketch accuracy (sketch.Alpha),
