@@ -104,7 +104,9 @@ func (s *Store) Heatmap(ctx context.Context, project string, q *store.OpsQuery) 
 	for c, n := range counts {
 		out.Cells = append(out.Cells, store.HeatCell{Start: c.t, Bucket: c.h, Count: n})
 	}
-	slices.SortFunc(out.Cells, func(a, b store.HeatCell) int { return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Bucket, b.Bucket)) })
+	slices.SortFunc(out.Cells, func(a, b store.HeatCell) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Bucket, b.Bucket))
+	})
 	return out, store.Result{}, nil
 }
 
