@@ -59,6 +59,11 @@ func TestReadProcMemorySeesAllocationAndPeakReset(t *testing.T) {
 		return
 	}
 	pid := os.Getpid()
+	// Return the heap's free pages first: earlier tests in this process
+	// leave freed memory resident, which the allocation below would reuse
+	// without raising RSS.
+	runtime.GC()
+	debug.FreeOSMemory()
 	before, err := readProcMemory(pid)
 	if err != nil {
 		t.Fatal(err)
