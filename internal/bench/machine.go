@@ -73,8 +73,8 @@ type LoadAvgSummary struct {
 	Mean    float64 `json:"mean"`
 }
 
-// readLoadAvg returns the 1-minute load average (Linux /proc/loadavg).
-func readLoadAvg() (float64, bool) {
+// ReadLoadAvg returns the 1-minute load average (Linux /proc/loadavg).
+func ReadLoadAvg() (float64, bool) {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return 0, false
@@ -87,16 +87,18 @@ func readLoadAvg() (float64, bool) {
 	return v, err == nil
 }
 
-type loadSampler struct {
+// LoadSampler samples the 1-minute load average through a run; see
+// StartLoadSampler.
+type LoadSampler struct {
 	mu   sync.Mutex
 	vals []float64
 	quit chan struct{}
 	done chan struct{}
 }
 
-// startLoadSampler samples the load average every period until stop.
-func startLoadSampler(period time.Duration) *loadSampler {
-	s := &loadSampler{quit: make(chan struct{}), done: make(chan struct{})}
+// StartLoadSampler samples the load average every period until Stop.
+func StartLoadSampler(period time.Duration) *LoadSampler {
+	s := &LoadSampler{quit: make(chan struct{}), done: make(chan struct{})}
 	s.sample()
 	go func() { // owned by the sampler; ends on stop
 		defer close(s.done)
@@ -114,15 +116,16 @@ func startLoadSampler(period time.Duration) *loadSampler {
 	return s
 }
 
-func (s *loadSampler) sample() {
-	if v, ok := readLoadAvg(); ok {
+func (s *LoadSampler) sample() {
+	if v, ok := ReadLoadAvg(); ok {
 		s.mu.Lock()
 		s.vals = append(s.vals, v)
 		s.mu.Unlock()
 	}
 }
 
-func (s *loadSampler) stop() LoadAvgSummary {
+// Stop ends the sampling, takes a last sample and summarises them.
+func (s *LoadSampler) Stop() LoadAvgSummary {
 	close(s.quit)
 	<-s.done
 	s.sample()

@@ -234,7 +234,7 @@ func RunSuite(ctx context.Context, s *Suite, cfg Config) (*Record, error) {
 	if len(scen) == 0 {
 		return nil, fmt.Errorf("suite %s: no scenario matches --only %q", s.Name, strings.Join(cfg.Only, ","))
 	}
-	sampler := startLoadSampler(2 * time.Second)
+	sampler := StartLoadSampler(2 * time.Second)
 	recs := make([]ScenarioRecord, len(scen))
 	for i, sc := range scen {
 		recs[i] = ScenarioRecord{Name: sc.Name, Params: sc.Params}
@@ -245,7 +245,7 @@ func RunSuite(ctx context.Context, s *Suite, cfg Config) (*Record, error) {
 			sc := scen[idx]
 			dir, err := os.MkdirTemp(cfg.TempDir, "rastro-bench-*")
 			if err != nil {
-				sampler.stop()
+				sampler.Stop()
 				return nil, fmt.Errorf("make run directory: %w", err)
 			}
 			cfg.logf("round %d/%d  %-40s", round+1, cfg.Runs, sc.Name)
@@ -270,7 +270,7 @@ func RunSuite(ctx context.Context, s *Suite, cfg Config) (*Record, error) {
 			}
 		}
 	}
-	rec.LoadAvg = sampler.stop()
+	rec.LoadAvg = sampler.Stop()
 	for i := range recs {
 		reduce(&recs[i])
 	}

@@ -407,16 +407,16 @@ func runUISuite(b *testing.B) map[string]float64 {
 	// A quiet host first: wait (bounded) for the 1-minute load average to
 	// fall below 0.5.
 	t0 := time.Now()
-	u.rec.LoadBefore, _ = readLoad1()
+	u.rec.LoadBefore, _ = bench.ReadLoadAvg()
 	for u.rec.LoadBefore >= 0.5 && time.Since(t0) < quiet {
 		u.logf("waiting for a quiet host: 1-minute load average %.2f (waited %s of at most %s)", u.rec.LoadBefore, time.Since(t0).Round(time.Second), quiet)
 		time.Sleep(10 * time.Second)
-		u.rec.LoadBefore, _ = readLoad1()
+		u.rec.LoadBefore, _ = bench.ReadLoadAvg()
 	}
 	u.rec.QuietWaited = time.Since(t0)
 
 	u.rec.Started = time.Now().UTC()
-	sampler := startLoadSampling(5 * time.Second)
+	sampler := bench.StartLoadSampler(5 * time.Second)
 	u.rec.Machine = bench.DescribeMachine("")
 	u.rec.Describe = gitDescribe()
 	u.rec.Chromium = chromiumVersion()
@@ -440,7 +440,7 @@ func runUISuite(b *testing.B) map[string]float64 {
 	if u.want("journey") {
 		u.measureJourney()
 	}
-	u.rec.Load = sampler.stop()
+	u.rec.Load = sampler.Stop()
 	u.rec.Seconds = time.Since(u.rec.Started).Seconds()
 	u.buildMeasures()
 
@@ -1988,76 +1988,6 @@ func chromiumVersion() string {
 		return ""
 	}
 	return strings.TrimSpace(string(out))
-}
-
-func readLoad1() (float64, bool) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, false
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	return v, err == nil
-}
-
-type loadSampling struct {
-	mu   sync.Mutex
-	vals []float64
-	quit chan struct{}
-	done chan struct{}
-}
-
-// startLoadSampling samples the 1-minute load average every period until
-// stop (the same summary as the bench package's records).
-func startLoadSampling(period time.Duration) *loadSampling {
-	s := &loadSampling{quit: make(chan struct{}), done: make(chan struct{})}
-	s.sample()
-	go func() { // owned by s; ends on stop
-		defer close(s.done)
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			select {
-			case <-s.quit:
-				return
-			case <-t.C:
-				s.sample()
-			}
-		}
-	}()
-	return s
-}
-
-func (s *loadSampling) sample() {
-	if v, ok := readLoad1(); ok {
-		s.mu.Lock()
-		s.vals = append(s.vals, v)
-		s.mu.Unlock()
-	}
-}
-
-func (s *loadSampling) stop() bench.LoadAvgSummary {
-	close(s.quit)
-	<-s.done
-	s.sample()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var l bench.LoadAvgSummary
-	for i, v := range s.vals {
-		if i == 0 || v < l.Min {
-			l.Min = v
-		}
-		l.Max = max(l.Max, v)
-		l.Mean += v
-	}
-	l.Samples = len(s.vals)
-	if l.Samples > 0 {
-		l.Mean /= float64(l.Samples)
-	}
-	return l
 }
 
 func benchRepoRoot(b *testing.B) string {
