@@ -64,24 +64,36 @@ func (e *Engine) opsAggregates(s *segHandle, i int, project string) (segment.Ops
 	if err != nil {
 		return segment.OpsAggregates{}, err
 	}
-	n := int64(len(a.Ops) + len(a.Errors))
+	e.keepOps(s, &s.ops.project, project, a, 0)
+	return a, nil
+}
+
+// keepOps caches a in *m[key] of segment s when the engine's budget
+// allows; a map holding limit entries or more (0: no limit) is emptied
+// first.
+func (e *Engine) keepOps(s *segHandle, m *map[string]segment.OpsAggregates, key string, a segment.OpsAggregates, limit int) {
+	size := func(a *segment.OpsAggregates) int64 { return int64(len(a.Ops) + len(a.Errors)) }
+	n := size(&a)
 	if e.opsCacheEntries.Add(n) > maxOpsCacheEntries {
 		e.opsCacheEntries.Add(-n)
-		return a, nil
+		return
 	}
 	s.ops.mu.Lock()
 	defer s.ops.mu.Unlock()
-	if _, dup := s.ops.project[project]; dup || s.retiring.Load() {
+	if _, dup := (*m)[key]; dup || s.retiring.Load() {
 		e.opsCacheEntries.Add(-n)
-		return a, nil
+		return
 	}
-	if s.ops.project == nil {
-		s.ops.project = map[string]segment.OpsAggregates{}
+	if *m == nil || (limit > 0 && len(*m) >= limit) {
+		for _, old := range *m {
+			e.opsCacheEntries.Add(-size(&old))
+			s.ops.held -= size(&old)
+		}
+		*m = map[string]segment.OpsAggregates{}
 	}
-	s.ops.project[project] = a
+	(*m)[key] = a
 	s.ops.held += n
 	s.ops.budget = &e.opsCacheEntries
-	return a, nil
 }
 
 // opsProjected returns the rollup of a segment for project projected for
@@ -101,27 +113,7 @@ func (e *Engine) opsProjected(s *segHandle, project string, q *store.OpsQuery, p
 		return segment.OpsAggregates{}, err
 	}
 	a = proj.apply(q, []segment.OpsAggregates{raw})
-	n := int64(len(a.Ops) + len(a.Errors))
-	if e.opsCacheEntries.Add(n) > maxOpsCacheEntries {
-		e.opsCacheEntries.Add(-n)
-		return a, nil
-	}
-	s.ops.mu.Lock()
-	defer s.ops.mu.Unlock()
-	if _, dup := s.ops.proj[key]; dup || s.retiring.Load() {
-		e.opsCacheEntries.Add(-n)
-		return a, nil
-	}
-	if s.ops.proj == nil || len(s.ops.proj) >= maxOpsProjections {
-		for _, old := range s.ops.proj {
-			e.opsCacheEntries.Add(-int64(len(old.Ops) + len(old.Errors)))
-			s.ops.held -= int64(len(old.Ops) + len(old.Errors))
-		}
-		s.ops.proj = map[string]segment.OpsAggregates{}
-	}
-	s.ops.proj[key] = a
-	s.ops.held += n
-	s.ops.budget = &e.opsCacheEntries
+	e.keepOps(s, &s.ops.proj, key, a, maxOpsProjections)
 	return a, nil
 }
 
