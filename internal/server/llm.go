@@ -280,6 +280,14 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, b store.
 		s.queryFailed(w, err)
 		return
 	}
+	// find keeps the sessions whose id or one of whose users contains the
+	// text, case-insensitively.
+	if find := strings.ToLower(strings.TrimSpace(q.Get("find"))); find != "" {
+		all = slices.DeleteFunc(all, func(ss store.SessionSummary) bool {
+			return !strings.Contains(strings.ToLower(ss.ID), find) &&
+				!slices.ContainsFunc(ss.Users, func(u string) bool { return strings.Contains(strings.ToLower(u), find) })
+		})
+	}
 	sort.SliceStable(all, func(i, j int) bool { return less(&all[i], &all[j]) })
 	lo := min(offset, len(all))
 	hi := lo + min(limit, len(all)-lo)

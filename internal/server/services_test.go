@@ -307,3 +307,32 @@ func TestLLMStatsTopAndPricesSummary(t *testing.T) {
 		t.Fatalf("prices?models=false: %v", p)
 	}
 }
+
+// TestSessionsFind: find keeps the sessions whose id or a user contains the
+// text (case-insensitive), before paging, and total counts the matches.
+func TestSessionsFind(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer, b store.Backend) {
+		spans := recentSpans(6, 6)
+		for i := range spans {
+			spans[i].Attributes = append(spans[i].Attributes,
+				model.KeyValue{Key: "gen_ai.system", Value: model.StringValue("openai")},
+				model.KeyValue{Key: "gen_ai.request.model", Value: model.StringValue("gpt-4o")},
+				model.KeyValue{Key: "session.id", Value: model.StringValue(fmt.Sprintf("Conv-%d", i))},
+				model.KeyValue{Key: "user.id", Value: model.StringValue([]string{"alice", "bob"}[i%2])})
+		}
+		ts.ingest(spans, "")
+		for find, want := range map[string]int{"": 6, "conv-3": 1, "ALICE": 3, "zed": 0} {
+			var r struct {
+				Sessions []struct {
+					ID    string   `json:"session_id"`
+					Users []string `json:"users"`
+				} `json:"sessions"`
+				Total int `json:"total"`
+			}
+			code, _, body := ts.request("GET", "/api/v1/sessions?since=2h&limit=2&find="+url.QueryEscape(find), nil)
+			if code != 200 || json.Unmarshal(body, &r) != nil || r.Total != want || len(r.Sessions) != min(want, 2) {
+				t.Fatalf("find=%q: %d, total %d, %d sessions; want %d: %s", find, code, r.Total, len(r.Sessions), want, body)
+			}
+		}
+	})
+}

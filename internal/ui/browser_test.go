@@ -471,6 +471,17 @@ func TestBrowser(t *testing.T) {
 		b.open(t, "/sessions?since=1h&sort=cost")
 		b.wait(t, `document.querySelectorAll('#session-list tbody tr').length > 0`)
 		b.shot(t, "sessions")
+		// The search box asks the server: every row holds the user typed,
+		// and the count is the server's total of matches.
+		user := eval[string](t, b, `document.querySelector('#session-list tbody tr td:nth-child(2)').textContent.split(', ')[0]`)
+		if user == "" {
+			t.Fatal("the first session has no user")
+		}
+		b.do(t, fmt.Sprintf(`const s = document.querySelector('#session-search'); s.value = %q; s.dispatchEvent(new Event('input'))`, user))
+		b.wait(t, fmt.Sprintf(`location.search.includes('find=') && /matching/.test(document.querySelector('#session-count').textContent) &&
+			[...document.querySelectorAll('#session-list tbody tr td:nth-child(2)')].every(td => td.textContent.includes(%q))`, user))
+		b.open(t, "/sessions?since=1h&sort=cost")
+		b.wait(t, `document.querySelectorAll('#session-list tbody tr').length > 0`)
 		if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#session-list tbody tr td:nth-child(3)"))); err != nil {
 			t.Fatal(err)
 		}

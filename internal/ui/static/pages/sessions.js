@@ -33,10 +33,10 @@ export function render(root, ctx) {
   ];
   const sortKey = Object.keys(SORTS).find(k => SORTS[k] === sort);
   const draw = () => {
-    const f = search.value.trim().toLowerCase();
-    const shown = f ? rows.filter(r => r.session_id.toLowerCase().includes(f) || r.users.some(u => u.toLowerCase().includes(f))) : rows;
-    count.textContent = (f ? shown.length + ' of ' : '') + rows.length + ' loaded of ' + total + ' sessions' + (f ? ' (the filter applies to loaded sessions)' : '');
-    if (!shown.length) { fill(list, empty(rows.length ? 'No loaded session matches.' : 'No LLM sessions in this time range.')); return; }
+    const f = search.value.trim();
+    const shown = rows;
+    count.textContent = rows.length + ' of ' + total + ' sessions' + (f ? ' matching “' + f + '”' : '');
+    if (!shown.length) { fill(list, empty(f ? 'No session id or user contains “' + f + '”.' : 'No LLM sessions in this time range.')); return; }
     fill(list, table(cols, shown, {
       sort: sortKey, dir: 'desc',
       onSort: k => ctx.setParams({sort: SORTS[k] === 'last_seen' ? '' : SORTS[k]}),
@@ -44,20 +44,27 @@ export function render(root, ctx) {
       rowData: r => ({sessionId: r.session_id}),
     }));
   };
+  // The server filters (find: a session id or user containing the text),
+  // so the search covers every session of the range, not the loaded page.
+  let offset = 0, gen = 0;
   search.addEventListener('input', debounce(() => {
     const u = new URLSearchParams(location.search);
     if (search.value.trim()) u.set('find', search.value.trim()); else u.delete('find');
     history.replaceState(null, '', location.pathname + (u.toString() ? '?' + u : ''));
-    draw();
-  }, 120));
-  let offset = 0;
-  const load = () => get('/api/v1/sessions', {since: ctx.since, until: ctx.until, sort, limit: 100, offset}, ctx.signal).then(d => {
+    rows = []; offset = 0; gen++;
+    load();
+  }, 200));
+  const load = () => {
+    const mine = gen;
+    return get('/api/v1/sessions', {since: ctx.since, until: ctx.until, sort, limit: 100, offset, find: search.value.trim()}, ctx.signal).then(d => {
+    if (mine !== gen) return; // a newer search replaced this one
     rows = rows.concat(d.sessions || []);
     total = d.total || rows.length;
     offset = d.next_offset || 0;
     fill(more, d.next_offset ? h('button', {type: 'button', class: 'ghost', id: 'load-more', onclick: load}, 'Load more') : null);
     draw();
   }).catch(e => { if (e.name !== 'AbortError') fill(list, errorBox(e)); });
+  };
   load();
 }
 
