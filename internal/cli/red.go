@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
 	"text/tabwriter"
@@ -16,22 +17,17 @@ func runRED(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "red", "[flags] [SERVICE]")
 	var c clientFlags
 	c.register(fs, env)
-	since := fs.String("since", "1h", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
-	until := fs.String("until", "", "window end (default now)")
+	var win serviceWindowFlags
+	win.register(fs, "1h")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	params := url.Values{"since": {*since}}
-	if *until != "" {
-		params.Set("until", *until)
+	params, err := win.params(fs)
+	if err != nil {
+		return err
 	}
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		params.Set("service", fs.Arg(0))
+	if fs.NArg() == 1 {
 		params.Set("group", "operation")
-	default:
-		return fmt.Errorf("%w: give at most one service", errUsage)
 	}
 	var resp struct {
 		Series []struct {
@@ -70,23 +66,17 @@ func runErrors(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "errors", "[flags] [SERVICE]")
 	var c clientFlags
 	c.register(fs, env)
-	since := fs.String("since", "24h", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
-	until := fs.String("until", "", "window end (default now)")
+	var win serviceWindowFlags
+	win.register(fs, "24h")
 	limit := fs.Int("limit", 20, "most groups to list")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	params := url.Values{"since": {*since}, "limit": {fmt.Sprint(*limit)}}
-	if *until != "" {
-		params.Set("until", *until)
+	params, err := win.params(fs)
+	if err != nil {
+		return err
 	}
-	switch fs.NArg() {
-	case 0:
-	case 1:
-		params.Set("service", fs.Arg(0))
-	default:
-		return fmt.Errorf("%w: give at most one service", errUsage)
-	}
+	params.Set("limit", fmt.Sprint(*limit))
 	var resp struct {
 		Groups []struct {
 			Service   string `json:"service"`
@@ -126,4 +116,29 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// serviceWindowFlags are --since, --until and the optional SERVICE
+// argument of the service commands.
+type serviceWindowFlags struct{ since, until *string }
+
+func (w *serviceWindowFlags) register(fs *flag.FlagSet, since string) {
+	w.since = fs.String("since", since, "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
+	w.until = fs.String("until", "", "window end (default now)")
+}
+
+// params returns since, until and service once fs is parsed.
+func (w *serviceWindowFlags) params(fs *flag.FlagSet) (url.Values, error) {
+	params := url.Values{"since": {*w.since}}
+	if *w.until != "" {
+		params.Set("until", *w.until)
+	}
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		params.Set("service", fs.Arg(0))
+	default:
+		return nil, fmt.Errorf("%w: give at most one service", errUsage)
+	}
+	return params, nil
 }
