@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/sketch"
@@ -127,10 +128,20 @@ const maxOpsProjections = 64
 // written before service aggregates existed). The segments' part is
 // immutable, so it is merged once and cached per (segment list, query).
 func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery, proj opsProjection, res *queryResult) ([]segment.OpsAggregates, error) {
+	if q.Filter != nil {
+		if err := noTraceConditions(q.Filter); err != nil {
+			return nil, err
+		}
+	}
 	v := e.view()
 	defer v.release()
+	// A query with a span filter reads rows: its answer is not cached.
+	cached := opsUsable(q)
 	key := opsCacheKey(v.segs, project, q, proj) + "|" + strconv.FormatUint(e.hidden().gen, 10)
-	seg, ok := e.opsResults.get(key)
+	seg, ok := segment.OpsAggregates{}, false
+	if cached {
+		seg, ok = e.opsResults.get(key)
+	}
 	if !ok {
 		parts, err := e.opsScan(ctx, view{segs: v.segs}, project, q, proj, res)
 		if err != nil {
@@ -140,7 +151,7 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 		if res.ioErr != nil {
 			return nil, nil // the query fails with res.ioErr; nothing is cached
 		}
-		if len(res.Warnings) == 0 {
+		if cached && len(res.Warnings) == 0 {
 			e.opsResults.put(key, seg)
 		}
 	}
@@ -154,10 +165,16 @@ func (e *Engine) opsParts(ctx context.Context, project string, q *store.OpsQuery
 // opsScan collects the aggregates of one part of a view; see opsParts.
 func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.OpsQuery, proj opsProjection, res *queryResult) ([]segment.OpsAggregates, error) {
 	f := &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name}
+	usable := opsUsable(q)
+	if q.Filter != nil {
+		g := *q.Filter
+		g.Start, g.End, g.Limit = q.Start, q.End, 0
+		f = &g
+	}
 	rows := segment.NewOpsAggregator()
 	var parts []segment.OpsAggregates
 	stored := func(s *segHandle, i int, project string) bool {
-		if !s.r.HasOpsAggregates() {
+		if !usable || !s.r.HasOpsAggregates() {
 			return false
 		}
 		var a segment.OpsAggregates
@@ -180,7 +197,11 @@ func (e *Engine) opsScan(ctx context.Context, v view, project string, q *store.O
 	err := e.aggScan(ctx, v, project, f, res, false,
 		func(s *segHandle, project string) bool { return stored(s, -1, project) },
 		func(s *segHandle, i int) bool { return stored(s, i, project) },
-		rows.Add)
+		func(s *model.Span) {
+			if opsMatch(q, s.Service, s.Name) {
+				rows.Add(s)
+			}
+		})
 	if err != nil {
 		return nil, err
 	}
@@ -322,6 +343,19 @@ func (c *opsResultCache) put(key string, a segment.OpsAggregates) {
 		c.held -= len(c.entries[old].Ops) + len(c.entries[old].Errors)
 		delete(c.entries, old)
 	}
+}
+
+// opsUsable reports whether q can be answered from stored aggregates: its
+// span filter, if any, asks for nothing beyond the service and span name.
+func opsUsable(q *store.OpsQuery) bool {
+	if q.Filter == nil {
+		return true
+	}
+	f := *q.Filter
+	f.Start, f.End = 0, 0
+	svc, name := f.Service, f.Name
+	f.Service, f.Name = "", ""
+	return aggregatesUsable(&f) && (svc == "" || svc == q.Service) && (name == "" || name == q.Name)
 }
 
 func opsMatch(q *store.OpsQuery, service, name string) bool {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
 )
 
 // OpsQuery selects the spans of the service routes (RED, heatmap, error
@@ -21,6 +22,12 @@ type OpsQuery struct {
 	Step time.Duration
 	// ByOperation splits RED series by span name as well as service.
 	ByOperation bool
+	// Filter, when not nil, is a further condition every counted span
+	// meets (a TraceQL filter, content words, status, durations); its
+	// window and Limit are not consulted. A backend may answer a query
+	// without Filter from stored aggregates and one with it by reading
+	// spans, so Filter costs a scan.
+	Filter *query.Filter
 }
 
 // REDPoint is one time bucket of a RED series.

@@ -20,7 +20,15 @@ func (s *Store) opsSpans(ctx context.Context, project string, q *store.OpsQuery,
 	if needStep && (q.Step < time.Minute || q.Step%time.Minute != 0) {
 		return nil, fmt.Errorf("%w: step %v must be a whole number of minutes", store.ErrBadRequest, q.Step)
 	}
-	return s.matching(ctx, project, &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name})
+	if q.Filter == nil {
+		return s.matching(ctx, project, &query.Filter{Start: q.Start, End: q.End, Service: q.Service, Name: q.Name})
+	}
+	f := *q.Filter
+	f.Start, f.End = q.Start, q.End
+	spans, err := s.matching(ctx, project, &f)
+	return slices.DeleteFunc(spans, func(sp model.Span) bool {
+		return q.Service != "" && sp.Service != q.Service || q.Name != "" && sp.Name != q.Name
+	}), err
 }
 
 // bucketOf is the start of the step-wide bucket of a span: buckets start at

@@ -13,6 +13,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
@@ -83,6 +84,18 @@ func TestServiceRoutesAgree(t *testing.T) {
 				}
 				if round > 0 && rng.IntN(3) == 0 {
 					q.Service = services[rng.IntN(len(services))].Name
+				}
+				// Some rounds add a span filter (answered from rows): a
+				// TraceQL condition, or one the aggregates can serve.
+				switch {
+				case round > 0 && round%4 == 1:
+					expr, err := query.ParseTraceQL(`{ duration > 20ms || status = error }`)
+					if err != nil {
+						t.Fatal(err)
+					}
+					q.Filter = &query.Filter{Expr: expr}
+				case round > 0 && round%4 == 2:
+					q.Filter = &query.Filter{Service: q.Service}
 				}
 				what := fmt.Sprintf("round %d %+v", round, *q)
 				re, _, err := e.RED(ctx, "p", q)
