@@ -28,6 +28,7 @@ func (s *Server) routeTable() []route {
 	t = append(t, s.ingestRoutes()...)
 	t = append(t, s.queryRoutes()...)
 	t = append(t, s.serviceRoutes()...)
+	t = append(t, s.insightRoutes()...)
 	t = append(t, s.opsRoutes()...)
 	t = append(t, s.tempoRoutes()...)
 	t = append(t, s.jaegerRoutes()...)
