@@ -29,6 +29,7 @@ type serveConfig struct {
 	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pricesFile                                        string
 	ui                                                bool
+	mcp                                               bool
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
@@ -67,6 +68,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
 	fs.Var(&c.valueThreshold, "value-threshold", "string attribute values of at least this size (long prompts and completions) are stored apart, once per distinct value, and read only for results that show them (0 keeps every value inline)")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web UI at / on the HTTP port (--ui=false turns it off)")
+	fs.BoolVar(&c.mcp, "mcp", true, "serve the MCP server for AI agents at /mcp on the HTTP port (--mcp=false turns it off)")
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
@@ -153,6 +155,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Collectors: []prometheus.Collector{engine.NewCollector(opened.Load)},
 		Prices:     prices,
 		UI:         webUI,
+		NoMCP:      !c.mcp,
 	})
 	if err != nil {
 		return err

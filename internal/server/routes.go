@@ -29,6 +29,15 @@ func (s *Server) routeTable() []route {
 	t = append(t, s.queryRoutes()...)
 	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.insightRoutes()...)
+	// MCP's streamable HTTP transport (docs/agents.md): POST, and GET and
+	// DELETE answered by the SDK (405, the server keeps no session).
+	t = append(t, route{pattern: "/mcp", handler: func(w http.ResponseWriter, r *http.Request) {
+		if s.mcp == nil {
+			writeError(w, http.StatusNotFound, "the MCP server is turned off (rastro serve --mcp=false)")
+			return
+		}
+		s.mcp.ServeHTTP(w, r)
+	}})
 	t = append(t, s.opsRoutes()...)
 	t = append(t, s.tempoRoutes()...)
 	t = append(t, s.jaegerRoutes()...)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/mcpserver"
 	"log/slog"
 	"net"
 	"net/http"
@@ -53,6 +54,8 @@ type Options struct {
 	// UI serves every path no API route claims (the embedded web UI);
 	// nil answers them with a JSON 404.
 	UI http.Handler
+	// NoMCP turns off the MCP server at /mcp (streamable HTTP).
+	NoMCP bool
 	// Prices is the LLM price table listed at GET /api/v1/llm/prices; nil
 	// answers 501.
 	Prices *llm.Prices
@@ -89,6 +92,10 @@ type Server struct {
 	log     *slog.Logger
 	backend atomic.Pointer[attached]
 	met     *metrics
+	// api is the route table's handler (without compression): the HTTP
+	// server's, and the one MCP tools call in process.
+	api http.Handler
+	mcp http.Handler
 
 	inflight atomic.Int64
 
@@ -116,8 +123,12 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
 		}
 	}
+	s.api = s.mux(s.routeTable())
+	if !opts.NoMCP {
+		s.mcp = mcpserver.Handler(s.api, opts.UI != nil, opts.Prices)
+	}
 	s.http = &http.Server{
-		Handler:           gzipJSON(s.mux(s.routeTable())),
+		Handler:           gzipJSON(s.api),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
