@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,6 +185,24 @@ func (s *Server) Kill() {
 func (s *Server) Get(ctx context.Context, path string) (int, []byte, error) {
 	code, b, _, err := s.GetTimed(ctx, path)
 	return code, b, err
+}
+
+// PostJSON posts a JSON body to path (accepting JSON or an event stream,
+// as an MCP client does) and returns status and body.
+func (s *Server) PostJSON(ctx context.Context, path string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.HTTPURL()+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 // GetTimed is Get that also returns the server's own time for the request

@@ -79,6 +79,7 @@ type llmKind struct {
 	target float64 // warm p95 target in ms; 0 = reported without a target
 	traza  string  // traza's figures for the same query, for context
 	path   string
+	post   []byte // when set, the query is a POST of this JSON body (an MCP call)
 	// check verifies a response body. With exact set the settled store must
 	// give the answer key exactly; otherwise (during ingest) the answer must
 	// stay within the key. It returns what the answer counts (spans or
@@ -441,7 +442,16 @@ func checkTimeseries(body []byte, key *llmKey, exact bool) (int64, error) {
 // client-observed duration.
 func llmGet(ctx context.Context, srv *Server, k *llmKind, exact bool) (time.Duration, int64, error) {
 	t0 := time.Now()
-	code, body, err := srv.Get(ctx, k.path)
+	var (
+		code int
+		body []byte
+		err  error
+	)
+	if k.post != nil {
+		code, body, err = srv.PostJSON(ctx, k.path, k.post)
+	} else {
+		code, body, err = srv.Get(ctx, k.path)
+	}
 	d := time.Since(t0)
 	if err != nil {
 		return d, 0, fmt.Errorf("%s: %w", k.name, err)
