@@ -24,9 +24,9 @@ import (
 // loopback port, seeded with api and llm spans over the last six hours and
 // one 5,000-span trace, plus a built rastro binary for `rastro mcp`.
 type rastroEnv struct {
-	Base     string   // http://127.0.0.1:port
-	Bin      string   // the rastro binary
-	Since    string   // RFC 3339 window holding every seeded span
+	Base     string // http://127.0.0.1:port
+	Bin      string // the rastro binary
+	Since    string // RFC 3339 window holding every seeded span
 	Until    string
 	BigTrace string   // the 5,000-span trace
 	BigErrs  []string // its error span ids

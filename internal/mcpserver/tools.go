@@ -547,7 +547,7 @@ type ListSessionsIn struct {
 }
 
 type SessionBrief struct {
-	ID string   `json:"session_id"`
+	ID    string   `json:"session_id"`
 	Users []string `json:"users"`
 	LLMMeasures
 	SessionURL string `json:"session_url,omitempty"`
