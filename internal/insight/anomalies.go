@@ -44,15 +44,43 @@ type Anomaly struct {
 	Next      Links       `json:"next"`
 }
 
+// ServiceAnomalies counts the anomalies of one service (all of them, not
+// only those listed): one incident often moves many operations, and this
+// says where they concentrate.
+type ServiceAnomalies struct {
+	Service  string         `json:"service"`
+	Count    int            `json:"count"`
+	TopScore float64        `json:"top_score"`
+	Kinds    map[string]int `json:"kinds"` // kind -> count
+}
+
+// byService rolls anomalies up per service, the strongest first.
+func byService(all []Anomaly) []ServiceAnomalies {
+	idx := map[string]int{}
+	out := []ServiceAnomalies{}
+	for _, a := range all {
+		i, ok := idx[a.Service]
+		if !ok {
+			i = len(out)
+			idx[a.Service] = i
+			out = append(out, ServiceAnomalies{Service: a.Service, TopScore: a.Score, Kinds: map[string]int{}})
+		}
+		out[i].Count++
+		out[i].Kinds[a.Kind]++
+	}
+	return out // all is sorted by score, so the first seen is the strongest
+}
+
 // AnomalyReport is the answer of /api/v1/anomalies.
 type AnomalyReport struct {
-	Window      Window    `json:"window"`
-	Sensitivity float64   `json:"sensitivity"`
-	Threshold   float64   `json:"threshold"` // scores at or above it are reported: 1 / sensitivity
-	Anomalies   []Anomaly `json:"anomalies"`
-	More        int       `json:"more,omitempty"`
-	Method      string    `json:"method"`
-	Warnings    []string  `json:"warnings,omitempty"`
+	Window      Window             `json:"window"`
+	Sensitivity float64            `json:"sensitivity"`
+	Threshold   float64            `json:"threshold"` // scores at or above it are reported: 1 / sensitivity
+	Services    []ServiceAnomalies `json:"services"`  // where the anomalies are, per service
+	Anomalies   []Anomaly          `json:"anomalies"`
+	More        int                `json:"more,omitempty"`
+	Method      string             `json:"method"`
+	Warnings    []string           `json:"warnings,omitempty"`
 }
 
 // Method explains the scoring in one paragraph (part of every anomaly
@@ -79,7 +107,7 @@ func Anomalies(ctx context.Context, b store.Backend, project string, p Params) (
 	r := &AnomalyReport{
 		Window: Window{Since: rfc3339(p.Start), Until: rfc3339(p.End), Seconds: float64(p.End-p.Start) / 1e9,
 			PreviousSince: rfc3339(prev), BaselineSince: rfc3339(base)},
-		Sensitivity: p.Sensitivity, Threshold: round(1 / p.Sensitivity),
+		Sensitivity: p.Sensitivity, Threshold: round(1 / p.Sensitivity), Services: byService(all),
 		Anomalies: all[:min(limit, len(all))], More: len(all) - min(limit, len(all)), Method: Method, Warnings: f.warnings,
 	}
 	return r, nil

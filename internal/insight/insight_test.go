@@ -324,6 +324,9 @@ func TestInjectedLatencyRegressionRanksFirst(t *testing.T) {
 		if top.Next.TraceID == "" {
 			t.Fatalf("seed %d: the latency anomaly names no slow trace: %+v", seed, top.Next)
 		}
+		if len(r.Services) == 0 || r.Services[0].Service != target[0] || r.Services[0].Kinds[insight.KindLatency] == 0 {
+			t.Fatalf("seed %d: by service %+v, want %s first", seed, r.Services, target[0])
+		}
 		sp, _, err := e.Trace(ctx, "p", mustTrace(t, top.Next.TraceID))
 		if err != nil || !slices.ContainsFunc(sp, func(s model.Span) bool {
 			return s.Service == target[0] && s.Name == target[1] && float64(s.Duration()) >= top.Current.P95Ms*1e6*0.98

@@ -174,7 +174,9 @@ type Summary struct {
 	LLM               *LLMUsage    `json:"llm,omitempty"` // absent: no LLM spans in either window
 	Anomalies         []Anomaly    `json:"anomalies"`
 	MoreAnomalies     int          `json:"more_anomalies,omitempty"`
-	Warnings          []string     `json:"warnings,omitempty"`
+	// AnomalyServices says where all the anomalies are, per service.
+	AnomalyServices []ServiceAnomalies `json:"anomaly_services"`
+	Warnings        []string           `json:"warnings,omitempty"`
 }
 
 // minCalls is the fewest spans an operation needs in a window (current and
@@ -398,6 +400,7 @@ func Summarize(ctx context.Context, b store.Backend, project string, p Params) (
 	alimit := cmp.Or(p.Limit, 10)
 	s.Anomalies = all[:min(alimit, len(all))]
 	s.MoreAnomalies = len(all) - len(s.Anomalies)
+	s.AnomalyServices = byService(all)
 	return s, nil
 }
 

@@ -24,6 +24,7 @@ func (s *Summary) WriteText(w io.Writer) error {
 	if len(s.Anomalies) == 0 {
 		b.WriteString("  none above the threshold.\n")
 	}
+	writeWhere(&b, s.AnomalyServices)
 	for _, a := range s.Anomalies {
 		writeAnomaly(&b, &a)
 	}
@@ -93,6 +94,7 @@ func (r *AnomalyReport) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, " of %d", len(r.Anomalies)+r.More)
 	}
 	b.WriteString(".\n")
+	writeWhere(&b, r.Services)
 	for _, a := range r.Anomalies {
 		writeAnomaly(&b, &a)
 	}
@@ -102,6 +104,27 @@ func (r *AnomalyReport) WriteText(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeWhere names the services the anomalies concentrate in.
+func writeWhere(b *strings.Builder, svcs []ServiceAnomalies) {
+	if len(svcs) == 0 {
+		return
+	}
+	b.WriteString("  by service:")
+	for i, sv := range svcs {
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		kinds := make([]string, 0, len(sv.Kinds))
+		for _, k := range []string{KindLatency, KindErrorRate, KindTrafficDrop, KindNewError} {
+			if n := sv.Kinds[k]; n > 0 {
+				kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+			}
+		}
+		fmt.Fprintf(b, " %s %d (%s, top score %.3g)", sv.Service, sv.Count, strings.Join(kinds, ", "), sv.TopScore)
+	}
+	b.WriteString("\n")
 }
 
 func writeAnomaly(b *strings.Builder, a *Anomaly) {
