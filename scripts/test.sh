@@ -8,6 +8,13 @@ cd "$(dirname "$0")/.."
 
 race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/...)
 
+# The MCP tests drive the server with third-party clients from npm (the
+# TypeScript SDK and the Inspector CLI, pinned in the lock file); Node.js 20+.
+if [ ! -d internal/mcpserver/testdata/node/node_modules ]; then
+	echo "== npm ci (MCP test clients)"
+	(cd internal/mcpserver/testdata/node && npm ci --no-audit --no-fund)
+fi
+
 echo "== go vet"
 go vet ./...
 

@@ -68,7 +68,12 @@ func byService(all []Anomaly) []ServiceAnomalies {
 		out[i].Count++
 		out[i].Kinds[a.Kind]++
 	}
-	return out // all is sorted by score, so the first seen is the strongest
+	// all is sorted by score, so the first seen is the strongest; ties
+	// go to the service with more anomalies.
+	slices.SortStableFunc(out, func(a, b ServiceAnomalies) int {
+		return cmp.Or(cmp.Compare(b.TopScore, a.TopScore), cmp.Compare(b.Count, a.Count))
+	})
+	return out
 }
 
 // AnomalyReport is the answer of /api/v1/anomalies.
