@@ -8,33 +8,39 @@ import (
 
 // apiSession is the answer of /api/v1/sessions/{id}.
 type apiSession struct {
-	SessionID string `json:"session_id"`
-	Traces    []struct {
-		TraceID     string  `json:"trace_id"`
-		Start       string  `json:"start_time"`
-		DurationNs  float64 `json:"duration_ns"`
-		RootService string  `json:"root_service"`
-		RootName    string  `json:"root_name"`
-		Spans       int     `json:"span_count"`
-		Errors      int     `json:"error_count"`
-		LLMSpans    []struct {
-			SpanID       string    `json:"span_id"`
-			Name         string    `json:"name"`
-			Start        string    `json:"start_time"`
-			DurationNs   float64   `json:"duration_ns"`
-			Status       string    `json:"status"`
-			Model        string    `json:"model"`
-			Operation    string    `json:"operation"`
-			Agent        string    `json:"agent"`
-			Tool         string    `json:"tool"`
-			User         string    `json:"user"`
-			InputTokens  int64     `json:"input_tokens"`
-			OutputTokens int64     `json:"output_tokens"`
-			CostUSD      float64   `json:"cost_usd"`
-			Input        []Message `json:"input_messages"`
-			Output       []Message `json:"output_messages"`
-		} `json:"llm_spans"`
-	} `json:"traces"`
+	SessionID string     `json:"session_id"`
+	Traces    []apiTrace `json:"traces"`
+}
+
+// apiTrace is one trace of a session.
+type apiTrace struct {
+	TraceID     string       `json:"trace_id"`
+	Start       string       `json:"start_time"`
+	DurationNs  float64      `json:"duration_ns"`
+	RootService string       `json:"root_service"`
+	RootName    string       `json:"root_name"`
+	Spans       int          `json:"span_count"`
+	Errors      int          `json:"error_count"`
+	LLMSpans    []apiLLMSpan `json:"llm_spans"`
+}
+
+// apiLLMSpan is one LLM call of a session's trace.
+type apiLLMSpan struct {
+	SpanID       string    `json:"span_id"`
+	Name         string    `json:"name"`
+	Start        string    `json:"start_time"`
+	DurationNs   float64   `json:"duration_ns"`
+	Status       string    `json:"status"`
+	Model        string    `json:"model"`
+	Operation    string    `json:"operation"`
+	Agent        string    `json:"agent"`
+	Tool         string    `json:"tool"`
+	User         string    `json:"user"`
+	InputTokens  int64     `json:"input_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	CostUSD      float64   `json:"cost_usd"`
+	Input        []Message `json:"input_messages"`
+	Output       []Message `json:"output_messages"`
 }
 
 // Message is one prompt or completion message.
@@ -115,14 +121,23 @@ func trimSession(s *apiSession, budget int, api *API) Conversation {
 		}
 		return c
 	}
+	// size measures c and sets its Tokens (twice: the figure's own digits
+	// count).
 	size := func(c *Conversation) int {
-		b, _ := json.Marshal(c)
-		return len(b) / 4
+		for range 2 {
+			b, _ := json.Marshal(c)
+			c.Tokens = len(b) / 4
+		}
+		return c.Tokens
 	}
 	var c Conversation
 	for _, maxMsg := range []int{4000, 1000, 300, 100} {
 		c = build(maxMsg)
-		if c.Tokens = size(&c); c.Tokens <= budget {
+		if size(&c) <= budget {
+			if maxMsg < 4000 {
+				c.Note = fmt.Sprintf("Messages clipped to %d bytes to fit the budget; get_span with a turn's trace and span id shows it in full.", maxMsg)
+				size(&c)
+			}
 			return c
 		}
 	}
@@ -154,14 +169,16 @@ func trimSession(s *apiSession, budget int, api *API) Conversation {
 		// Re-measured every 16 drops (and at the end): a marshal per
 		// drop would be quadratic on long sessions.
 		if c.Omitted%16 == 0 || r == order[len(order)-1] {
-			if c.Tokens = size(&c); c.Tokens <= budget {
+			if size(&c) <= budget {
 				break
 			}
 		}
 	}
-	c.Tokens = size(&c)
-	c.OverBudget = c.Tokens > budget
 	c.Note = fmt.Sprintf("Messages clipped to %d bytes; %d turns shown without their messages (get_span with the turn's trace and span id shows them).", c.MaxMessage, c.Omitted)
+	c.OverBudget = size(&c) > budget
+	if c.OverBudget {
+		size(&c) // the flag's own bytes
+	}
 	return c
 }
 
