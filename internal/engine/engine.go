@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -242,6 +243,10 @@ type Engine struct {
 	llmCache llmResultCache
 	// opsResults caches the merged segment parts of service queries.
 	opsResults opsResultCache
+	// decoding makes concurrent queries that need the same segment's
+	// stored aggregates (or the same projection of them) decode it once:
+	// a summary asks for several at a time on a cold engine.
+	decoding singleflight.Group
 	// opsCacheEntries counts the service-aggregate rollup entries the
 	// segment handles cache (bounded by maxOpsCacheEntries).
 	opsCacheEntries atomic.Int64

@@ -245,24 +245,30 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 	if ok {
 		return got, nil
 	}
-	var raw []segment.AggEntry
-	var err error
-	if i < 0 {
-		raw, err = e.segmentAggregates(s, project)
-	} else {
-		raw, err = e.blockAggregates(s, i)
-	}
+	v, err, _ := e.decoding.Do("llmproj|"+s.name+"|"+key, func() (any, error) {
+		var raw []segment.AggEntry
+		var err error
+		if i < 0 {
+			raw, err = e.segmentAggregates(s, project)
+		} else {
+			raw, err = e.blockAggregates(s, i)
+		}
+		if err != nil {
+			return []segment.AggEntry(nil), err
+		}
+		got := p.apply(raw)
+		s.aggs.mu.Lock()
+		if s.aggs.proj == nil || len(s.aggs.proj) >= maxProjections {
+			s.aggs.proj = map[string][]segment.AggEntry{}
+		}
+		s.aggs.proj[key] = got
+		s.aggs.mu.Unlock()
+		return got, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	got = p.apply(raw)
-	s.aggs.mu.Lock()
-	if s.aggs.proj == nil || len(s.aggs.proj) >= maxProjections {
-		s.aggs.proj = map[string][]segment.AggEntry{}
-	}
-	s.aggs.proj[key] = got
-	s.aggs.mu.Unlock()
-	return got, nil
+	return v.([]segment.AggEntry), nil
 }
 
 // llmScan visits the LLM spans of project matching f. For each segment wholly
@@ -391,17 +397,23 @@ func (e *Engine) segmentAggregates(s *segHandle, project string) ([]segment.AggE
 	if !s.r.HasAggregates() {
 		return nil, fmt.Errorf("segment %s has no stored aggregates", s.name)
 	}
-	a, err := s.r.SegmentAggregates(project)
+	v, err, _ := e.decoding.Do("llm|"+s.name+"|"+project, func() (any, error) {
+		a, err := s.r.SegmentAggregates(project)
+		if err != nil {
+			return []segment.AggEntry(nil), err
+		}
+		s.aggs.mu.Lock()
+		if s.aggs.project == nil {
+			s.aggs.project = map[string][]segment.AggEntry{}
+		}
+		s.aggs.project[project] = a
+		s.aggs.mu.Unlock()
+		return a, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	s.aggs.mu.Lock()
-	if s.aggs.project == nil {
-		s.aggs.project = map[string][]segment.AggEntry{}
-	}
-	s.aggs.project[project] = a
-	s.aggs.mu.Unlock()
-	return a, nil
+	return v.([]segment.AggEntry), nil
 }
 
 // groupValue projects an aggregate key onto one group-by dimension.

@@ -61,12 +61,17 @@ func (e *Engine) opsAggregates(s *segHandle, i int, project string) (segment.Ops
 	if ok {
 		return a, nil
 	}
-	a, err := s.r.SegmentOps(project)
+	v, err, _ := e.decoding.Do("ops|"+s.name+"|"+project, func() (any, error) {
+		a, err := s.r.SegmentOps(project)
+		if err == nil {
+			e.keepOps(s, &s.ops.project, project, a, 0)
+		}
+		return a, err
+	})
 	if err != nil {
 		return segment.OpsAggregates{}, err
 	}
-	e.keepOps(s, &s.ops.project, project, a, 0)
-	return a, nil
+	return v.(segment.OpsAggregates), nil
 }
 
 // keepOps caches a in *m[key] of segment s when the engine's budget
@@ -109,13 +114,19 @@ func (e *Engine) opsProjected(s *segHandle, project string, q *store.OpsQuery, p
 	if ok {
 		return a, nil
 	}
-	raw, err := e.opsAggregates(s, -1, project)
+	v, err, _ := e.decoding.Do("opsproj|"+s.name+"|"+key, func() (any, error) {
+		raw, err := e.opsAggregates(s, -1, project)
+		if err != nil {
+			return segment.OpsAggregates{}, err
+		}
+		a := proj.apply(q, []segment.OpsAggregates{raw})
+		e.keepOps(s, &s.ops.proj, key, a, maxOpsProjections)
+		return a, nil
+	})
 	if err != nil {
 		return segment.OpsAggregates{}, err
 	}
-	a = proj.apply(q, []segment.OpsAggregates{raw})
-	e.keepOps(s, &s.ops.proj, key, a, maxOpsProjections)
-	return a, nil
+	return v.(segment.OpsAggregates), nil
 }
 
 // maxOpsProjections bounds the projections cached per segment.
