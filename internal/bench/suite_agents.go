@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -224,51 +223,14 @@ func planAgents(ctx context.Context, cfg Config) ([]Scenario, error) {
 }
 
 func agentsTargets(rec *Record) []Target {
-	sr, ran := rec.Scenario(agentsScenario)
-	var out []Target
-	for _, m := range []struct {
-		metric, what string
-		target       float64
-	}{
-		{"summary_warm_p95_ms", "Warm p95, summary of the whole store", agentsWarmTarget},
-		{"summary_cold_ms", "Cold (first after restart), summary of the whole store", agentsColdTarget},
-		{"get_trace_warm_p95_ms", "Warm p95, MCP get_trace of a 5,000-span trace within 8,000 tokens", agentsTraceMs},
-		{"get_trace_cold_ms", "Cold, MCP get_trace of a 5,000-span trace within 8,000 tokens", agentsTraceMs},
-	} {
-		t := Target{Name: m.what + " (median of runs)", Want: fmt.Sprintf("< %g ms", m.target)}
-		v := rec.median(agentsScenario, m.metric)
-		switch {
-		case !ran:
-			t.Got, t.Status = "not run", "NOT RUN"
-		case sr.Status != "ok":
-			t.Got, t.Status = sr.Status, "FAIL"
-		case v < m.target:
-			t.Got, t.Status = num(v, 2)+" ms", "PASS"
-		default:
-			t.Got, t.Status = num(v, 2)+" ms", "FAIL"
-		}
-		out = append(out, withBusyNote(rec, t))
+	return []Target{
+		msTarget(rec, agentsScenario, "summary_warm_p95_ms", "Warm p95, summary of the whole store", agentsWarmTarget),
+		msTarget(rec, agentsScenario, "summary_cold_ms", "Cold (first after restart), summary of the whole store", agentsColdTarget),
+		msTarget(rec, agentsScenario, "get_trace_warm_p95_ms", "Warm p95, MCP get_trace of a 5,000-span trace within 8,000 tokens", agentsTraceMs),
+		msTarget(rec, agentsScenario, "get_trace_cold_ms", "Cold, MCP get_trace of a 5,000-span trace within 8,000 tokens", agentsTraceMs),
 	}
-	return out
 }
 
 func agentsDetail(rec *Record) string {
-	var b strings.Builder
-	b.WriteString("Per query kind, medians across runs (ms); min-max across runs in parentheses.\n\n")
-	b.WriteString("| Query | Cold | Warm p50 | Warm p95 |\n|---|---:|---:|---:|\n")
-	get := func(metric string) string {
-		sr, ok := rec.Scenario(agentsScenario)
-		if !ok || sr.Status != "ok" {
-			return "n/a"
-		}
-		sp, ok := sr.Summary[metric]
-		if !ok {
-			return "n/a"
-		}
-		return fmt.Sprintf("%s (%s-%s)", num(sp.Median, 2), num(sp.Min, 2), num(sp.Max, 2))
-	}
-	for _, k := range agentsKinds(&agentsKey{}) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.title, get(k.name+"_cold_ms"), get(k.name+"_warm_p50_ms"), get(k.name+"_warm_p95_ms"))
-	}
-	return b.String()
+	return kindsDetail(rec, agentsScenario, agentsKinds(&agentsKey{}))
 }

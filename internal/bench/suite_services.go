@@ -171,37 +171,46 @@ func runServicesAfterIngest(ctx context.Context, env *RunEnv, p *servicesPlan) R
 }
 
 func servicesTargets(rec *Record) []Target {
-	sr, ran := rec.Scenario(servicesScenario)
 	var out []Target
 	for _, k := range servicesKinds(&servicesKey{}) {
-		for _, m := range []struct {
-			metric, what string
-			target       float64
-		}{{"_warm_p95_ms", "Warm p95", servicesWarmTarget}, {"_cold_ms", "Cold", servicesColdTarget}} {
-			t := Target{Name: m.what + ", " + k.title + " (median of runs)", Want: fmt.Sprintf("< %g ms", m.target)}
-			v := rec.median(servicesScenario, k.name+m.metric)
-			switch {
-			case !ran:
-				t.Got, t.Status = "not run", "NOT RUN"
-			case sr.Status != "ok":
-				t.Got, t.Status = sr.Status, "FAIL"
-			case v < m.target:
-				t.Got, t.Status = num(v, 2)+" ms", "PASS"
-			default:
-				t.Got, t.Status = num(v, 2)+" ms", "FAIL"
-			}
-			out = append(out, withBusyNote(rec, t))
-		}
+		out = append(out,
+			msTarget(rec, servicesScenario, k.name+"_warm_p95_ms", "Warm p95, "+k.title, servicesWarmTarget),
+			msTarget(rec, servicesScenario, k.name+"_cold_ms", "Cold, "+k.title, servicesColdTarget))
 	}
 	return out
 }
 
+// msTarget is the target "the median of metric across runs is below
+// target ms" of a scenario.
+func msTarget(rec *Record, scenario, metric, what string, target float64) Target {
+	sr, ran := rec.Scenario(scenario)
+	t := Target{Name: what + " (median of runs)", Want: fmt.Sprintf("< %g ms", target)}
+	v := rec.median(scenario, metric)
+	switch {
+	case !ran:
+		t.Got, t.Status = "not run", "NOT RUN"
+	case sr.Status != "ok":
+		t.Got, t.Status = sr.Status, "FAIL"
+	case v < target:
+		t.Got, t.Status = num(v, 2)+" ms", "PASS"
+	default:
+		t.Got, t.Status = num(v, 2)+" ms", "FAIL"
+	}
+	return withBusyNote(rec, t)
+}
+
 func servicesDetail(rec *Record) string {
+	return kindsDetail(rec, servicesScenario, servicesKinds(&servicesKey{}))
+}
+
+// kindsDetail tabulates the cold and warm latency of each query kind of
+// an after-ingest scenario.
+func kindsDetail(rec *Record, scenario string, kinds []llmKind) string {
 	var b strings.Builder
 	b.WriteString("Per query kind, medians across runs (ms); min-max across runs in parentheses.\n\n")
 	b.WriteString("| Query | Cold | Warm p50 | Warm p95 |\n|---|---:|---:|---:|\n")
 	get := func(metric string) string {
-		sr, ok := rec.Scenario(servicesScenario)
+		sr, ok := rec.Scenario(scenario)
 		if !ok || sr.Status != "ok" {
 			return "n/a"
 		}
@@ -211,7 +220,7 @@ func servicesDetail(rec *Record) string {
 		}
 		return fmt.Sprintf("%s (%s-%s)", num(sp.Median, 2), num(sp.Min, 2), num(sp.Max, 2))
 	}
-	for _, k := range servicesKinds(&servicesKey{}) {
+	for _, k := range kinds {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", k.title, get(k.name+"_cold_ms"), get(k.name+"_warm_p50_ms"), get(k.name+"_warm_p95_ms"))
 	}
 	return b.String()

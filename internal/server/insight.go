@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -103,7 +104,11 @@ func (s *Server) insightFailed(w http.ResponseWriter, err error) {
 	s.queryFailed(w, err)
 }
 
-func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+// textWriter is an answer with a plain-text rendering.
+type textWriter interface{ WriteText(w io.Writer) error }
+
+// handleInsight answers a summary or an anomaly list, as JSON or text.
+func (s *Server) handleInsight(w http.ResponseWriter, r *http.Request, compute func(p insight.Params) (textWriter, error)) {
 	text, ok := textFormat(w, r)
 	if !ok {
 		return
@@ -112,37 +117,23 @@ func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request, b store.B
 	if !ok {
 		return
 	}
-	sum, err := insight.Summarize(r.Context(), b, project, p)
+	ans, err := compute(p)
 	if err != nil {
 		s.insightFailed(w, err)
 		return
 	}
 	if text {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = sum.WriteText(w)
+		_ = ans.WriteText(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, sum)
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func (s *Server) handleSummary(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	s.handleInsight(w, r, func(p insight.Params) (textWriter, error) { return insight.Summarize(r.Context(), b, project, p) })
 }
 
 func (s *Server) handleAnomalies(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
-	text, ok := textFormat(w, r)
-	if !ok {
-		return
-	}
-	p, ok := s.insightParams(w, r)
-	if !ok {
-		return
-	}
-	rep, err := insight.Anomalies(r.Context(), b, project, p)
-	if err != nil {
-		s.insightFailed(w, err)
-		return
-	}
-	if text {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = rep.WriteText(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.handleInsight(w, r, func(p insight.Params) (textWriter, error) { return insight.Anomalies(r.Context(), b, project, p) })
 }
