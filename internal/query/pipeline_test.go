@@ -1,0 +1,328 @@
+package query
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// randomTrace builds a trace of n spans: each span's parent is an earlier
+// span, or none (a root), or an id not in the trace (a span whose parent
+// has not arrived).
+func randomTrace(rng *rand.Rand, n int) []model.Span {
+	spans := make([]model.Span, n)
+	tid := model.TraceID{1, byte(rng.IntN(256))}
+	for i := range spans {
+		s := &spans[i]
+		s.TraceID = tid
+		s.SpanID = model.SpanID{0xab, byte(i >> 8), byte(i), 1}
+		switch r := rng.IntN(10); {
+		case i == 0 || r == 0:
+		case r == 1:
+			s.ParentSpanID = model.SpanID{0xee, byte(rng.IntN(3))} // missing parent
+		default:
+			s.ParentSpanID = spans[rng.IntN(i)].SpanID
+		}
+		s.Service = []string{"a", "b", "c"}[rng.IntN(3)]
+		s.Resource = &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue(s.Service)}}}
+		s.Name = fmt.Sprintf("n%d", rng.IntN(3))
+		if rng.IntN(4) == 0 {
+			s.StatusCode = model.StatusError
+		}
+		s.StartTimeUnixNano = uint64(1e9 + i*1000)
+		s.EndTimeUnixNano = s.StartTimeUnixNano + uint64(rng.IntN(5000))
+		if rng.IntN(3) > 0 {
+			s.Attributes = []model.KeyValue{{Key: "x", Value: model.IntValue(int64(rng.IntN(4)))}}
+		}
+	}
+	rng.Shuffle(len(spans), func(i, j int) { spans[i], spans[j] = spans[j], spans[i] })
+	return spans
+}
+
+// naive is the reference: a query built alongside its text and evaluated
+// with parent walks, independently of traceView's nested sets.
+type naive interface {
+	eval(spans []model.Span, in [][]int) [][]int
+}
+
+type nFilter struct{ e Expr }
+
+func (f nFilter) eval(spans []model.Span, in [][]int) [][]int {
+	var out [][]int
+	for _, ss := range in {
+		var keep []int
+		for _, i := range ss {
+			if f.e.Match(&spans[i]) {
+				keep = append(keep, i)
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	return out
+}
+
+type nOp struct {
+	op   string
+	l, r naive
+}
+
+func parentOf(spans []model.Span, i int) int {
+	p := spans[i].ParentSpanID
+	if p.IsZero() {
+		return -1
+	}
+	for j := range spans {
+		if spans[j].SpanID == p && j != i {
+			return j
+		}
+	}
+	return -1
+}
+
+func ancestorOf(spans []model.Span, a, d int) bool {
+	for x, steps := parentOf(spans, d), 0; x >= 0 && steps <= len(spans); x, steps = parentOf(spans, x), steps+1 {
+		if x == a {
+			return true
+		}
+	}
+	return false
+}
+
+func (o nOp) eval(spans []model.Span, in [][]int) [][]int {
+	var out [][]int
+	for _, ss := range in {
+		lhs, rhs := o.l.eval(spans, [][]int{ss}), o.r.eval(spans, [][]int{ss})
+		flat := func(x [][]int) []int {
+			var all []int
+			for _, s := range x {
+				all = append(all, s...)
+			}
+			return all
+		}
+		var res []int
+		switch o.op {
+		case "&&":
+			if len(lhs) > 0 && len(rhs) > 0 {
+				res = append(flat(lhs), flat(rhs)...)
+			}
+		case "||":
+			res = append(flat(lhs), flat(rhs)...)
+		default:
+			l, r := flat(lhs), flat(rhs)
+			base := strings.TrimLeft(o.op, "!&")
+			rel := map[string]func(x, y int) bool{
+				">":  func(x, y int) bool { return parentOf(spans, x) == y },
+				"<":  func(x, y int) bool { return parentOf(spans, y) == x },
+				">>": func(x, y int) bool { return ancestorOf(spans, y, x) },
+				"<<": func(x, y int) bool { return ancestorOf(spans, x, y) },
+				"~": func(x, y int) bool {
+					return x != y && parentOf(spans, x) >= 0 && parentOf(spans, x) == parentOf(spans, y)
+				},
+			}[base]
+			for _, x := range r {
+				any := false
+				for _, y := range l {
+					if rel(x, y) {
+						any = true
+						if strings.HasPrefix(o.op, "&") {
+							res = append(res, y)
+						}
+					}
+				}
+				if any != strings.HasPrefix(o.op, "!") {
+					res = append(res, x)
+				}
+			}
+		}
+		slices.Sort(res)
+		res = slices.Compact(res)
+		if len(res) > 0 {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+type nCount struct {
+	x   naive
+	min int
+}
+
+func (c nCount) eval(spans []model.Span, in [][]int) [][]int {
+	var out [][]int
+	for _, ss := range c.x.eval(spans, in) {
+		if len(ss) > c.min {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+var leafFilters = []string{`{ }`, `{ resource.service.name = "a" }`, `{ status = error }`, `{ span.x > 1 }`,
+	`{ name = "n1" || name = "n2" }`, `{ resource.service.name != "c" && span.x != nil }`}
+
+var structuralOps = []string{">", "<", ">>", "<<", "~", "!>", "!<", "!>>", "!<<", "!~", "&>", "&<", "&>>", "&<<", "&~", "&&", "||"}
+
+// randomQuery returns a query's text and its reference evaluator.
+func randomQuery(t *testing.T, rng *rand.Rand, depth int) (string, naive) {
+	if depth == 0 || rng.IntN(3) == 0 {
+		src := leafFilters[rng.IntN(len(leafFilters))]
+		e, err := ParseTraceQL(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src, nFilter{e}
+	}
+	ls, ln := randomQuery(t, rng, depth-1)
+	rs, rn := randomQuery(t, rng, depth-1)
+	op := structuralOps[rng.IntN(len(structuralOps))]
+	q := "(" + ls + ") " + op + " (" + rs + ")"
+	var n naive = nOp{op, ln, rn}
+	if rng.IntN(4) == 0 {
+		k := rng.IntN(4)
+		q = "(" + q + fmt.Sprintf(" | count() > %d)", k)
+		n = nCount{n, k}
+	}
+	return q, n
+}
+
+// TestStructuralOperatorsAgreeWithBruteForce evaluates random queries over
+// random trace trees with the engine-facing evaluator and with the naive
+// reference.
+func TestStructuralOperatorsAgreeWithBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 3000 {
+		spans := randomTrace(rng, 1+rng.IntN(30))
+		src, ref := randomQuery(t, rng, 1+rng.IntN(3))
+		q, err := ParseQuery(src)
+		if err != nil {
+			t.Fatalf("round %d: %s: %v", round, src, err)
+		}
+		got, err := q.Eval(spans)
+		if err != nil {
+			t.Fatalf("round %d: %s: %v", round, src, err)
+		}
+		all := make([]int, len(spans))
+		for i := range all {
+			all[i] = i
+		}
+		want := ref.eval(spans, [][]int{all})
+		var gotSets [][]int
+		for _, ss := range got {
+			gotSets = append(gotSets, ss.Spans)
+		}
+		if !reflect.DeepEqual(gotSets, want) {
+			t.Fatalf("round %d: %s over %d spans:\ngot  %v\nwant %v", round, src, len(spans), gotSets, want)
+		}
+		// The canonical form parses back to itself.
+		again, err := ParseQuery(q.String())
+		if err != nil || again.String() != q.String() {
+			t.Fatalf("round %d: %s renders as %s, which parses as %v (%v)", round, src, q.String(), again, err)
+		}
+	}
+}
+
+func TestPipelineAggregatesAndGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for round := range 500 {
+		spans := randomTrace(rng, 1+rng.IntN(25))
+		var xs []float64
+		var errs int
+		bySvc := map[string][]int{}
+		for i := range spans {
+			if v, ok := model.Lookup(spans[i].Attributes, "x"); ok {
+				xs = append(xs, float64(v.Int))
+			}
+			if spans[i].StatusCode == model.StatusError {
+				errs++
+			}
+			bySvc[spans[i].Service] = append(bySvc[spans[i].Service], i)
+		}
+		check := func(src string, want int) {
+			t.Helper()
+			q, err := ParseQuery(src)
+			if err != nil {
+				t.Fatalf("%s: %v", src, err)
+			}
+			got, err := q.Eval(spans)
+			if err != nil || len(got) != want {
+				t.Fatalf("round %d: %s: %d spansets (err %v), want %d", round, src, len(got), err, want)
+			}
+		}
+		b2i := func(b bool) int {
+			if b {
+				return 1
+			}
+			return 0
+		}
+		sum, mx := 0.0, -1.0
+		for _, x := range xs {
+			sum += x
+			mx = max(mx, x)
+		}
+		check(fmt.Sprintf("{ status = error } | count() = %d", errs), b2i(errs > 0))
+		check("{ } | count() > 3", b2i(len(spans) > 3))
+		check(fmt.Sprintf("{ span.x != nil } | sum(span.x) = %d", int(sum)), b2i(len(xs) > 0))
+		check(fmt.Sprintf("{ } | max(span.x) >= %d", int(mx)), b2i(len(xs) > 0))
+		check("{ } | avg(span.x) > 1.5", b2i(len(xs) > 0 && sum/float64(len(xs)) > 1.5))
+		check("{ } | by(resource.service.name)", len(bySvc))
+		check("{ } | by(resource.service.name) | coalesce()", 1)
+		check("{ } | by(resource.service.name) | count() > 2", func() int {
+			n := 0
+			for _, s := range bySvc {
+				n += b2i(len(s) > 2)
+			}
+			return n
+		}())
+		check("{ } | select(span.x, name) | { status = error }", b2i(errs > 0))
+	}
+	// A structural operator over several spansets is Tempo's error.
+	q, err := ParseQuery(`({ } | by(resource.service.name)) >> { }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := randomTrace(rng, 30)
+	if _, err := q.Eval(spans); err != ErrMultipleSpansets {
+		t.Fatalf("structural operator over by(): err %v", err)
+	}
+}
+
+func TestQuerySyntaxErrors(t *testing.T) {
+	for _, c := range []struct{ q, want string }{
+		{`{ } >>`, "expected { or ("},
+		{`{ } | count()`, "expected a comparison"},
+		{`{ } | count() > "a"`, "expected a number"},
+		{`{ } | frobnicate()`, "unknown pipeline element"},
+		{`{ } | by(nope)`, "unknown intrinsic"},
+		{`({ } >> { }`, "expected ) to close"},
+		{`{ } { }`, "unexpected"},
+		{`{ } | select(span.a,)`, "expected condition"},
+	} {
+		_, err := ParseQuery(c.q)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.q, err, c.want)
+		}
+	}
+	for _, q := range []string{`{ .a = 1 } >> { .b = 2 }`, `{ } ~ { } && { status = error }`, `{ } !>> { }`, `{ } &~ { }`,
+		`({ } | count() > 1) || { }`, `{ } | by(span.a) | coalesce() | avg(duration) > 10ms`, `{ } | select(span.a, resource.b)`,
+		`{ span.gen_ai.operation.name = "chat" } | count() > 20`} {
+		if _, err := ParseQuery(q); err != nil {
+			t.Errorf("%s: %v", q, err)
+		}
+	}
+	q, _ := ParseQuery(`{ .a = 1 }`)
+	if e, ok := q.Simple(); !ok || e.String() != `{ .a = 1 }` {
+		t.Errorf("a lone filter is simple: %v %v", e, ok)
+	}
+	q, _ = ParseQuery(`{ .a = 1 } >> { .b = 2 }`)
+	if _, ok := q.Simple(); ok || len(q.Required()) != 2 {
+		t.Errorf(">> is not simple and requires both sides: %v", q.Required())
+	}
+}
