@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,8 +156,79 @@ func parseFilter(w http.ResponseWriter, r *http.Request) (query.Filter, bool) {
 	return f, true
 }
 
+// wholeQuery reads q when it is a whole TraceQL query (structural
+// operators, pipelines) rather than one spanset filter, with the window and
+// limit of the other parameters. A q that does not parse as a whole query
+// is left to parseFilter, whose messages name the filter's errors.
+func wholeQuery(w http.ResponseWriter, r *http.Request) (q *query.Query, f query.Filter, whole, ok bool) {
+	v := r.URL.Query()
+	src := v.Get("q")
+	if strings.TrimSpace(src) == "" {
+		return nil, f, false, true
+	}
+	q, err := query.ParseQuery(src)
+	if err != nil {
+		return nil, f, false, true
+	}
+	if _, simple := q.Simple(); simple {
+		return nil, f, false, true
+	}
+	v.Del("q")
+	if f, err = query.FromValues(v, time.Now()); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, f, false, false
+	}
+	return q, f, true, true
+}
+
+// queryTraces runs a whole TraceQL query (see store.QueryTraces).
+func (s *Server) queryTraces(w http.ResponseWriter, r *http.Request, b store.Backend, project string, q *query.Query, f *query.Filter, limit int) ([]store.TraceMatch, map[string]any, bool) {
+	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, limit, store.QueryBudget{})
+	if err != nil {
+		s.queryFailed(w, err)
+		return nil, nil, false
+	}
+	m := map[string]any{"candidate_filter": stats.Candidate, "candidate_spans": stats.CandidateSpans,
+		"inspected_traces": stats.TracesInspected, "partial": stats.Partial}
+	if stats.Partial {
+		m["partial_reason"] = stats.Reason
+	}
+	if len(res.Warnings) > 0 {
+		m["warnings"] = res.Warnings
+	}
+	return matches, m, true
+}
+
 func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	t0 := time.Now()
+	if q, f, whole, ok := wholeQuery(w, r); !ok {
+		return
+	} else if whole {
+		if r.URL.Query().Get("cursor") != "" {
+			writeError(w, http.StatusBadRequest, "cursor: paging is not available for structural and pipeline queries; narrow the window or raise limit")
+			return
+		}
+		matches, metrics, ok := s.queryTraces(w, r, b, project, q, &f, f.Limit)
+		if !ok {
+			return
+		}
+		var spans []model.Span
+		for _, m := range matches {
+			spans = append(spans, m.Spans...)
+		}
+		// Newest first, as the filter search answers.
+		slices.SortStableFunc(spans, func(a, b model.Span) int { return cmp.Compare(b.StartTimeUnixNano, a.StartTimeUnixNano) })
+		if limit := cmp.Or(f.Limit, 20); len(spans) > limit {
+			spans = spans[:limit]
+		}
+		buf := append([]byte(`{"spans":`), appendSpans(nil, spans)...)
+		mj, _ := json.Marshal(metrics)
+		buf = append(append(append(buf, `,"metrics":`...), mj...), "}\n"...)
+		w.Header().Set("Content-Type", "application/json")
+		setServerTiming(w, t0)
+		w.Write(buf)
+		return
+	}
 	f, ok := parseFilter(w, r)
 	if !ok {
 		return
@@ -231,14 +304,32 @@ type traceSummaryJSON struct {
 
 func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	t0 := time.Now()
-	f, ok := parseFilter(w, r)
-	if !ok {
+	var (
+		sums    []store.TraceSummary
+		res     store.Result
+		metrics map[string]any
+	)
+	if q, f, whole, ok := wholeQuery(w, r); !ok {
 		return
-	}
-	sums, res, err := b.SearchTraces(r.Context(), project, &f, f.Limit)
-	if err != nil {
-		s.queryFailed(w, err)
-		return
+	} else if whole {
+		matches, m, ok := s.queryTraces(w, r, b, project, q, &f, f.Limit)
+		if !ok {
+			return
+		}
+		for _, t := range matches {
+			sums = append(sums, t.Summary)
+		}
+		metrics = m
+	} else {
+		f, ok := parseFilter(w, r)
+		if !ok {
+			return
+		}
+		var err error
+		if sums, res, err = b.SearchTraces(r.Context(), project, &f, f.Limit); err != nil {
+			s.queryFailed(w, err)
+			return
+		}
 	}
 	out := make([]traceSummaryJSON, 0, len(sums))
 	for _, t := range sums {
@@ -252,6 +343,9 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, b store.Ba
 	resp := map[string]any{"traces": out}
 	if len(res.Warnings) > 0 {
 		resp["warnings"] = res.Warnings
+	}
+	if metrics != nil {
+		resp["metrics"] = metrics
 	}
 	setServerTiming(w, t0) // the encoding that follows is not counted
 	writeJSON(w, http.StatusOK, resp)

@@ -296,9 +296,102 @@ type tempoTrace struct {
 }
 
 type tempoSpanSet struct {
-	Spans   []tempoSpan `json:"spans,omitempty"`
-	Matched uint32      `json:"matched,omitempty"`
+	Spans      []tempoSpan `json:"spans,omitempty"`
+	Matched    uint32      `json:"matched,omitempty"`
+	Attributes []tempoKV   `json:"attributes,omitempty"`
 }
+
+// tempoKV is tempopb's common.v1.KeyValue as jsonpb writes it.
+type tempoKV struct {
+	Key   string         `json:"key"`
+	Value map[string]any `json:"value"`
+}
+
+func tempoValue(v model.Value) map[string]any {
+	switch v.Type {
+	case model.ValueString:
+		return map[string]any{"stringValue": v.Str}
+	case model.ValueInt:
+		return map[string]any{"intValue": strconv.FormatInt(v.Int, 10)}
+	case model.ValueDouble:
+		return map[string]any{"doubleValue": v.Double}
+	case model.ValueBool:
+		return map[string]any{"boolValue": v.Bool()}
+	case model.ValueEmpty:
+		return map[string]any{}
+	}
+	return map[string]any{"stringValue": v.AsString()}
+}
+
+// tempoStructuralSearch serves /api/search for a whole TraceQL query
+// (structural operators, pipelines): one spanSet per result spanset, with
+// the by() and aggregate values as its attributes, as Tempo answers.
+func (s *Server) tempoStructuralSearch(w http.ResponseWriter, r *http.Request, b store.Backend, project string, q *query.Query,
+	limit, spss int, minDur, maxDur time.Duration) {
+	start, end, err := tempoWindow(r)
+	if err != nil {
+		tempoError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	f := &query.Filter{}
+	if start > 0 {
+		f.Start = uint64(start) * 1e9
+	}
+	if end > 0 {
+		f.End = uint64(end+1) * 1e9
+	}
+	want := limit
+	if minDur != 0 || maxDur != 0 {
+		want = min(limit*5, 10000)
+	}
+	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, want, store.QueryBudget{})
+	if err != nil {
+		s.tempoFailed(w, err)
+		return
+	}
+	out := tempoSearchResponse{Traces: []tempoTrace{}}
+	for _, m := range matches {
+		d := time.Duration(m.Summary.End - m.Summary.Start)
+		if d < minDur || maxDur != 0 && d > maxDur {
+			continue
+		}
+		if len(out.Traces) == limit {
+			break
+		}
+		t := tempoTraceOf(m.Summary, m.All, &query.Filter{Expr: noneExpr}, spss)
+		t.SpanSet, t.SpanSets = nil, nil
+		for _, ss := range m.Spansets {
+			set := tempoSpanSet{Matched: uint32(len(ss.Spans))}
+			for _, x := range ss.Spans[:min(len(ss.Spans), spss)] {
+				sp := &m.All[x]
+				set.Spans = append(set.Spans, tempoSpan{SpanID: sp.SpanID.String(), Name: sp.Name,
+					StartTimeUnixNano: u64(sp.StartTimeUnixNano), DurationNanos: u64(sp.Duration())})
+			}
+			for _, a := range ss.Attrs {
+				set.Attributes = append(set.Attributes, tempoKV{Key: a.Name, Value: tempoValue(a.Value)})
+			}
+			t.SpanSets = append(t.SpanSets, set)
+		}
+		if len(t.SpanSets) > 0 {
+			t.SpanSet = &t.SpanSets[0]
+		}
+		out.Traces = append(out.Traces, t)
+	}
+	out.Metrics.InspectedTraces = uint32(stats.TracesInspected)
+	if len(res.Warnings) > 0 {
+		s.log.Warn("tempo search skipped damaged parts", "warnings", res.Warnings)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// noneExpr matches no span (tempoTraceOf then counts services only).
+var noneExpr = func() query.Expr {
+	e, err := query.ParseTraceQL("{ false }")
+	if err != nil {
+		panic(err)
+	}
+	return e
+}()
 
 type tempoSpan struct {
 	SpanID            string `json:"spanID,omitempty"`
@@ -468,6 +561,14 @@ func (s *Server) handleTempoSearch(w http.ResponseWriter, r *http.Request, b sto
 	if maxDur != 0 && minDur > maxDur {
 		tempoError(w, http.StatusBadRequest, "invalid maxDuration: must be greater than minDuration")
 		return
+	}
+	if tq := q.Get("q"); tq != "" && q.Get("tags") == "" {
+		if wq, err := query.ParseQuery(tq); err == nil {
+			if _, simple := wq.Simple(); !simple {
+				s.tempoStructuralSearch(w, r, b, project, wq, limit, spss, minDur, maxDur)
+				return
+			}
+		}
 	}
 	f, err := tempoSearchFilter(r)
 	if err != nil {
