@@ -130,7 +130,7 @@ func TestTempoSearchStructural(t *testing.T) {
 			Traces []struct {
 				TraceID  string `json:"traceID"`
 				SpanSets []struct {
-					Matched    int `json:"matched"`
+					Matched    int                       `json:"matched"`
 					Spans      []struct{ SpanID string } `json:"spans"`
 					Attributes []struct {
 						Key   string         `json:"key"`
