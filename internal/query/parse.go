@@ -66,10 +66,11 @@ type token struct {
 }
 
 type parser struct {
-	src   string
-	pos   int // lexer position: start of the next token
-	tok   token
-	depth int
+	src     string
+	pos     int // lexer position: start of the next token
+	tok     token
+	depth   int
+	metrics *Metrics // a whole query's metrics stage (ParseQuery)
 }
 
 func (p *parser) errf(pos int, format string, args ...any) *SyntaxError {

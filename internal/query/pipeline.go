@@ -18,7 +18,8 @@ import (
 // | coalesce(), | { filter }). It is evaluated per trace (Eval). A query
 // that is one spanset filter is Simple: its Expr matches span by span.
 type Query struct {
-	root stage
+	root    stage
+	metrics *Metrics // the metrics stage ending the query, if any
 }
 
 // Spanset is one result set of a query on a trace: indices into the trace's
@@ -56,20 +57,26 @@ func ParseQuery(q string) (*Query, error) {
 		}
 		return nil, p.errf(p.tok.pos, "unexpected %s; expected a spanset operator (&&, ||, >>, >, <<, <, ~, ...) or |", p.desc())
 	}
-	return &Query{root: st}, nil
+	return &Query{root: st, metrics: p.metrics}, nil
 }
 
 // Simple returns the query's spanset filter when the query is exactly one
 // `{ ... }`: it can then be matched span by span.
 func (q *Query) Simple() (Expr, bool) {
-	if f, ok := q.root.(filterStage); ok {
+	if f, ok := q.root.(filterStage); ok && q.metrics == nil {
 		return f.n, true
 	}
 	return nil, false
 }
 
 // String renders the query in canonical form.
-func (q *Query) String() string { return string(q.root.appendTo(nil)) }
+func (q *Query) String() string {
+	b := q.root.appendTo(nil)
+	if q.metrics != nil {
+		b = q.metrics.appendTo(append(b, " | "...))
+	}
+	return string(b)
+}
 
 // Leaves returns the spanset filters of the query in source order: a trace
 // in the answer has a span matching one of them (candidate selection).
@@ -690,6 +697,32 @@ func (p *parser) parsePipeline() (stage, error) {
 	for p.tok.kind == tPipe {
 		if err := p.advance(); err != nil {
 			return nil, err
+		}
+		if p.tok.kind == tIdent {
+			if fn, ok := isMetricsFunc(p.src[p.tok.pos:p.tok.end]); ok {
+				pos := p.tok.pos
+				if p.depth > 0 {
+					return nil, p.errf(pos, "a metrics function (%s) must end the query, outside parentheses", fn)
+				}
+				if err := p.advance(); err != nil {
+					return nil, err
+				}
+				if p.tok.kind != tLParen {
+					return nil, p.errf(p.tok.pos, "expected ( after %s", fn)
+				}
+				if err := p.advance(); err != nil {
+					return nil, err
+				}
+				m, err := p.parseMetrics(fn, pos)
+				if err != nil {
+					return nil, err
+				}
+				p.metrics = m
+				if p.tok.kind != tEOF {
+					return nil, p.errf(p.tok.pos, "unexpected %s after the metrics function; it must end the query", p.desc())
+				}
+				break
+			}
 		}
 		el, err := p.parseElement()
 		if err != nil {

@@ -310,7 +310,6 @@ func TestQuerySyntaxErrors(t *testing.T) {
 		{`{ true } = { true }`, "unexpected"},
 		{`{ true } <= { true }`, "expected { or ("},
 		{`{} > 10`, "expected { or ("},
-		{`{} | rate()`, "unknown pipeline element rate"},
 		{`max(duration) >= 1s`, "expected { or ("},
 	} {
 		_, err := ParseQuery(c.q)
@@ -334,5 +333,44 @@ func TestQuerySyntaxErrors(t *testing.T) {
 	q, _ = ParseQuery(`{ .a = 1 } >> { .b = 2 }`)
 	if _, ok := q.Simple(); ok || len(q.Required()) != 2 {
 		t.Errorf(">> is not simple and requires both sides: %v", q.Required())
+	}
+}
+
+func TestMetricsQueriesParse(t *testing.T) {
+	for _, c := range []struct{ q, canon string }{
+		{`{ } | rate()`, `{ } | rate()`},
+		{`{ status = error } | rate() by (resource.service.name)`, `{ status = error } | rate() by (resource.service.name)`},
+		{`{ span.gen_ai.request.model != nil } | quantile_over_time(duration, .95) by (span.gen_ai.request.model)`,
+			`{ span.gen_ai.request.model != nil } | quantile_over_time(duration, 0.95) by (span.gen_ai.request.model)`},
+		{`{ } | quantile_over_time(duration, .5, .95, .99) by (name, resource.service.name)`, `{ } | quantile_over_time(duration, 0.5, 0.95, 0.99) by (name, resource.service.name)`},
+		{`{ } | count_over_time() by (name) | topk(5)`, `{ } | count_over_time() by (name) | topk(5)`},
+		{`{ } | histogram_over_time(duration)`, `{ } | histogram_over_time(duration)`},
+		{`{ } | avg_over_time(span.x) | bottomk(2)`, `{ } | avg_over_time(span.x) | bottomk(2)`},
+		{`{ .a } >> { .b } | count() > 1 | max_over_time(duration)`, `{ .a = true } >> { .b = true } | count() > 1 | max_over_time(duration)`},
+	} {
+		q, err := ParseQuery(c.q)
+		if err != nil {
+			t.Errorf("%s: %v", c.q, err)
+			continue
+		}
+		if q.Metrics() == nil || q.String() != c.canon {
+			t.Errorf("%s: metrics %v, renders %s, want %s", c.q, q.Metrics(), q.String(), c.canon)
+		}
+		if _, simple := q.Simple(); simple {
+			t.Errorf("%s: a metrics query is not simple", c.q)
+		}
+	}
+	for _, c := range []struct{ q, want string }{
+		{`{ } | quantile_over_time(duration)`, "at least one quantile"},
+		{`{ } | quantile_over_time(duration, 2)`, "between 0 and 1"},
+		{`{ } | rate() | count() > 1`, "only topk(n) or bottomk(n)"},
+		{`({ } | rate())`, "must end the query"},
+		{`{ } | rate() by (nope)`, "unknown intrinsic"},
+		{`{ } | topk(0)`, "unknown pipeline element topk"},
+		{`{ } | rate() | topk(0)`, "from 1 to 10000"},
+	} {
+		if _, err := ParseQuery(c.q); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.q, err, c.want)
+		}
 	}
 }

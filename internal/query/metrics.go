@@ -1,0 +1,325 @@
+package query
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// MetricsFunc is a TraceQL metrics function.
+type MetricsFunc uint8
+
+// The metrics functions.
+const (
+	FuncRate MetricsFunc = iota
+	FuncCountOverTime
+	FuncMinOverTime
+	FuncMaxOverTime
+	FuncAvgOverTime
+	FuncSumOverTime
+	FuncQuantileOverTime
+	FuncHistogramOverTime
+)
+
+var metricsFuncNames = [...]string{"rate", "count_over_time", "min_over_time", "max_over_time", "avg_over_time",
+	"sum_over_time", "quantile_over_time", "histogram_over_time"}
+
+func (f MetricsFunc) String() string { return metricsFuncNames[f] }
+
+// Metrics is the metrics stage ending a query: `| rate() by (x)`,
+// `| quantile_over_time(duration, .5, .99)`, then optionally `| topk(n)` or
+// `| bottomk(n)`.
+type Metrics struct {
+	Func      MetricsFunc
+	field     field     // the measured field (not for rate and count_over_time)
+	Quantiles []float64 // quantile_over_time
+	by        []field
+	TopK      int // > 0: keep the k series with the highest (BottomK: lowest) values
+	BottomK   bool
+}
+
+// By names the grouping fields as written (labels of the series).
+func (m *Metrics) By() []string {
+	out := make([]string, len(m.by))
+	for i, f := range m.by {
+		out[i] = f.String()
+	}
+	return out
+}
+
+// Field names the measured field ("" for rate and count_over_time).
+func (m *Metrics) Field() string {
+	if m.Func == FuncRate || m.Func == FuncCountOverTime {
+		return ""
+	}
+	return m.field.String()
+}
+
+// FieldIsDuration reports whether the measured field is the span duration.
+func (m *Metrics) FieldIsDuration() bool { return m.field.intr == intrDuration }
+
+// Value reads the measured field of a span as a number (durations in
+// nanoseconds); false when the span has no numeric value.
+func (m *Metrics) Value(s *model.Span) (float64, bool) {
+	v, ok := fieldValue(m.field, s)
+	if !ok {
+		return 0, false
+	}
+	x, _, ok := numeric(v)
+	return x, ok
+}
+
+// GroupKey reads the by() fields of a span: their values (nil when absent).
+func (m *Metrics) GroupKey(s *model.Span) []model.Value {
+	out := make([]model.Value, len(m.by))
+	for i, f := range m.by {
+		if v, ok := fieldValue(f, s); ok {
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// ByKinds reports, for each by() field, whether it is exactly
+// resource.service.name or the span name (what stored service aggregates
+// are keyed by): "service", "name", or "" for anything else.
+func (m *Metrics) ByKinds() []string {
+	out := make([]string, len(m.by))
+	for i, f := range m.by {
+		switch {
+		case f.intr == intrName:
+			out[i] = "name"
+		case f.intr == intrNone && f.scope == ScopeResource && f.key == "service.name":
+			out[i] = "service"
+		}
+	}
+	return out
+}
+
+func (m *Metrics) appendTo(b []byte) []byte {
+	b = append(append(b, m.Func.String()...), '(')
+	if m.Func != FuncRate && m.Func != FuncCountOverTime {
+		b = m.field.appendTo(b)
+	}
+	for _, q := range m.Quantiles {
+		b = strconv.AppendFloat(append(b, ", "...), q, 'g', -1, 64)
+	}
+	b = append(b, ')')
+	if len(m.by) > 0 {
+		b = append(b, " by ("...)
+		for i, f := range m.by {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = f.appendTo(b)
+		}
+		b = append(b, ')')
+	}
+	if m.TopK > 0 {
+		name := "topk"
+		if m.BottomK {
+			name = "bottomk"
+		}
+		b = strconv.AppendInt(append(append(b, " | "...), name+"("...), int64(m.TopK), 10)
+		b = append(b, ')')
+	}
+	return b
+}
+
+// Metrics returns the query's metrics stage, or nil for a search query.
+func (q *Query) Metrics() *Metrics { return q.metrics }
+
+// Spans returns the query without its metrics stage: the spans it selects.
+func (q *Query) Spans() *Query { return &Query{root: q.root} }
+
+// isMetricsFunc reports whether w names a metrics function.
+func isMetricsFunc(w string) (MetricsFunc, bool) {
+	i := slices.Index(metricsFuncNames[:], w)
+	return MetricsFunc(max(i, 0)), i >= 0
+}
+
+// parseMetrics reads a metrics function after `|` (its name already read,
+// the current token its opening parenthesis's successor), its by (...),
+// and an optional `| topk(n)` or `| bottomk(n)`.
+func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
+	m := &Metrics{Func: fn}
+	if fn != FuncRate && fn != FuncCountOverTime {
+		f, err := p.parseField()
+		if err != nil {
+			return nil, err
+		}
+		m.field = f
+		// The lexer has no comma: the quantiles' are read from the source.
+		end := p.tok.end
+		for fn == FuncQuantileOverTime {
+			rest := strings.TrimLeft(p.src[end:], " \t\r\n")
+			if !strings.HasPrefix(rest, ",") {
+				break
+			}
+			p.pos = len(p.src) - len(rest) + 1
+			if err := p.advance(); err != nil {
+				return nil, err
+			}
+			var q float64
+			if l, ok := p.literalToken(); ok && (l.kind == litFloat || l.kind == litInt) {
+				q = l.f
+				if l.kind == litInt {
+					q = float64(l.i)
+				}
+			} else if t := p.src[p.tok.pos:p.tok.end]; p.tok.kind == tAttr && len(t) > 1 {
+				// `.95` lexes as an attribute; as a quantile it is a number.
+				x, err := strconv.ParseFloat("0"+t, 64)
+				if err != nil {
+					return nil, p.errf(p.tok.pos, "expected a quantile between 0 and 1, got %s", p.desc())
+				}
+				q = x
+			} else {
+				return nil, p.errf(p.tok.pos, "expected a quantile between 0 and 1, got %s", p.desc())
+			}
+			if !(q >= 0 && q <= 1) {
+				return nil, p.errf(p.tok.pos, "quantile %v is not between 0 and 1", q)
+			}
+			m.Quantiles = append(m.Quantiles, q)
+			end = p.tok.end
+		}
+		if fn == FuncQuantileOverTime && len(m.Quantiles) == 0 {
+			return nil, p.errf(p.tok.pos, "quantile_over_time needs at least one quantile: quantile_over_time(duration, .5, .99)")
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+	if p.tok.kind != tRParen {
+		return nil, p.errf(p.tok.pos, "expected ) to close %s(, got %s", fn, p.desc())
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	if p.tok.kind == tIdent && p.src[p.tok.pos:p.tok.end] == "by" {
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tLParen {
+			return nil, p.errf(p.tok.pos, "expected ( after by")
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		for {
+			f, err := p.parseField()
+			if err != nil {
+				return nil, err
+			}
+			m.by = append(m.by, f)
+			rest := strings.TrimLeft(p.src[p.tok.end:], " \t\r\n")
+			if !strings.HasPrefix(rest, ",") {
+				if err := p.advance(); err != nil {
+					return nil, err
+				}
+				break
+			}
+			p.pos = len(p.src) - len(rest) + 1
+			if err := p.advance(); err != nil {
+				return nil, err
+			}
+		}
+		if p.tok.kind != tRParen {
+			return nil, p.errf(p.tok.pos, "expected ) to close by(, got %s", p.desc())
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+	if p.tok.kind == tPipe {
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		w := ""
+		if p.tok.kind == tIdent {
+			w = p.src[p.tok.pos:p.tok.end]
+		}
+		if w != "topk" && w != "bottomk" {
+			return nil, p.errf(p.tok.pos, "only topk(n) or bottomk(n) may follow a metrics function, got %s", p.desc())
+		}
+		m.BottomK = w == "bottomk"
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tLParen {
+			return nil, p.errf(p.tok.pos, "expected ( after %s", w)
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		l, ok := p.literalToken()
+		if !ok || l.kind != litInt || l.i < 1 || l.i > 10000 {
+			return nil, p.errf(p.tok.pos, "expected a whole number from 1 to 10000 in %s(), got %s", w, p.desc())
+		}
+		m.TopK = int(l.i)
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		if p.tok.kind != tRParen {
+			return nil, p.errf(p.tok.pos, "expected ) to close %s(", w)
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// OpsScope is what a spanset filter asks of stored service aggregates
+// (keyed by service, span name and minute, with error counts and a duration
+// sketch): one service, one span name, error spans only.
+type OpsScope struct {
+	Service, Name string
+	ErrorsOnly    bool
+}
+
+// OpsCovered reports whether e selects spans by nothing but an exact
+// resource.service.name, an exact span name and status = error, joined
+// with &&: stored service aggregates then answer for it without reading
+// spans.
+func OpsCovered(e Expr) (OpsScope, bool) {
+	var sc OpsScope
+	var walk func(n node) bool
+	walk = func(n node) bool {
+		switch n := n.(type) {
+		case allExpr:
+			return true
+		case andExpr:
+			return walk(n.l) && walk(n.r)
+		case boundExpr:
+			return walk(n.node)
+		case *cond:
+			switch {
+			case n.op != opEq:
+				return false
+			case n.f.intr == intrNone && n.f.scope == ScopeResource && n.f.key == "service.name" && n.lit.kind == litString:
+				if sc.Service != "" && sc.Service != n.lit.s {
+					return false
+				}
+				sc.Service = n.lit.s
+				return true
+			case n.f.intr == intrName && n.lit.kind == litString:
+				if sc.Name != "" && sc.Name != n.lit.s {
+					return false
+				}
+				sc.Name = n.lit.s
+				return true
+			case n.f.intr == intrStatus && n.lit.kind == litStatus && model.StatusCode(n.lit.i) == model.StatusError:
+				sc.ErrorsOnly = true
+				return true
+			}
+		}
+		return false
+	}
+	n, ok := e.(node)
+	if !ok || !walk(n) {
+		return OpsScope{}, false
+	}
+	return sc, true
+}
