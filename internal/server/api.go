@@ -173,6 +173,10 @@ func wholeQuery(w http.ResponseWriter, r *http.Request) (q *query.Query, f query
 	if _, simple := q.Simple(); simple {
 		return nil, f, false, true
 	}
+	if q.Metrics() != nil {
+		writeError(w, http.StatusBadRequest, "q: a TraceQL metrics query ("+q.Metrics().Func.String()+"); ask /api/v1/traceql/metrics (or Tempo's /api/metrics/query_range) for it")
+		return nil, f, false, false
+	}
 	v.Del("q")
 	if f, err = query.FromValues(v, time.Now()); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

@@ -40,6 +40,7 @@ func (s *Server) routeTable() []route {
 	}})
 	t = append(t, s.opsRoutes()...)
 	t = append(t, s.tempoRoutes()...)
+	t = append(t, s.traceQLMetricsRoutes()...)
 	t = append(t, s.jaegerRoutes()...)
 	// Unknown paths under the API and OTLP prefixes get a JSON 404 (and a
 	// known path with another method too: the mux prefers a pattern that

@@ -564,6 +564,10 @@ func (s *Server) handleTempoSearch(w http.ResponseWriter, r *http.Request, b sto
 	}
 	if tq := q.Get("q"); tq != "" && q.Get("tags") == "" {
 		if wq, err := query.ParseQuery(tq); err == nil {
+			if wq.Metrics() != nil {
+				tempoError(w, http.StatusBadRequest, "invalid TraceQL query: a metrics query; use /api/metrics/query_range")
+				return
+			}
 			if _, simple := wq.Simple(); !simple {
 				s.tempoStructuralSearch(w, r, b, project, wq, limit, spss, minDur, maxDur)
 				return

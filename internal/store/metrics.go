@@ -17,7 +17,8 @@ import (
 // MetricsRequest is a TraceQL metrics query's range.
 type MetricsRequest struct {
 	Start, End uint64        // [Start, End), unix ns
-	Step       time.Duration // bucket width; buckets start at multiples of Step since the epoch
+	Step       time.Duration // bucket width; buckets start at Origin + k*Step
+	Origin     uint64        // 0: buckets at multiples of Step since the epoch; an instant query sets Start
 	Exemplars  int           // most exemplars per series (0: none)
 	// MaxSpans bounds the spans a query reading spans may read; 0 = 2,000,000.
 	MaxSpans int
@@ -87,8 +88,14 @@ func QueryMetrics(ctx context.Context, b Backend, project string, q *query.Query
 	return finishMetrics(ans, m), res, err
 }
 
-// bucketOf is the bucket start of a span start time, unix ns.
-func bucketOf(t uint64, step time.Duration) uint64 { return t - t%uint64(step) }
+// bucketOf is the bucket start of a span start time, unix ns, for buckets
+// at origin + k*step.
+func bucketOf(t, origin uint64, step time.Duration) uint64 {
+	if t < origin {
+		return origin - ((origin-t-1)/uint64(step)+1)*uint64(step)
+	}
+	return t - (t-origin)%uint64(step)
+}
 
 // acc accumulates one series' bucket.
 type acc struct {
@@ -122,14 +129,15 @@ type seriesKey struct {
 type builder struct {
 	m        *query.Metrics
 	step     time.Duration
+	origin   uint64
 	groups   map[string][]query.GroupAttr
 	accs     map[seriesKey]map[uint64]*acc
 	order    []seriesKey
 	exemplar int
 }
 
-func newBuilder(m *query.Metrics, step time.Duration, exemplars int) *builder {
-	return &builder{m: m, step: step, groups: map[string][]query.GroupAttr{}, accs: map[seriesKey]map[uint64]*acc{}, exemplar: exemplars}
+func newBuilder(m *query.Metrics, step time.Duration, origin uint64, exemplars int) *builder {
+	return &builder{m: m, step: step, origin: origin, groups: map[string][]query.GroupAttr{}, accs: map[seriesKey]map[uint64]*acc{}, exemplar: exemplars}
 }
 
 func (b *builder) bucket(group []query.GroupAttr, hist string, t uint64) *acc {
@@ -150,7 +158,7 @@ func (b *builder) bucket(group []query.GroupAttr, hist string, t uint64) *acc {
 		b.accs[k] = s
 		b.order = append(b.order, k)
 	}
-	bt := bucketOf(t, b.step)
+	bt := bucketOf(t, b.origin, b.step)
 	a := s[bt]
 	if a == nil {
 		a = &acc{}
@@ -214,7 +222,7 @@ func (b *builder) addSpan(s *model.Span) {
 // metricsFromSpans reads the spans the query selects.
 func metricsFromSpans(ctx context.Context, b Backend, project string, q *query.Query, req MetricsRequest) (MetricsAnswer, Result, error) {
 	m := q.Metrics()
-	bl := newBuilder(m, req.Step, req.Exemplars)
+	bl := newBuilder(m, req.Step, req.Origin, req.Exemplars)
 	ans := MetricsAnswer{Path: "spans"}
 	var res Result
 	sq := q.Spans()
@@ -266,7 +274,7 @@ func metricsFromAggregates(ctx context.Context, b Backend, project string, q *qu
 	m := q.Metrics()
 	sr, isSR := b.(ServiceReader)
 	e, simple := q.Spans().Simple()
-	if !isSR || !simple || req.Step%time.Minute != 0 {
+	if !isSR || !simple || req.Step%time.Minute != 0 || req.Origin%uint64(req.Step) != 0 {
 		return MetricsAnswer{}, Result{}, false, nil
 	}
 	scope, ok := query.OpsCovered(e)
@@ -308,7 +316,7 @@ func metricsFromAggregates(ctx context.Context, b Backend, project string, q *qu
 	if err != nil {
 		return MetricsAnswer{}, res, true, err
 	}
-	bl := newBuilder(m, req.Step, 0)
+	bl := newBuilder(m, req.Step, 0, 0)
 	names := m.By()
 	kinds := m.ByKinds()
 	for _, s := range series {
