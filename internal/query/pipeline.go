@@ -51,6 +51,9 @@ func ParseQuery(q string) (*Query, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.skipHints(); err != nil {
+		return nil, err
+	}
 	if p.tok.kind != tEOF {
 		if p.tok.kind == tRParen {
 			return nil, p.errf(p.tok.pos, "unbalanced ): no matching (")
@@ -687,6 +690,40 @@ func (q *Query) Selected() []string {
 
 // --- parsing
 
+// skipHints reads Tempo's query hints, `with (key = value, ...)` at the
+// end of a query: accepted and ignored (they tune Tempo's sampling and
+// sharding, which Rastro does not have).
+func (p *parser) skipHints() error {
+	if p.tok.kind != tIdent || p.src[p.tok.pos:p.tok.end] != "with" {
+		return nil
+	}
+	pos := p.tok.pos
+	rest := strings.TrimLeft(p.src[p.tok.end:], " \t\r\n")
+	if !strings.HasPrefix(rest, "(") {
+		return p.errf(pos, "expected ( after with")
+	}
+	start := len(p.src) - len(rest)
+	depth, inStr := 0, false
+	for i := start; i < len(p.src); i++ {
+		c := p.src[i]
+		switch {
+		case inStr && c == '\\':
+			i++
+		case c == '"':
+			inStr = !inStr
+		case !inStr && c == '(':
+			depth++
+		case !inStr && c == ')':
+			depth--
+			if depth == 0 {
+				p.pos = i + 1
+				return p.advance()
+			}
+		}
+	}
+	return p.errf(pos, "unterminated with(...)")
+}
+
 // parsePipeline: expr ( '|' element )*.
 func (p *parser) parsePipeline() (stage, error) {
 	first, err := p.parseSpansetExpr()
@@ -718,6 +755,9 @@ func (p *parser) parsePipeline() (stage, error) {
 					return nil, err
 				}
 				p.metrics = m
+				if err := p.skipHints(); err != nil {
+					return nil, err
+				}
 				if p.tok.kind != tEOF {
 					return nil, p.errf(p.tok.pos, "unexpected %s after the metrics function; it must end the query", p.desc())
 				}

@@ -321,7 +321,8 @@ func TestQuerySyntaxErrors(t *testing.T) {
 		`({ } | count() > 1) || { }`, `{ } | by(span.a) | coalesce() | avg(duration) > 10ms`, `{ } | select(span.a, resource.b)`,
 		`{ span.gen_ai.operation.name = "chat" } | count() > 20`,
 		`{ true } && { true }`, `{ true } >> { true }`, `{ true } ~ { true }`, `{ true } | count() = 1`, `{ true } | select(.a)`,
-		`({ true } | count() > 1) > ({ true })`, `{ .a } !< { .b } &< { .c } !<< { .d } &<< { } || { }`} {
+		`({ true } | count() > 1) > ({ true })`, `{ .a } !< { .b } &< { .c } !<< { .d } &<< { } || { }`,
+		`{ } >> { } with (most_recent=true)`} {
 		if _, err := ParseQuery(q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}
@@ -347,6 +348,7 @@ func TestMetricsQueriesParse(t *testing.T) {
 		{`{ } | histogram_over_time(duration)`, `{ } | histogram_over_time(duration)`},
 		{`{ } | avg_over_time(span.x) | bottomk(2)`, `{ } | avg_over_time(span.x) | bottomk(2)`},
 		{`{ .a } >> { .b } | count() > 1 | max_over_time(duration)`, `{ .a = true } >> { .b = true } | count() > 1 | max_over_time(duration)`},
+		{`{ } | rate() with (sample=true, most_recent = "x)")`, `{ } | rate()`},
 	} {
 		q, err := ParseQuery(c.q)
 		if err != nil {

@@ -170,7 +170,13 @@ func wholeQuery(w http.ResponseWriter, r *http.Request) (q *query.Query, f query
 	if err != nil {
 		return nil, f, false, true
 	}
-	if _, simple := q.Simple(); simple {
+	if e, simple := q.Simple(); simple {
+		if strings.Contains(src, "with") {
+			// Query hints (with (...)) are accepted and ignored: the
+			// filter search reads the filter alone.
+			v.Set("q", e.String())
+			r.URL.RawQuery = v.Encode()
+		}
 		return nil, f, false, true
 	}
 	if q.Metrics() != nil {
