@@ -34,3 +34,21 @@ func TestSummarizeAndAnomaliesCommands(t *testing.T) {
 		t.Fatalf("a negative sensitivity: exit %d %s", code, errs)
 	}
 }
+
+// TestMetricsCommand: `rastro metrics` prints one row per series and says
+// which path answered.
+func TestMetricsCommand(t *testing.T) {
+	base := seedPayments(t, "7b8efff798038103d269b633813fc6", "aee19b7ec3c1b1")
+	t.Setenv("RASTRO_SERVER", base)
+	var out, errb lockedBuffer
+	if c := Main(context.Background(), []string{"metrics", "--since", "2h", "{ } | count_over_time() by (resource.service.name)"}, &out, &errb); c != 0 {
+		t.Fatalf("exit %d: %s", c, errb.String())
+	}
+	if got := out.String(); !strings.Contains(got, "from stored aggregates") || !strings.Contains(got, "resource.service.name=payments") {
+		t.Fatalf("rastro metrics:\n%s", got)
+	}
+	var out2, errb2 lockedBuffer
+	if c := Main(context.Background(), []string{"metrics", "{ }"}, &out2, &errb2); c == 0 || !strings.Contains(errb2.String(), "not a metrics query") {
+		t.Fatalf("a search query: exit %d %s", c, errb2.String())
+	}
+}

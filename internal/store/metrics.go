@@ -22,6 +22,8 @@ type MetricsRequest struct {
 	Exemplars  int           // most exemplars per series (0: none)
 	// MaxSpans bounds the spans a query reading spans may read; 0 = 2,000,000.
 	MaxSpans int
+	// MaxTime bounds the time spent reading spans; 0 = 10 s.
+	MaxTime time.Duration
 	// NoAggregates forces the span path (tests compare both paths).
 	NoAggregates bool
 }
@@ -78,6 +80,9 @@ func QueryMetrics(ctx context.Context, b Backend, project string, q *query.Query
 	}
 	if req.MaxSpans <= 0 {
 		req.MaxSpans = 2_000_000
+	}
+	if req.MaxTime <= 0 {
+		req.MaxTime = 10 * time.Second
 	}
 	if !req.NoAggregates {
 		if ans, res, ok, err := metricsFromAggregates(ctx, b, project, q, req); ok || err != nil {
@@ -226,6 +231,7 @@ func metricsFromSpans(ctx context.Context, b Backend, project string, q *query.Q
 	ans := MetricsAnswer{Path: "spans"}
 	var res Result
 	sq := q.Spans()
+	deadline := time.Now().Add(req.MaxTime)
 	if e, simple := sq.Simple(); simple {
 		f := query.Filter{Expr: e, Start: req.Start, End: req.End}
 		var cur *Cursor
@@ -242,14 +248,14 @@ func metricsFromSpans(ctx context.Context, b Backend, project string, q *query.Q
 			if next == nil {
 				break
 			}
-			if ans.SpansRead >= req.MaxSpans {
-				ans.Partial, ans.Reason = true, fmt.Sprintf("stopped after reading %d spans (the budget); the newest spans are counted", ans.SpansRead)
+			if ans.SpansRead >= req.MaxSpans || time.Now().After(deadline) {
+				ans.Partial, ans.Reason = true, fmt.Sprintf("stopped after reading %d spans (budget %d spans, %v); the newest spans are counted", ans.SpansRead, req.MaxSpans, req.MaxTime)
 				break
 			}
 			cur = next
 		}
 	} else {
-		matches, stats, r, err := QueryTraces(ctx, b, project, sq, &query.Filter{Start: req.Start, End: req.End}, math.MaxInt32, QueryBudget{Traces: max(1, req.MaxSpans/10)})
+		matches, stats, r, err := QueryTraces(ctx, b, project, sq, &query.Filter{Start: req.Start, End: req.End}, math.MaxInt32, QueryBudget{Traces: max(1, req.MaxSpans/10), Time: req.MaxTime})
 		res.Warnings = append(res.Warnings, r.Warnings...)
 		if err != nil {
 			return ans, res, err
