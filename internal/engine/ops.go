@@ -392,7 +392,7 @@ func (e *Engine) RED(ctx context.Context, project string, q *store.OpsQuery) ([]
 		return nil, store.Result{}, err
 	}
 	var res queryResult
-	parts, err := e.opsParts(ctx, project, q, opsProjection{service: true, name: q.ByOperation, ops: true, totals: true}, &res)
+	parts, err := e.opsParts(ctx, project, q, opsProjection{service: !(q.ByOperation && q.NameOnly), name: q.ByOperation, ops: true, totals: true}, &res)
 	if err != nil {
 		return nil, res.Result, err
 	}

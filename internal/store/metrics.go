@@ -311,14 +311,14 @@ func metricsFromAggregates(ctx context.Context, b Backend, project string, q *qu
 				return MetricsAnswer{}, Result{}, false, nil
 			}
 		}
-		if !byService && scope.Service == "" {
-			return MetricsAnswer{}, Result{}, false, nil // percentiles over several services do not merge from RED
+		if !byService && !byName && scope.Service == "" {
+			return MetricsAnswer{}, Result{}, false, nil // percentiles over every service are not one RED series
 		}
 	default:
 		return MetricsAnswer{}, Result{}, false, nil
 	}
 	series, res, err := sr.RED(ctx, project, &OpsQuery{Start: req.Start, End: req.End, Service: scope.Service, Name: scope.Name,
-		Step: req.Step, ByOperation: byName || scope.Name != ""})
+		Step: req.Step, ByOperation: byName || scope.Name != "", NameOnly: byName && !byService && scope.Service == ""})
 	if err != nil {
 		return MetricsAnswer{}, res, true, err
 	}

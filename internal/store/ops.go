@@ -22,6 +22,9 @@ type OpsQuery struct {
 	Step time.Duration
 	// ByOperation splits RED series by span name as well as service.
 	ByOperation bool
+	// NameOnly (with ByOperation) merges services: one series per span
+	// name, with Service empty.
+	NameOnly bool
 	// Filter, when not nil, is a further condition every counted span
 	// meets (a TraceQL filter, content words, status, durations); its
 	// window and Limit are not consulted. A backend may answer a query

@@ -62,6 +62,8 @@ func TestMetricsPathsAgree(t *testing.T) {
 			`{ status = error } | count_over_time() by (resource.service.name, name)`,
 			`{ resource.service.name = "` + svc + `" } | quantile_over_time(duration, .5, .95, .99) by (name)`,
 			`{ } | quantile_over_time(duration, .95) by (resource.service.name)`,
+			`{ } | quantile_over_time(duration, .5, .95, .99) by (name)`,
+			`{ status = error } | rate() by (name)`,
 			`{ } | max_over_time(duration) by (resource.service.name, name)`,
 			`{ } | rate()`,
 			`{ } | count_over_time() by (name) | topk(3)`,

@@ -66,6 +66,9 @@ func (s *Store) RED(ctx context.Context, project string, q *store.OpsQuery) ([]s
 		k := [2]string{sp.Service, ""}
 		if q.ByOperation {
 			k[1] = sp.Name
+			if q.NameOnly {
+				k[0] = ""
+			}
 		}
 		g := groups[k]
 		if g == nil {
