@@ -21,10 +21,11 @@ const (
 	FuncSumOverTime
 	FuncQuantileOverTime
 	FuncHistogramOverTime
+	FuncCompare
 )
 
 var metricsFuncNames = [...]string{"rate", "count_over_time", "min_over_time", "max_over_time", "avg_over_time",
-	"sum_over_time", "quantile_over_time", "histogram_over_time"}
+	"sum_over_time", "quantile_over_time", "histogram_over_time", "compare"}
 
 func (f MetricsFunc) String() string { return metricsFuncNames[f] }
 
@@ -38,6 +39,19 @@ type Metrics struct {
 	by        []field
 	TopK      int // > 0: keep the k series with the highest (BottomK: lowest) values
 	BottomK   bool
+	// compare(): the selection filter, the values kept per attribute, and
+	// the selection's time range (unix ns; 0: the query's).
+	selection              node
+	CompareTopN            int
+	CompareFrom, CompareTo uint64
+}
+
+// Selected reports whether a span belongs to compare()'s selection.
+func (m *Metrics) Selected(s *model.Span) bool {
+	if m.CompareFrom != 0 && (s.StartTimeUnixNano <= m.CompareFrom || s.StartTimeUnixNano > m.CompareTo) {
+		return false
+	}
+	return m.selection.Match(s)
 }
 
 // By names the grouping fields as written (labels of the series).
@@ -51,7 +65,7 @@ func (m *Metrics) By() []string {
 
 // Field names the measured field ("" for rate and count_over_time).
 func (m *Metrics) Field() string {
-	if m.Func == FuncRate || m.Func == FuncCountOverTime {
+	if m.Func == FuncRate || m.Func == FuncCountOverTime || m.Func == FuncCompare {
 		return ""
 	}
 	return m.field.String()
@@ -100,6 +114,15 @@ func (m *Metrics) ByKinds() []string {
 
 func (m *Metrics) appendTo(b []byte) []byte {
 	b = append(append(b, m.Func.String()...), '(')
+	if m.Func == FuncCompare {
+		b = filterStage{n: m.selection}.appendTo(b)
+		b = strconv.AppendInt(append(b, ", "...), int64(m.CompareTopN), 10)
+		if m.CompareFrom != 0 {
+			b = strconv.AppendUint(append(b, ", "...), m.CompareFrom, 10)
+			b = strconv.AppendUint(append(b, ", "...), m.CompareTo, 10)
+		}
+		return append(b, ')')
+	}
 	if m.Func != FuncRate && m.Func != FuncCountOverTime {
 		b = m.field.appendTo(b)
 	}
@@ -145,6 +168,9 @@ func isMetricsFunc(w string) (MetricsFunc, bool) {
 // and an optional `| topk(n)` or `| bottomk(n)`.
 func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 	m := &Metrics{Func: fn}
+	if fn == FuncCompare {
+		return p.parseCompare(m)
+	}
 	if fn != FuncRate && fn != FuncCountOverTime {
 		f, err := p.parseField()
 		if err != nil {
@@ -322,4 +348,84 @@ func OpsCovered(e Expr) (OpsScope, bool) {
 		return OpsScope{}, false
 	}
 	return sc, true
+}
+
+// parseCompare reads compare({ filter }[, topN[, start, end]]) after its
+// opening parenthesis: Tempo's form, start and end in Unix nanoseconds.
+func (p *parser) parseCompare(m *Metrics) (*Metrics, error) {
+	if p.tok.kind != tLBrace {
+		return nil, p.errf(p.tok.pos, "compare() takes a spanset filter first: compare({ status = error })")
+	}
+	sel, err := p.parseFilterBody()
+	if err != nil {
+		return nil, err
+	}
+	m.selection, m.CompareTopN = sel, 10
+	var nums []int64
+	end := p.tok.end // the closing }
+	for {
+		rest := strings.TrimLeft(p.src[end:], " \t\r\n")
+		if !strings.HasPrefix(rest, ",") {
+			p.pos = end
+			break
+		}
+		p.pos = len(p.src) - len(rest) + 1
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		l, ok := p.literalToken()
+		if !ok || l.kind != litInt || l.i < 0 {
+			return nil, p.errf(p.tok.pos, "expected a whole number in compare(), got %s", p.desc())
+		}
+		nums = append(nums, l.i)
+		end = p.tok.end
+	}
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	switch len(nums) {
+	case 0:
+	case 1, 3:
+		if nums[0] < 1 || nums[0] > 1000 {
+			return nil, p.errf(p.tok.pos, "compare()'s top count must be from 1 to 1000")
+		}
+		m.CompareTopN = int(nums[0])
+		if len(nums) == 3 {
+			m.CompareFrom, m.CompareTo = uint64(nums[1]), uint64(nums[2])
+		}
+	default:
+		return nil, p.errf(p.tok.pos, "compare() takes a filter, then a top count, then optionally a start and an end")
+	}
+	if p.tok.kind != tRParen {
+		return nil, p.errf(p.tok.pos, "expected ) to close compare(, got %s", p.desc())
+	}
+	return m, p.advance()
+}
+
+// CompareAttributes calls f with every attribute of a span compare()
+// counts: span and resource attributes of scalar types, and the name,
+// status and kind intrinsics (Tempo leaves out durations, ids and times).
+func CompareAttributes(s *model.Span, f func(name string, v model.Value)) {
+	f("name", model.StringValue(s.Name))
+	f("status", model.StringValue(s.StatusCode.String()))
+	f("kind", model.StringValue(s.Kind.String()))
+	scalar := func(v model.Value) bool {
+		switch v.Type {
+		case model.ValueString, model.ValueInt, model.ValueDouble, model.ValueBool:
+			return true
+		}
+		return false
+	}
+	for _, kv := range s.Attributes {
+		if scalar(kv.Value) {
+			f("span."+kv.Key, kv.Value)
+		}
+	}
+	if s.Resource != nil {
+		for _, kv := range s.Resource.Attributes {
+			if scalar(kv.Value) {
+				f("resource."+kv.Key, kv.Value)
+			}
+		}
+	}
 }

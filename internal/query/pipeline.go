@@ -879,6 +879,16 @@ func (p *parser) parsePrimary() (stage, error) {
 
 // parseFilter reads `{ ... }` and the token after it.
 func (p *parser) parseFilter() (node, error) {
+	e, err := p.parseFilterBody()
+	if err != nil {
+		return nil, err
+	}
+	return e, p.advanceAfterSpanset()
+}
+
+// parseFilterBody reads `{ ... }`, leaving the closing } as the current
+// token.
+func (p *parser) parseFilterBody() (node, error) {
 	open := p.tok.pos
 	if err := p.advance(); err != nil {
 		return nil, err
@@ -899,7 +909,7 @@ func (p *parser) parseFilter() (node, error) {
 			return nil, p.errf(p.tok.pos, "expected &&, || or }, got %s", p.desc())
 		}
 	}
-	return e, p.advanceAfterSpanset()
+	return e, nil
 }
 
 // advanceAfterSpanset reads the token after a spanset's closing } or ).

@@ -132,13 +132,16 @@ type seriesKey struct {
 }
 
 type builder struct {
-	m        *query.Metrics
-	step     time.Duration
-	origin   uint64
-	groups   map[string][]query.GroupAttr
-	accs     map[seriesKey]map[uint64]*acc
-	order    []seriesKey
-	exemplar int
+	// compare(): per side (selection true), attribute, value key.
+	cmpVals   [2]map[string]map[string]*cmpValue
+	cmpTotals [2]map[string]map[uint64]float64
+	m         *query.Metrics
+	step      time.Duration
+	origin    uint64
+	groups    map[string][]query.GroupAttr
+	accs      map[seriesKey]map[uint64]*acc
+	order     []seriesKey
+	exemplar  int
 }
 
 func newBuilder(m *query.Metrics, step time.Duration, origin uint64, exemplars int) *builder {
@@ -184,8 +187,85 @@ func histBucket(x float64, duration bool) float64 {
 	return math.Pow(2, math.Ceil(math.Log2(x)))
 }
 
+type cmpValue struct {
+	val    model.Value
+	total  float64
+	counts map[uint64]float64
+}
+
+// addCompare counts a span's attributes for compare(), on its side.
+func (b *builder) addCompare(s *model.Span) {
+	side := 0
+	if b.m.Selected(s) {
+		side = 1
+	}
+	if b.cmpVals[side] == nil {
+		b.cmpVals[side], b.cmpTotals[side] = map[string]map[string]*cmpValue{}, map[string]map[uint64]float64{}
+	}
+	t := bucketOf(s.StartTimeUnixNano, b.origin, b.step)
+	query.CompareAttributes(s, func(name string, v model.Value) {
+		vals := b.cmpVals[side][name]
+		if vals == nil {
+			vals = map[string]*cmpValue{}
+			b.cmpVals[side][name] = vals
+			b.cmpTotals[side][name] = map[uint64]float64{}
+		}
+		k := strconv.Itoa(int(v.Type)) + "\x00" + v.AsString()
+		cv := vals[k]
+		if cv == nil {
+			cv = &cmpValue{val: v, counts: map[uint64]float64{}}
+			vals[k] = cv
+		}
+		cv.counts[t]++
+		cv.total++
+		b.cmpTotals[side][name][t]++
+	})
+}
+
+// compareSeries makes compare()'s series, as Tempo names them: per side
+// and attribute the top values (label __meta_type baseline or selection,
+// and the attribute = value), and the totals (baseline_total,
+// selection_total, the attribute without a value).
+func (b *builder) compareSeries() []MetricsSeries {
+	var out []MetricsSeries
+	samples := func(counts map[uint64]float64) []MetricsSample {
+		times := make([]uint64, 0, len(counts))
+		for t := range counts {
+			times = append(times, t)
+		}
+		slices.Sort(times)
+		ss := make([]MetricsSample, len(times))
+		for i, t := range times {
+			ss[i] = MetricsSample{TimeMs: int64(t / 1e6), Value: counts[t]}
+		}
+		return ss
+	}
+	for side, name := range []string{"baseline", "selection"} {
+		meta := query.GroupAttr{Name: "__meta_type", Value: model.StringValue(name)}
+		for attr, vals := range b.cmpVals[side] {
+			list := make([]*cmpValue, 0, len(vals))
+			for _, v := range vals {
+				list = append(list, v)
+			}
+			slices.SortFunc(list, func(x, y *cmpValue) int {
+				return cmp.Or(cmp.Compare(y.total, x.total), strings.Compare(x.val.AsString(), y.val.AsString()))
+			})
+			for _, v := range list[:min(len(list), b.m.CompareTopN)] {
+				out = append(out, MetricsSeries{Labels: []query.GroupAttr{meta, {Name: attr, Value: v.val}}, Samples: samples(v.counts)})
+			}
+			total := query.GroupAttr{Name: "__meta_type", Value: model.StringValue(name + "_total")}
+			out = append(out, MetricsSeries{Labels: []query.GroupAttr{total, {Name: attr}}, Samples: samples(b.cmpTotals[side][attr])})
+		}
+	}
+	return out
+}
+
 // addSpan folds one span into the answer.
 func (b *builder) addSpan(s *model.Span) {
+	if b.m.Func == query.FuncCompare {
+		b.addCompare(s)
+		return
+	}
 	vals := b.m.GroupKey(s)
 	group := make([]query.GroupAttr, len(vals))
 	for i, name := range b.m.By() {
@@ -359,6 +439,9 @@ func metricsFromAggregates(ctx context.Context, b Backend, project string, q *qu
 
 // series turns the accumulators into series, buckets in time order.
 func (b *builder) series(req MetricsRequest) []MetricsSeries {
+	if b.m.Func == query.FuncCompare {
+		return b.compareSeries()
+	}
 	var out []MetricsSeries
 	stepSec := b.step.Seconds()
 	for _, k := range b.order {

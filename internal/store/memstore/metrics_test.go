@@ -124,3 +124,76 @@ func checkSeries(t *testing.T, what string, a, b []store.MetricsSeries, tol floa
 		}
 	}
 }
+
+// TestCompare: compare() counts every attribute's values on each side of
+// the selection, keeps the top values, and its totals add up to the spans.
+func TestCompare(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
+	spans, err := bench.Generate(bench.CorpusAPI, bench.CorpusOptions{Seed: 3, Spans: 3000, Start: start, Window: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := memstore.New(memstore.Options{})
+	if err := m.Append(ctx, &store.Write{Project: "p", Type: otlp.RecordOTLPProto, Body: otlp.EncodeProto(spans), Spans: slices.Clone(spans)}); err != nil {
+		t.Fatal(err)
+	}
+	var errs, others int
+	byName := map[string]int{}
+	for i := range spans {
+		if spans[i].StatusCode == model.StatusError {
+			errs++
+			byName[spans[i].Name]++
+		} else {
+			others++
+		}
+	}
+	q, err := query.ParseQuery(`{ } | compare({ status = error }, 3)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ans, _, err := store.QueryMetrics(ctx, m, "p", q, store.MetricsRequest{Start: uint64(start.UnixNano()), End: uint64(start.Add(2 * time.Hour).UnixNano()), Step: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := func(s store.MetricsSeries) int {
+		n := 0.0
+		for _, p := range s.Samples {
+			n += p.Value
+		}
+		return int(n)
+	}
+	perAttr := map[string]int{}
+	var selTotal, baseTotal, selErr int
+	var topNames []int
+	for _, s := range ans.Series {
+		meta, attr := s.Labels[0].Value.AsString(), s.Labels[1]
+		switch {
+		case meta == "selection_total" && attr.Name == "name":
+			selTotal = sum(s)
+		case meta == "baseline_total" && attr.Name == "name":
+			baseTotal = sum(s)
+		case meta == "selection" && attr.Name == "status":
+			selErr = sum(s)
+			if attr.Value.AsString() != "error" {
+				t.Fatalf("a selected span with status %s", attr.Value.AsString())
+			}
+		case meta == "selection" && attr.Name == "name":
+			topNames = append(topNames, sum(s))
+			if sum(s) != byName[attr.Value.AsString()] {
+				t.Fatalf("selection name=%s: %d, brute force %d", attr.Value.AsString(), sum(s), byName[attr.Value.AsString()])
+			}
+		}
+		if meta == "selection" || meta == "baseline" {
+			perAttr[meta+attr.Name]++
+		}
+	}
+	if errs == 0 || selTotal != errs || baseTotal != others || selErr != errs || len(topNames) != 3 {
+		t.Fatalf("totals: selection %d (errors %d), baseline %d (others %d), status=error %d, top names %v", selTotal, errs, baseTotal, others, selErr, topNames)
+	}
+	for k, n := range perAttr {
+		if n > 3 {
+			t.Fatalf("%s: %d values kept, topN is 3", k, n)
+		}
+	}
+}
