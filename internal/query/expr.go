@@ -151,11 +151,12 @@ const (
 	intrTraceDuration       // traceDuration: the trace's earliest start to latest end
 	intrRootName            // rootName: the root span's name
 	intrRootService         // rootServiceName: the root span's service
+	intrChildCount          // span:childCount: children in the trace (whole-trace queries only)
 )
 
 var intrinsicNames = [...]string{"", "name", "status", "duration", "kind", "statusMessage", "content",
 	"event:name", "event:timeSinceStart", "link:traceID", "link:spanID", "instrumentation:name",
-	"instrumentation:version", "span:id", "span:parentID", "trace:id", "traceDuration", "rootName", "rootServiceName"}
+	"instrumentation:version", "span:id", "span:parentID", "trace:id", "traceDuration", "rootName", "rootServiceName", "span:childCount"}
 
 type field struct {
 	intr  intrinsic
@@ -332,6 +333,11 @@ func (c *cond) matchIn(s *model.Span, tc *traceCtx) bool {
 			return t.HasRoot && c.cmpString(t.RootName)
 		}
 		return t.HasRoot && c.cmpString(t.RootService)
+	case intrChildCount:
+		if tc == nil || tc.children == nil {
+			return false // no trace structure here (see Query.Simple)
+		}
+		return cmpInt(c.op, int64(tc.children[s.SpanID]), c.lit.i)
 	case intrEventName:
 		return slices.ContainsFunc(s.Events, func(e model.Event) bool { return c.cmpString(e.Name) })
 	case intrEventTimeSinceStart:

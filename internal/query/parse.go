@@ -71,6 +71,7 @@ type parser struct {
 	tok     token
 	depth   int
 	metrics *Metrics // a whole query's metrics stage (ParseQuery)
+	whole   bool     // parsing a whole query (ParseQuery): structure-dependent intrinsics allowed
 }
 
 func (p *parser) errf(pos int, format string, args ...any) *SyntaxError {
@@ -231,13 +232,13 @@ var intrinsicByName = map[string]intrinsic{
 	"traceDuration": intrTraceDuration, "trace:duration": intrTraceDuration,
 	"rootName": intrRootName, "trace:rootName": intrRootName,
 	"rootServiceName": intrRootService, "trace:rootService": intrRootService,
+	"span:childCount": intrChildCount, "childCount": intrChildCount,
 }
 
 // unsupportedIntrinsics are Tempo's intrinsics Rastro does not evaluate yet:
 // the nested-set ones and child counts need the trace's structure.
 var unsupportedIntrinsics = map[string]bool{
-	"nestedSetLeft": true, "nestedSetRight": true, "nestedSetParent": true, "childCount": true,
-	"span:childCount": true,
+	"nestedSetLeft": true, "nestedSetRight": true, "nestedSetParent": true,
 }
 
 func (p *parser) parseField() (field, error) {
@@ -247,6 +248,9 @@ func (p *parser) parseField() (field, error) {
 	case tIdent:
 		w := p.src[p.tok.pos:p.tok.end]
 		if in, ok := intrinsicByName[w]; ok {
+			if in == intrChildCount && !p.whole {
+				return field{}, p.errf(p.tok.pos, "%s needs the trace's structure: it works in searches and TraceQL metrics, not in a single-filter context such as this one", w)
+			}
 			return field{intr: in}, nil
 		}
 		if unsupportedIntrinsics[w] {
@@ -522,6 +526,10 @@ func (p *parser) check(c *cond, opPos, litPos int) error {
 		return nil
 	}
 	switch c.f.intr {
+	case intrChildCount:
+		if c.lit.kind != litInt {
+			return p.errf(litPos, "%s compares with an integer, got %s", c.f, litNames[c.lit.kind])
+		}
 	case intrStatus, intrKind:
 		want := litStatus
 		if c.f.intr == intrKind {

@@ -43,7 +43,7 @@ var ErrMultipleSpansets = errors.New("spanset operators are not supported for mu
 
 // ParseQuery parses a whole TraceQL query. Every error is a *SyntaxError.
 func ParseQuery(q string) (*Query, error) {
-	p := &parser{src: q}
+	p := &parser{src: q, whole: true}
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
@@ -66,7 +66,7 @@ func ParseQuery(q string) (*Query, error) {
 // Simple returns the query's spanset filter when the query is exactly one
 // `{ ... }`: it can then be matched span by span.
 func (q *Query) Simple() (Expr, bool) {
-	if f, ok := q.root.(filterStage); ok && q.metrics == nil {
+	if f, ok := q.root.(filterStage); ok && q.metrics == nil && !usesStructure(f.n) {
 		return f.n, true
 	}
 	return nil, false
@@ -159,12 +159,14 @@ func newTraceView(spans []model.Span) *traceView {
 		}
 	}
 	children := make([][]int, len(spans))
+	t.tc.children = map[model.SpanID]int{}
 	var roots []int
 	for i := range spans {
 		t.parent[i] = -1
 		if p, ok := byID[spans[i].ParentSpanID]; ok && !spans[i].ParentSpanID.IsZero() && p != i {
 			t.parent[i] = p
 			children[p] = append(children[p], i)
+			t.tc.children[spans[p].SpanID]++
 		} else {
 			roots = append(roots, i)
 		}

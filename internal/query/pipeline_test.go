@@ -376,3 +376,50 @@ func TestMetricsQueriesParse(t *testing.T) {
 		}
 	}
 }
+
+// TestChildCount: span:childCount counts a span's children in the trace;
+// it needs the whole trace, so a lone filter with it is not simple, and the
+// single-filter parser refuses it.
+func TestChildCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for range 300 {
+		spans := randomTrace(rng, 1+rng.IntN(30))
+		k := rng.IntN(4)
+		q, err := ParseQuery(fmt.Sprintf("{ span:childCount >= %d }", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, simple := q.Simple(); simple {
+			t.Fatal("a childCount filter is not simple")
+		}
+		got, err := q.Eval(spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []int
+		for i := range spans {
+			n := 0
+			for j := range spans {
+				if parentOf(spans, j) == i {
+					n++
+				}
+			}
+			if n >= k {
+				want = append(want, i)
+			}
+		}
+		var gotSpans []int
+		if len(got) == 1 {
+			gotSpans = got[0].Spans
+		}
+		if !reflect.DeepEqual(gotSpans, want) {
+			t.Fatalf("childCount >= %d: %v, want %v", k, gotSpans, want)
+		}
+	}
+	if _, err := ParseTraceQL(`{ span:childCount > 1 }`); err == nil || !strings.Contains(err.Error(), "needs the trace's structure") {
+		t.Fatalf("single-filter parse: %v", err)
+	}
+	if _, err := ParseQuery(`{ span:childCount > "a" }`); err == nil {
+		t.Fatal("childCount compared with a string")
+	}
+}

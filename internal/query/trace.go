@@ -15,6 +15,9 @@ type TraceInfo struct {
 type traceCtx struct {
 	lookup func(id model.TraceID) (TraceInfo, bool)
 	memo   map[model.TraceID]*TraceInfo // nil entry: lookup failed
+	// children counts each span's children, when the whole trace is at
+	// hand (Query.Eval); nil elsewhere.
+	children map[model.SpanID]int
 }
 
 func (tc *traceCtx) of(s *model.Span) (*TraceInfo, bool) {
@@ -119,4 +122,27 @@ func TraceInfoOf(spans []model.Span) TraceInfo {
 	}
 	t.Duration = end - min(start, end)
 	return t
+}
+
+// UsesStructure reports whether e has conditions only a whole trace can
+// answer (span:childCount): such a filter is not matched span by span.
+func UsesStructure(e Expr) bool {
+	n, ok := e.(node)
+	return ok && usesStructure(n)
+}
+
+func usesStructure(n node) bool {
+	switch e := n.(type) {
+	case andExpr:
+		return usesStructure(e.l) || usesStructure(e.r)
+	case orExpr:
+		return usesStructure(e.l) || usesStructure(e.r)
+	case notExpr:
+		return usesStructure(e.x)
+	case boundExpr:
+		return usesStructure(e.node)
+	case *cond:
+		return e.f.intr == intrChildCount
+	}
+	return false
 }

@@ -33,6 +33,8 @@ func TestStructuralQueriesOverHTTP(t *testing.T) {
 			`{ } | count() > 3`,
 			`{ resource.service.name = "svc-b" } | count() = 2`,
 			`({ status = error } || { name = "op-0" }) | by(resource.service.name) | count() > 1`,
+			`{ span:childCount = 3 }`,
+			`{ span:childCount = 0 && status = error } | count() > 0`,
 		} {
 			q, err := query.ParseQuery(src)
 			if err != nil {

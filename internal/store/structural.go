@@ -127,6 +127,9 @@ func candidate(q *query.Query) query.Expr {
 	var best query.Expr
 	score := -1
 	for _, e := range q.Required() {
+		if query.UsesStructure(e) {
+			continue // span:childCount cannot be matched span by span
+		}
 		s := e.String()
 		n := strings.Count(s, "&&") + 1
 		if s == "{ }" {
