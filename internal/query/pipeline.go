@@ -677,6 +677,23 @@ func (s selectStage) appendTo(b []byte) []byte {
 
 func (s selectStage) eval(_ *traceView, in []Spanset) ([]Spanset, error) { return in, nil }
 
+// SelectValues reads the fields of the query's select() stages on a span
+// (those it has), named as written: what Tempo adds to a search result's
+// spans.
+func (q *Query) SelectValues(s *model.Span) []GroupAttr {
+	var out []GroupAttr
+	walkStages(q.root, func(st stage) {
+		if sel, ok := st.(selectStage); ok {
+			for _, f := range sel.fields {
+				if v, ok := fieldValue(f, s); ok {
+					out = append(out, GroupAttr{Name: f.String(), Value: v})
+				}
+			}
+		}
+	})
+	return out
+}
+
 // Selected lists the fields of the query's select() stages, rendered.
 func (q *Query) Selected() []string {
 	var out []string

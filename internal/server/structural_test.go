@@ -132,8 +132,13 @@ func TestTempoSearchStructural(t *testing.T) {
 			Traces []struct {
 				TraceID  string `json:"traceID"`
 				SpanSets []struct {
-					Matched    int                       `json:"matched"`
-					Spans      []struct{ SpanID string } `json:"spans"`
+					Matched int `json:"matched"`
+					Spans   []struct {
+						SpanID     string `json:"spanID"`
+						Attributes []struct {
+							Key string `json:"key"`
+						} `json:"attributes"`
+					} `json:"spans"`
 					Attributes []struct {
 						Key   string         `json:"key"`
 						Value map[string]any `json:"value"`
@@ -141,7 +146,7 @@ func TestTempoSearchStructural(t *testing.T) {
 				} `json:"spanSets"`
 			} `json:"traces"`
 		}
-		q := `{ } | by(resource.service.name) | count() > 1`
+		q := `{ } | by(resource.service.name) | count() > 1 | select(span.http.route)`
 		if code := ts.get("/api/search?q="+url.QueryEscape(q), &resp); code != 200 {
 			t.Fatalf("search: %d", code)
 		}
@@ -157,6 +162,11 @@ func TestTempoSearchStructural(t *testing.T) {
 					ss.Attributes[0].Key != "by(resource.service.name)" || ss.Attributes[1].Key != "count()" ||
 					ss.Attributes[1].Value["intValue"] != "2" {
 					t.Fatalf("trace %s: spanSet %+v", tr.TraceID, ss)
+				}
+				for _, sp := range ss.Spans {
+					if len(sp.Attributes) != 1 || sp.Attributes[0].Key != "span.http.route" {
+						t.Fatalf("trace %s: span %+v lacks the selected attribute", tr.TraceID, sp)
+					}
 				}
 			}
 		}

@@ -364,8 +364,12 @@ func (s *Server) tempoStructuralSearch(w http.ResponseWriter, r *http.Request, b
 			set := tempoSpanSet{Matched: uint32(len(ss.Spans))}
 			for _, x := range ss.Spans[:min(len(ss.Spans), spss)] {
 				sp := &m.All[x]
-				set.Spans = append(set.Spans, tempoSpan{SpanID: sp.SpanID.String(), Name: sp.Name,
-					StartTimeUnixNano: u64(sp.StartTimeUnixNano), DurationNanos: u64(sp.Duration())})
+				ts := tempoSpan{SpanID: sp.SpanID.String(), Name: sp.Name,
+					StartTimeUnixNano: u64(sp.StartTimeUnixNano), DurationNanos: u64(sp.Duration())}
+				for _, a := range q.SelectValues(sp) {
+					ts.Attributes = append(ts.Attributes, tempoKV{Key: a.Name, Value: tempoValue(a.Value)})
+				}
+				set.Spans = append(set.Spans, ts)
 			}
 			for _, a := range ss.Attrs {
 				set.Attributes = append(set.Attributes, tempoKV{Key: a.Name, Value: tempoValue(a.Value)})
@@ -394,10 +398,11 @@ var noneExpr = func() query.Expr {
 }()
 
 type tempoSpan struct {
-	SpanID            string `json:"spanID,omitempty"`
-	Name              string `json:"name,omitempty"`
-	StartTimeUnixNano string `json:"startTimeUnixNano,omitempty"`
-	DurationNanos     string `json:"durationNanos,omitempty"`
+	SpanID            string    `json:"spanID,omitempty"`
+	Name              string    `json:"name,omitempty"`
+	StartTimeUnixNano string    `json:"startTimeUnixNano,omitempty"`
+	DurationNanos     string    `json:"durationNanos,omitempty"`
+	Attributes        []tempoKV `json:"attributes,omitempty"`
 }
 
 type tempoServiceStats struct {
