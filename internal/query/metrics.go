@@ -233,24 +233,11 @@ func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		for {
-			f, err := p.parseField()
-			if err != nil {
-				return nil, err
-			}
-			m.by = append(m.by, f)
-			rest := strings.TrimLeft(p.src[p.tok.end:], " \t\r\n")
-			if !strings.HasPrefix(rest, ",") {
-				if err := p.advance(); err != nil {
-					return nil, err
-				}
-				break
-			}
-			p.pos = len(p.src) - len(rest) + 1
-			if err := p.advance(); err != nil {
-				return nil, err
-			}
+		by, err := p.parseFieldList()
+		if err != nil {
+			return nil, err
 		}
+		m.by = by
 		if p.tok.kind != tRParen {
 			return nil, p.errf(p.tok.pos, "expected ) to close by(, got %s", p.desc())
 		}

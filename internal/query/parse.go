@@ -97,25 +97,9 @@ func (p *parser) parseQuery() (node, error) {
 	if p.tok.kind != tLBrace {
 		return nil, p.errf(p.tok.pos, "expected { at start of query, got %s", p.desc())
 	}
-	open := p.tok.pos
-	if err := p.advance(); err != nil {
+	e, err := p.parseFilterBody()
+	if err != nil {
 		return nil, err
-	}
-	var e node = allExpr{}
-	if p.tok.kind != tRBrace {
-		var err error
-		if e, err = p.parseOr(); err != nil {
-			return nil, err
-		}
-		switch p.tok.kind {
-		case tRBrace:
-		case tEOF:
-			return nil, p.errf(p.tok.pos, "missing closing } for { at position %d", open)
-		case tRParen:
-			return nil, p.errf(p.tok.pos, "unbalanced ): no matching (")
-		default:
-			return nil, p.errf(p.tok.pos, "expected &&, || or }, got %s", p.desc())
-		}
 	}
 	// Spanset operators the lexer has no token for (~, !~, !>, &>, ...).
 	rest := strings.TrimLeft(p.src[p.pos:], " \t\r\n")

@@ -709,6 +709,27 @@ func (q *Query) Selected() []string {
 
 // --- parsing
 
+// parseFieldList reads `field, field, ...` (the lexer has no comma: it is
+// read from the source) and the token after the last field.
+func (p *parser) parseFieldList() ([]field, error) {
+	var fs []field
+	for {
+		f, err := p.parseField()
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+		rest := strings.TrimLeft(p.src[p.tok.end:], " \t\r\n")
+		if !strings.HasPrefix(rest, ",") {
+			return fs, p.advance()
+		}
+		p.pos = len(p.src) - len(rest) + 1
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+}
+
 // skipHints reads Tempo's query hints, `with (key = value, ...)` at the
 // end of a query: accepted and ignored (they tune Tempo's sampling and
 // sharding, which Rastro does not have).
@@ -983,25 +1004,9 @@ func (p *parser) parseElement() (stage, error) {
 		}
 		return byStage{f: f}, closeParen()
 	case "select":
-		var fs []field
-		for {
-			f, err := p.parseField()
-			if err != nil {
-				return nil, err
-			}
-			fs = append(fs, f)
-			// The lexer has no comma: read it from the source.
-			rest := strings.TrimLeft(p.src[p.tok.end:], " \t\r\n")
-			if !strings.HasPrefix(rest, ",") {
-				if err := p.advance(); err != nil {
-					return nil, err
-				}
-				break
-			}
-			p.pos = len(p.src) - len(rest) + 1
-			if err := p.advance(); err != nil {
-				return nil, err
-			}
+		fs, err := p.parseFieldList()
+		if err != nil {
+			return nil, err
 		}
 		return selectStage{fields: fs}, closeParen()
 	case "count", "avg", "min", "max", "sum":
