@@ -56,3 +56,43 @@ func FuzzParseTraceQL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseQuery: whole queries never panic, report errors with a position
+// inside the query, render to a fixed point, and evaluate their canonical
+// form alike.
+func FuzzParseQuery(f *testing.F) {
+	for _, q := range []string{
+		`{ .a } >> { .b && status = error }`, `{ } !~ { } &>> { .c = 1 } || { }`,
+		`({ } | by(span.a)) | coalesce() | count() > 2`, `{ } | avg(duration) > 1s | select(span.a, name)`,
+		`{ } | rate() by (resource.service.name) | topk(3)`, `{ } | quantile_over_time(duration, .5, .99) by (name)`,
+		`{ } | compare({ status = error }, 5)`, `{ span.a + span.b * 2 > 3 }`, `{ 3 < span.a ^ 2 }`,
+		`{ span:childCount > 2 } ~ { } with (most_recent = true)`, `{ duration / (2 + 1) > 1ms }`,
+	} {
+		f.Add(q)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	var trace []model.Span
+	for range 12 {
+		trace = append(trace, *randSpan(r))
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		pq, err := ParseQuery(q)
+		if err != nil {
+			var se *SyntaxError
+			if !errors.As(err, &se) || se.Pos < 0 || se.Pos > len(q) {
+				t.Fatalf("ParseQuery(%q): bad error %#v", q, err)
+			}
+			return
+		}
+		text := pq.String()
+		again, err := ParseQuery(text)
+		if err != nil || again.String() != text {
+			t.Fatalf("ParseQuery(%q) renders %s, which parses as %v (%v)", q, text, again, err)
+		}
+		a, errA := pq.Spans().Eval(trace)
+		b, errB := again.Spans().Eval(trace)
+		if (errA == nil) != (errB == nil) || len(a) != len(b) {
+			t.Fatalf("%q and its canonical form %s evaluate differently", q, text)
+		}
+	})
+}

@@ -374,6 +374,29 @@ func (p *parser) evalConst(l literal, o op, r literal, opPos int) (bool, error) 
 }
 
 func (p *parser) parseCond() (node, error) {
+	if _, ok := p.arithOpNext(); ok && (p.tok.kind == tAttr || p.tok.kind == tIdent || p.tok.kind == tNumber) {
+		// Arithmetic: `span.a + span.b > 3`, `duration / 2 > 1s`.
+		first, err := p.parseArithOperand()
+		if err != nil {
+			return nil, err
+		}
+		return p.parseArithCond(first)
+	}
+	if p.tok.kind == tNumber {
+		// A number first with arithmetic on the right (`{ 3 < span.a * 2 }`):
+		// read it as arithmetic; anything else is a value-first condition.
+		save := *p
+		if first, err := p.parseArithOperand(); err == nil {
+			if n, err := p.parseArithCond(first); err == nil {
+				if c, ok := n.(arithCond); ok {
+					if _, bin := c.r.(arithBin); bin {
+						return n, nil
+					}
+				}
+			}
+		}
+		*p = save
+	}
 	if l, ok := p.literalToken(); ok {
 		return p.parseValueFirst(l)
 	}
@@ -394,6 +417,17 @@ func (p *parser) parseCond() (node, error) {
 	o, opPos := p.tok.op, p.tok.pos
 	if err := p.advance(); err != nil {
 		return nil, err
+	}
+	if o != opRe && o != opNre && p.arithRightSide() {
+		// The value is arithmetic or another field: `span.a > span.b * 2`.
+		r, err := p.parseArith(0)
+		if err != nil {
+			return nil, err
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		return arithCond{l: arithField{f}, r: r, op: o}, nil
 	}
 	litPos := p.tok.pos
 	var l literal
