@@ -1,16 +1,18 @@
 // Package query holds Rastro's query model: a span Filter, the index Hints
-// derived from it, a parser for a subset of Grafana Tempo's TraceQL (one
-// spanset filter, `{ ... }`), and the parsing of HTTP API parameters and
-// times.
+// derived from it, parsers for Grafana Tempo's TraceQL, and the parsing of
+// HTTP API parameters and times.
 //
-// # TraceQL subset
+// ParseTraceQL reads one spanset filter, matched span by span (below).
+// ParseQuery reads whole queries: spanset and structural operators,
+// pipelines and metrics functions, evaluated per trace (pipeline.go,
+// metrics.go; docs/traceql.md).
 //
-// A query is one spanset filter: `{ }` matches every span; `{ cond }`
-// combines conditions with `&&`, `||`, `!` (negation) and parentheses;
-// `&&` binds tighter than `||`. Spanset operators between filters
-// (`{a} && {b}`, `>>`, `~`), pipelines (`| count()`), arithmetic and the
-// nested-set intrinsics are not supported and are reported as syntax
-// errors.
+// # Spanset filters
+//
+// `{ }` matches every span; `{ cond }` combines conditions with `&&`,
+// `||`, `!` (negation) and parentheses; `&&` binds tighter than `||`.
+// Conditions may use arithmetic (arith.go). The nested-set intrinsics are
+// not supported and are reported as syntax errors.
 //
 // A condition is `field op value` or `value op field` (read as the field
 // first, the operator mirrored), a bare attribute (`{ .a }` is
