@@ -37,8 +37,9 @@ type Metrics struct {
 	field     field     // the measured field (not for rate and count_over_time)
 	Quantiles []float64 // quantile_over_time
 	by        []field
-	TopK      int // > 0: keep the k series with the highest (BottomK: lowest) values
-	BottomK   bool
+	// Second are the stages after the function, in order: topk/bottomk
+	// and filters on the series' values (`| rate() > 10`).
+	Second []SecondStage
 	// compare(): the selection filter, the values kept per attribute, and
 	// the selection's time range (unix ns; 0: the query's).
 	selection              node
@@ -140,16 +141,34 @@ func (m *Metrics) appendTo(b []byte) []byte {
 		}
 		b = append(b, ')')
 	}
-	if m.TopK > 0 {
-		name := "topk"
-		if m.BottomK {
-			name = "bottomk"
+	for _, st := range m.Second {
+		switch {
+		case st.TopK > 0:
+			name := "topk"
+			if st.BottomK {
+				name = "bottomk"
+			}
+			b = strconv.AppendInt(append(append(b, " | "...), name+"("...), int64(st.TopK), 10)
+			b = append(b, ')')
+		default:
+			b = append(append(append(b, ' '), st.Op.String()...), ' ')
+			b = strconv.AppendFloat(b, st.Value, 'g', -1, 64)
 		}
-		b = strconv.AppendInt(append(append(b, " | "...), name+"("...), int64(m.TopK), 10)
-		b = append(b, ')')
 	}
 	return b
 }
+
+// SecondStage is a stage after a metrics function: topk(n) or bottomk(n)
+// (TopK > 0), else a filter keeping the points whose value compares true.
+type SecondStage struct {
+	TopK    int
+	BottomK bool
+	Op      op
+	Value   float64
+}
+
+// Keep reports whether a filter stage keeps a point of value v.
+func (st SecondStage) Keep(v float64) bool { return compareFloat(v, st.Op, st.Value) }
 
 // Metrics returns the query's metrics stage, or nil for a search query.
 func (q *Query) Metrics() *Metrics { return q.metrics }
@@ -245,7 +264,33 @@ func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	if p.tok.kind == tPipe {
+	for {
+		switch {
+		case p.tok.kind == tOp && p.tok.op != opRe && p.tok.op != opNre:
+			o, pos := p.tok.op, p.tok.pos
+			if err := p.advance(); err != nil {
+				return nil, err
+			}
+			l, ok := p.literalToken()
+			if !ok || (l.kind != litInt && l.kind != litFloat && l.kind != litDuration) {
+				return nil, p.errf(pos, "expected a number after %s in a filter on the series' values", o)
+			}
+			v := float64(l.i)
+			switch l.kind {
+			case litFloat:
+				v = l.f
+			case litDuration:
+				v = float64(l.i) / 1e9 // series values of durations are seconds
+			}
+			m.Second = append(m.Second, SecondStage{Op: o, Value: v})
+			if err := p.advance(); err != nil {
+				return nil, err
+			}
+			continue
+		case p.tok.kind == tPipe:
+		default:
+			return m, nil
+		}
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
@@ -254,9 +299,9 @@ func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 			w = p.src[p.tok.pos:p.tok.end]
 		}
 		if w != "topk" && w != "bottomk" {
-			return nil, p.errf(p.tok.pos, "only topk(n) or bottomk(n) may follow a metrics function, got %s", p.desc())
+			return nil, p.errf(p.tok.pos, "only topk(n), bottomk(n) or a comparison may follow a metrics function, got %s", p.desc())
 		}
-		m.BottomK = w == "bottomk"
+		st := SecondStage{BottomK: w == "bottomk"}
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
@@ -270,7 +315,7 @@ func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 		if !ok || l.kind != litInt || l.i < 1 || l.i > 10000 {
 			return nil, p.errf(p.tok.pos, "expected a whole number from 1 to 10000 in %s(), got %s", w, p.desc())
 		}
-		m.TopK = int(l.i)
+		st.TopK = int(l.i)
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
@@ -280,8 +325,8 @@ func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
+		m.Second = append(m.Second, st)
 	}
-	return m, nil
 }
 
 // OpsScope is what a spanset filter asks of stored service aggregates

@@ -764,11 +764,25 @@ func (p *parser) skipHints() error {
 	return p.errf(pos, "unterminated with(...)")
 }
 
-// parsePipeline: expr ( '|' element )*.
+// parsePipeline: expr ( '|' element )*. A pipeline may start with an
+// element (`count() > 2 | ...`, `by(.a)`): its input is every span, an
+// implicit `{ }`, as in Tempo.
 func (p *parser) parsePipeline() (stage, error) {
-	first, err := p.parseSpansetExpr()
-	if err != nil {
-		return nil, err
+	var first stage
+	var err error
+	if p.tok.kind == tIdent {
+		if _, metric := isMetricsFunc(p.src[p.tok.pos:p.tok.end]); !metric {
+			el, err := p.parseElement()
+			if err != nil {
+				return nil, err
+			}
+			first = pipeStage{stages: []stage{filterStage{n: allExpr{}}, el}}
+		}
+	}
+	if first == nil {
+		if first, err = p.parseSpansetExpr(); err != nil {
+			return nil, err
+		}
 	}
 	stages := []stage{first}
 	for p.tok.kind == tPipe {

@@ -310,7 +310,6 @@ func TestQuerySyntaxErrors(t *testing.T) {
 		{`{ true } = { true }`, "unexpected"},
 		{`{ true } <= { true }`, "expected { or ("},
 		{`{} > 10`, "expected { or ("},
-		{`max(duration) >= 1s`, "expected { or ("},
 	} {
 		_, err := ParseQuery(c.q)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -322,7 +321,7 @@ func TestQuerySyntaxErrors(t *testing.T) {
 		`{ span.gen_ai.operation.name = "chat" } | count() > 20`,
 		`{ true } && { true }`, `{ true } >> { true }`, `{ true } ~ { true }`, `{ true } | count() = 1`, `{ true } | select(.a)`,
 		`({ true } | count() > 1) > ({ true })`, `{ .a } !< { .b } &< { .c } !<< { .d } &<< { } || { }`,
-		`{ } >> { } with (most_recent=true)`} {
+		`{ } >> { } with (most_recent=true)`, `count() = 1 | { true }`, `by(.a) | { true }`, `select(.a)`, `max(duration) >= 1s`} {
 		if _, err := ParseQuery(q); err != nil {
 			t.Errorf("%s: %v", q, err)
 		}
@@ -349,6 +348,8 @@ func TestMetricsQueriesParse(t *testing.T) {
 		{`{ } | avg_over_time(span.x) | bottomk(2)`, `{ } | avg_over_time(span.x) | bottomk(2)`},
 		{`{ .a } >> { .b } | count() > 1 | max_over_time(duration)`, `{ .a = true } >> { .b = true } | count() > 1 | max_over_time(duration)`},
 		{`{ } | rate() with (sample=true, most_recent = "x)")`, `{ } | rate()`},
+		{`{ } | rate() by (name) >= 5.5 | bottomk(3)`, `{ } | rate() by (name) >= 5.5 | bottomk(3)`},
+		{`{ } | count_over_time() | topk(10) != 0 with(sample=0.1)`, `{ } | count_over_time() | topk(10) != 0`},
 	} {
 		q, err := ParseQuery(c.q)
 		if err != nil {
@@ -365,7 +366,7 @@ func TestMetricsQueriesParse(t *testing.T) {
 	for _, c := range []struct{ q, want string }{
 		{`{ } | quantile_over_time(duration)`, "at least one quantile"},
 		{`{ } | quantile_over_time(duration, 2)`, "between 0 and 1"},
-		{`{ } | rate() | count() > 1`, "only topk(n) or bottomk(n)"},
+		{`{ } | rate() | count() > 1`, "only topk(n), bottomk(n) or a comparison"},
 		{`({ } | rate())`, "must end the query"},
 		{`{ } | rate() by (nope)`, "unknown intrinsic"},
 		{`{ } | topk(0)`, "unknown pipeline element topk"},

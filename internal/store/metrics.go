@@ -537,33 +537,59 @@ func finishMetrics(ans MetricsAnswer, m *query.Metrics) MetricsAnswer {
 		return b.String()
 	}
 	slices.SortFunc(ans.Series, func(a, b MetricsSeries) int { return strings.Compare(key(&a), key(&b)) })
-	if m.TopK <= 0 || len(ans.Series) <= m.TopK {
-		return ans
+	for _, st := range m.Second {
+		if st.TopK > 0 {
+			ans.Series = topK(ans.Series, st.TopK, st.BottomK)
+			continue
+		}
+		var out []MetricsSeries
+		for _, s := range ans.Series {
+			var kept []MetricsSample
+			for _, p := range s.Samples {
+				if st.Keep(p.Value) {
+					kept = append(kept, p)
+				}
+			}
+			if len(kept) > 0 {
+				s.Samples = kept
+				out = append(out, s)
+			}
+		}
+		ans.Series = out
+	}
+	return ans
+}
+
+// topK keeps, at each time, the k series with the highest values (bottom:
+// lowest), as PromQL's topk.
+func topK(series []MetricsSeries, k int, bottom bool) []MetricsSeries {
+	if len(series) <= k {
+		return series
 	}
 	type ref struct {
 		s int
 		v float64
 	}
 	at := map[int64][]ref{}
-	for i := range ans.Series {
-		for _, p := range ans.Series[i].Samples {
+	for i := range series {
+		for _, p := range series[i].Samples {
 			at[p.TimeMs] = append(at[p.TimeMs], ref{i, p.Value})
 		}
 	}
 	keep := map[[2]int64]bool{}
 	for t, refs := range at {
 		slices.SortStableFunc(refs, func(a, b ref) int {
-			if m.BottomK {
+			if bottom {
 				return cmp.Compare(a.v, b.v)
 			}
 			return cmp.Compare(b.v, a.v)
 		})
-		for _, r := range refs[:min(m.TopK, len(refs))] {
+		for _, r := range refs[:min(k, len(refs))] {
 			keep[[2]int64{int64(r.s), t}] = true
 		}
 	}
 	var out []MetricsSeries
-	for i, s := range ans.Series {
+	for i, s := range series {
 		var samples []MetricsSample
 		for _, p := range s.Samples {
 			if keep[[2]int64{int64(i), p.TimeMs}] {
@@ -575,6 +601,5 @@ func finishMetrics(ans MetricsAnswer, m *query.Metrics) MetricsAnswer {
 			out = append(out, s)
 		}
 	}
-	ans.Series = out
-	return ans
+	return out
 }

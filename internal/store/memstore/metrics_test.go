@@ -67,6 +67,7 @@ func TestMetricsPathsAgree(t *testing.T) {
 			`{ } | max_over_time(duration) by (resource.service.name, name)`,
 			`{ } | rate()`,
 			`{ } | count_over_time() by (name) | topk(3)`,
+			`{ } | count_over_time() by (resource.service.name) > 2 | bottomk(2)`,
 		} {
 			q, err := query.ParseQuery(src)
 			if err != nil {
