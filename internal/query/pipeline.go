@@ -537,21 +537,7 @@ func compareValue(v model.Value, o op, l literal) bool {
 	default:
 		return false
 	}
-	switch o {
-	case opEq:
-		return x == y
-	case opNe:
-		return x != y
-	case opGt:
-		return x > y
-	case opGe:
-		return x >= y
-	case opLt:
-		return x < y
-	case opLe:
-		return x <= y
-	}
-	return false
+	return compareFloat(x, o, y)
 }
 
 // fieldValue reads a field of a span for aggregates and by(): intrinsics
