@@ -182,7 +182,7 @@ func (t *tools) anomalies(ctx context.Context, _ *mcp.CallToolRequest, in Anomal
 
 type SearchIn struct {
 	Window
-	Q           string `json:"q,omitempty" jsonschema:"TraceQL spanset filter, e.g. { resource.service.name = \"checkout\" && status = error && duration > 500ms }"`
+	Q           string `json:"q,omitempty" jsonschema:"TraceQL: a spanset filter ({ resource.service.name = \"checkout\" && status = error && duration > 500ms }), structural operators ({ .a } >> { status = error }) or a pipeline ({ } | count() > 20)"`
 	Content     string `json:"content,omitempty" jsonschema:"full-text words or a \"quoted phrase\" the span's texts (prompts, completions, messages, string attributes) must contain"`
 	Service     string `json:"service,omitempty" jsonschema:"exact service name"`
 	Name        string `json:"name,omitempty" jsonschema:"exact span name (operation)"`

@@ -185,7 +185,7 @@ func isMetricsFunc(w string) (MetricsFunc, bool) {
 // parseMetrics reads a metrics function after `|` (its name already read,
 // the current token its opening parenthesis's successor), its by (...),
 // and an optional `| topk(n)` or `| bottomk(n)`.
-func (p *parser) parseMetrics(fn MetricsFunc, _ int) (*Metrics, error) {
+func (p *parser) parseMetrics(fn MetricsFunc) (*Metrics, error) {
 	m := &Metrics{Func: fn}
 	if fn == FuncCompare {
 		return p.parseCompare(m)

@@ -790,7 +790,7 @@ func (p *parser) parsePipeline() (stage, error) {
 				if err := p.advance(); err != nil {
 					return nil, err
 				}
-				m, err := p.parseMetrics(fn, pos)
+				m, err := p.parseMetrics(fn)
 				if err != nil {
 					return nil, err
 				}

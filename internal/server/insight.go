@@ -37,12 +37,8 @@ func (s *Server) insightParams(w http.ResponseWriter, r *http.Request) (p insigh
 		writeError(w, http.StatusBadRequest, sinceDefaultHint(err.Error(), defaulted))
 		return insight.Params{}, false
 	}
-	p = insight.Params{Start: f.Start, End: f.End, Service: f.Service}
-	if p.End == 0 {
-		p.End = uint64(now.UnixNano())
-	}
-	if p.Start >= p.End {
-		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+	p = insight.Params{Start: f.Start, Service: f.Service}
+	if p.End, ok = closeWindow(w, f.Start, f.End); !ok {
 		return p, false
 	}
 	if f.Expr != nil || f.Content != nil || f.Name != "" || f.HasStatus || f.MinDuration != 0 || f.MaxDuration != 0 {

@@ -29,6 +29,19 @@ func (s *Server) serviceRoutes() []route {
 	}
 }
 
+// closeWindow returns a window's end, now when it is open (end 0), or
+// answers 400 when the window is empty.
+func closeWindow(w http.ResponseWriter, start, end uint64) (uint64, bool) {
+	if end == 0 {
+		end = uint64(time.Now().UnixNano())
+	}
+	if start >= end {
+		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+		return 0, false
+	}
+	return end, true
+}
+
 // maxOpsBuckets bounds the time buckets of RED and the heatmap.
 const maxOpsBuckets = 10000
 
@@ -51,12 +64,8 @@ func opsQuery(w http.ResponseWriter, r *http.Request) (*store.OpsQuery, bool) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("group: %q is not one of service, operation", g))
 		return nil, false
 	}
-	until := end
-	if until == 0 {
-		until = uint64(time.Now().UnixNano())
-	}
-	if start >= until {
-		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+	until, ok := closeWindow(w, start, end)
+	if !ok {
 		return nil, false
 	}
 	span := time.Duration(until - start)

@@ -220,12 +220,8 @@ func (s *Server) handleTraceQLMetrics(w http.ResponseWriter, r *http.Request, b 
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	end := f.End
-	if end == 0 {
-		end = uint64(time.Now().UnixNano())
-	}
-	if f.Start >= end {
-		writeError(w, http.StatusBadRequest, "the window is empty: since must be before until (or before now)")
+	end, ok := closeWindow(w, f.Start, f.End)
+	if !ok {
 		return
 	}
 	step := autoStep(time.Duration(end - f.Start))
