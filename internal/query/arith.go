@@ -28,6 +28,34 @@ func (a arithField) eval(s *model.Span) (float64, bool) {
 func (a arithField) appendTo(b []byte) []byte { return a.f.appendTo(b) }
 func (arithField) aprec() int                 { return 4 }
 
+// exprValue is a field's value as stored, or an arithmetic expression's
+// value as a double.
+func exprValue(x arith, s *model.Span) (model.Value, bool) {
+	if f, ok := x.(arithField); ok {
+		return fieldValue(f.f, s)
+	}
+	v, ok := x.eval(s)
+	if !ok {
+		return model.Value{}, false
+	}
+	return model.DoubleValue(v), true
+}
+
+// arithNeg is unary minus: `-span.a`.
+type arithNeg struct{ x arith }
+
+func (a arithNeg) eval(s *model.Span) (float64, bool) {
+	v, ok := a.x.eval(s)
+	return -v, ok
+}
+func (a arithNeg) appendTo(b []byte) []byte {
+	if a.x.aprec() < 4 {
+		return append(a.x.appendTo(append(b, "-("...)), ')')
+	}
+	return a.x.appendTo(append(b, '-'))
+}
+func (arithNeg) aprec() int { return 4 }
+
 type arithLit struct{ l literal }
 
 func (a arithLit) eval(*model.Span) (float64, bool) {
@@ -175,6 +203,15 @@ func (p *parser) consumeArithOp() error {
 // token stays on the operand's last token.
 func (p *parser) parseArithOperand() (arith, error) {
 	switch p.tok.kind {
+	case tMinus:
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+		x, err := p.parseArithOperand()
+		if err != nil {
+			return nil, err
+		}
+		return arithNeg{x}, nil
 	case tNumber:
 		if l := p.tok.lit; l.kind == litInt || l.kind == litFloat || l.kind == litDuration {
 			return arithLit{l}, nil
@@ -267,7 +304,7 @@ func (p *parser) parseArithCond(first arith) (node, error) {
 func (p *parser) arithRightSide() bool {
 	_, op := p.arithOpNext()
 	switch p.tok.kind {
-	case tAttr, tLParen:
+	case tAttr, tLParen, tMinus:
 		return true
 	case tNumber:
 		return op

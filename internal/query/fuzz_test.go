@@ -67,6 +67,8 @@ func FuzzParseQuery(f *testing.F) {
 		`{ } | rate() by (resource.service.name) | topk(3)`, `{ } | quantile_over_time(duration, .5, .99) by (name)`,
 		`{ } | compare({ status = error }, 5)`, `{ span.a + span.b * 2 > 3 }`, `{ 3 < span.a ^ 2 }`,
 		`{ span:childCount > 2 } ~ { } with (most_recent = true)`, `{ duration / (2 + 1) > 1ms }`,
+		`({} | rate()) * -2 + 3 / (1.5 - ({} | rate() by (name))) | topk(2) > 1`, `{ } | max(-(1 + .a) * 2) > 1 - 3`,
+		`{ } | by(.a * 2) | count() > 2 / 3`, `-(({ "x)" = .a } | count_over_time()) > 1s)`,
 	} {
 		f.Add(q)
 	}

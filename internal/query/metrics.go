@@ -141,7 +141,12 @@ func (m *Metrics) appendTo(b []byte) []byte {
 		}
 		b = append(b, ')')
 	}
-	for _, st := range m.Second {
+	return appendSecond(b, m.Second)
+}
+
+// appendSecond renders stages after a metrics function or arithmetic.
+func appendSecond(b []byte, stages []SecondStage) []byte {
+	for _, st := range stages {
 		switch {
 		case st.TopK > 0:
 			name := "topk"
@@ -271,8 +276,11 @@ func (p *parser) parseMetrics(fn MetricsFunc) (*Metrics, error) {
 			if err := p.advance(); err != nil {
 				return nil, err
 			}
-			l, ok := p.literalToken()
-			if !ok || (l.kind != litInt && l.kind != litFloat && l.kind != litDuration) {
+			l, ok, err := p.constValue()
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
 				return nil, p.errf(pos, "expected a number after %s in a filter on the series' values", o)
 			}
 			v := float64(l.i)
@@ -283,9 +291,6 @@ func (p *parser) parseMetrics(fn MetricsFunc) (*Metrics, error) {
 				v = float64(l.i) / 1e9 // series values of durations are seconds
 			}
 			m.Second = append(m.Second, SecondStage{Op: o, Value: v})
-			if err := p.advance(); err != nil {
-				return nil, err
-			}
 			continue
 		case p.tok.kind == tPipe:
 		default:

@@ -55,6 +55,7 @@ const (
 	tIdent
 	tAttr
 	tPipe
+	tMinus // a minus not starting a number: `-span.a`
 )
 
 type token struct {
@@ -238,7 +239,7 @@ func (p *parser) parseField() (field, error) {
 			return field{intr: in}, nil
 		}
 		if unsupportedIntrinsics[w] {
-			return field{}, p.errf(p.tok.pos, "intrinsic %s is not supported", w)
+			return field{}, p.errf(p.tok.pos, "intrinsic %s is not supported: it is Tempo's storage numbering of a trace's spans; ask about structure with >>, >, <<, <, ~ or span:childCount", w)
 		}
 		for _, prefix := range []string{"trace:", "event:", "link:", "instrumentation:"} {
 			if strings.HasPrefix(w, prefix) {
@@ -374,6 +375,14 @@ func (p *parser) evalConst(l literal, o op, r literal, opPos int) (bool, error) 
 }
 
 func (p *parser) parseCond() (node, error) {
+	if p.tok.kind == tMinus {
+		// `-span.a > 2`: arithmetic starting with a minus.
+		first, err := p.parseArithOperand()
+		if err != nil {
+			return nil, err
+		}
+		return p.parseArithCond(first)
+	}
 	if _, ok := p.arithOpNext(); ok && (p.tok.kind == tAttr || p.tok.kind == tIdent || p.tok.kind == tNumber) {
 		// Arithmetic: `span.a + span.b > 3`, `duration / 2 > 1s`.
 		first, err := p.parseArithOperand()
@@ -660,6 +669,8 @@ func (p *parser) advance() error {
 			return err
 		}
 		t.kind, t.end, t.lit = tString, end, literal{kind: litString, s: str}
+	case c == '-' && !(next >= '0' && next <= '9'):
+		t.kind = tMinus
 	case c >= '0' && c <= '9' || c == '-' && next >= '0' && next <= '9':
 		end, l, err := p.scanNumber(i)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 type Query struct {
 	root    stage
 	metrics *Metrics // the metrics stage ending the query, if any
+	math    *Math    // arithmetic between metrics queries (root is then { })
 }
 
 // Spanset is one result set of a query on a trace: indices into the trace's
@@ -43,6 +44,27 @@ var ErrMultipleSpansets = errors.New("spanset operators are not supported for mu
 
 // ParseQuery parses a whole TraceQL query. Every error is a *SyntaxError.
 func ParseQuery(q string) (*Query, error) {
+	query, err := parseQuery(q)
+	if err == nil {
+		return query, nil
+	}
+	// Metrics arithmetic starts with a number, a minus or a parenthesis.
+	t := strings.TrimLeft(q, " \t\r\n")
+	if t == "" || !strings.ContainsRune("(-.0123456789", rune(t[0])) {
+		return nil, err
+	}
+	m, definite, merr := parseMath(q)
+	if merr == nil {
+		return &Query{root: filterStage{n: allExpr{}}, math: m}, nil
+	}
+	var se, mse *SyntaxError
+	if t[0] != '(' || definite || errors.As(merr, &mse) && errors.As(err, &se) && mse.Pos > se.Pos {
+		return nil, merr
+	}
+	return nil, err
+}
+
+func parseQuery(q string) (*Query, error) {
 	p := &parser{src: q, whole: true}
 	if err := p.advance(); err != nil {
 		return nil, err
@@ -66,7 +88,7 @@ func ParseQuery(q string) (*Query, error) {
 // Simple returns the query's spanset filter when the query is exactly one
 // `{ ... }`: it can then be matched span by span.
 func (q *Query) Simple() (Expr, bool) {
-	if f, ok := q.root.(filterStage); ok && q.metrics == nil && !usesStructure(f.n) {
+	if f, ok := q.root.(filterStage); ok && q.metrics == nil && q.math == nil && !usesStructure(f.n) {
 		return f.n, true
 	}
 	return nil, false
@@ -74,6 +96,9 @@ func (q *Query) Simple() (Expr, bool) {
 
 // String renders the query in canonical form.
 func (q *Query) String() string {
+	if q.math != nil {
+		return string(q.math.appendTo(nil))
+	}
 	b := q.root.appendTo(nil)
 	if q.metrics != nil {
 		b = q.metrics.appendTo(append(b, " | "...))
@@ -435,7 +460,7 @@ var aggNames = [...]string{"count", "avg", "min", "max", "sum"}
 // whose value compares true with lit (a scalar filter: `count() > 2`).
 type aggStage struct {
 	kind aggKind
-	f    field // not for count
+	f    arith // not for count: a field or arithmetic over fields
 	op   op
 	lit  literal
 }
@@ -444,7 +469,7 @@ func (a aggStage) name() string {
 	if a.kind == aggCount {
 		return "count()"
 	}
-	return aggNames[a.kind] + "(" + a.f.String() + ")"
+	return aggNames[a.kind] + "(" + string(a.f.appendTo(nil)) + ")"
 }
 
 func (a aggStage) appendTo(b []byte) []byte {
@@ -477,7 +502,7 @@ func (a aggStage) value(t *traceView, spans []int) (model.Value, bool) {
 	n := 0
 	allInt := true
 	for _, i := range spans {
-		v, ok := fieldValue(a.f, &t.spans[i])
+		v, ok := exprValue(a.f, &t.spans[i])
 		if !ok {
 			continue
 		}
@@ -597,7 +622,7 @@ func fieldValue(f field, s *model.Span) (model.Value, bool) {
 
 // byStage splits each spanset by the value of a field (spans without it
 // form the nil group, as in Tempo).
-type byStage struct{ f field }
+type byStage struct{ f arith }
 
 func (g byStage) appendTo(b []byte) []byte { return append(g.f.appendTo(append(b, "by("...)), ')') }
 
@@ -608,7 +633,7 @@ func (g byStage) eval(t *traceView, in []Spanset) ([]Spanset, error) {
 		idx := map[string]int{}
 		first := len(out)
 		for _, i := range ss.Spans {
-			v, ok := fieldValue(g.f, &t.spans[i])
+			v, ok := exprValue(g.f, &t.spans[i])
 			if !ok {
 				v = model.Value{}
 			}
@@ -995,14 +1020,14 @@ func (p *parser) parseElement() (stage, error) {
 	case "coalesce":
 		return coalesceStage{}, closeParen()
 	case "by":
-		f, err := p.parseField()
+		x, err := p.parseArith(0)
 		if err != nil {
 			return nil, err
 		}
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		return byStage{f: f}, closeParen()
+		return byStage{f: x}, closeParen()
 	case "select":
 		fs, err := p.parseFieldList()
 		if err != nil {
@@ -1012,11 +1037,11 @@ func (p *parser) parseElement() (stage, error) {
 	case "count", "avg", "min", "max", "sum":
 		a := aggStage{kind: aggKind(slices.Index(aggNames[:], w))}
 		if a.kind != aggCount {
-			f, err := p.parseField()
+			x, err := p.parseArith(0)
 			if err != nil {
 				return nil, err
 			}
-			a.f = f
+			a.f = x
 			if err := p.advance(); err != nil {
 				return nil, err
 			}
@@ -1031,12 +1056,15 @@ func (p *parser) parseElement() (stage, error) {
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		l, ok := p.literalToken()
-		if !ok || (l.kind != litInt && l.kind != litFloat && l.kind != litDuration) {
+		l, ok, err := p.constValue()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			return nil, p.errf(p.tok.pos, "expected a number or a duration after %s %s, got %s", a.name(), a.op, p.desc())
 		}
 		a.lit = l
-		return a, p.advance()
+		return a, nil
 	}
 	return nil, p.errf(pos, "unknown pipeline element %s (supported: count, avg, min, max, sum, by, select, coalesce)", w)
 }

@@ -367,13 +367,86 @@ func TestMetricsQueriesParse(t *testing.T) {
 		{`{ } | quantile_over_time(duration)`, "at least one quantile"},
 		{`{ } | quantile_over_time(duration, 2)`, "between 0 and 1"},
 		{`{ } | rate() | count() > 1`, "only topk(n), bottomk(n) or a comparison"},
-		{`({ } | rate())`, "must end the query"},
+		{`{ } >> ({ } | rate())`, "must end the query"},
 		{`{ } | rate() by (nope)`, "unknown intrinsic"},
 		{`{ } | topk(0)`, "unknown pipeline element topk"},
 		{`{ } | rate() | topk(0)`, "from 1 to 10000"},
 	} {
 		if _, err := ParseQuery(c.q); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err %v, want %q", c.q, err, c.want)
+		}
+	}
+}
+
+// TestMetricsMathParse: arithmetic between metrics queries and numbers
+// parses with * and / binding tighter than + and -, folds numbers (integers
+// divide as integers, as in Tempo), and keeps filters and topk where they
+// were written.
+func TestMetricsMathParse(t *testing.T) {
+	for _, c := range []struct{ q, canon string }{
+		{`({ } | rate())`, `({ } | rate())`},
+		{`({} | rate()) * 100`, `({ } | rate()) * 100`},
+		{`100 * ({} | rate())`, `100 * ({ } | rate())`},
+		{`({ status = error } | rate()) / ({ } | rate())`, `({ status = error } | rate()) / ({ } | rate())`},
+		{`({} | rate()) + 3 * 2`, `({ } | rate()) + 6`},
+		{`(1 + 2) * ({} | rate())`, `3 * ({ } | rate())`},
+		{`1 / 2 + ({} | rate())`, `0 + ({ } | rate())`},
+		{`1.0 / 2 + ({} | rate())`, `0.5 + ({ } | rate())`},
+		{`-5 + ({} | rate())`, `-5 + ({ } | rate())`},
+		{`({} | rate()) - -1.5`, `({ } | rate()) - -1.5`},
+		{`({} | rate()) + 1 + 2`, `(({ } | rate()) + 1) + 2`},
+		{`5 + ({} | rate()) * 10`, `5 + (({ } | rate()) * 10)`},
+		{`({} | rate()) > 1 / 2`, `({ } | rate()) > 0`},
+		{`({} | max_over_time(duration)) > 10s`, `({ } | max_over_time(duration)) > 10`},
+		{`({} | rate() > 6) * 100 > 5`, `({ } | rate() > 6) * 100 > 5`},
+		{`({} | rate()) + ({} | rate()) | topk(5) > 10`, `({ } | rate()) + ({ } | rate()) | topk(5) > 10`},
+		{`(({} | rate()) * ({} | count_over_time())) + ({} | rate())`, `(({ } | rate()) * ({ } | count_over_time())) + ({ } | rate())`},
+		{`({ } | count_over_time() by (name)) * 100`, `({ } | count_over_time() by (name)) * 100`},
+		{`({ .a = "x)" } | rate()) * 2`, `({ .a = "x)" } | rate()) * 2`},
+	} {
+		q, err := ParseQuery(c.q)
+		if err != nil {
+			t.Errorf("%s: %v", c.q, err)
+			continue
+		}
+		if q.Math() == nil || !q.IsMetrics() || q.String() != c.canon {
+			t.Errorf("%s: math %v, renders %s, want %s", c.q, q.Math(), q.String(), c.canon)
+		}
+		if _, simple := q.Simple(); simple {
+			t.Errorf("%s: arithmetic is not simple", c.q)
+		}
+		// The canonical form parses to itself.
+		if q2, err := ParseQuery(q.String()); err != nil || q2.String() != q.String() {
+			t.Errorf("%s: canonical %s reparses to %v, %v", c.q, q.String(), q2, err)
+		}
+	}
+	for _, c := range []struct{ q, want string }{
+		{`1 + 2`, "numbers only"},
+		{`(1 + 2)`, "numbers only"},
+		{`({ } | rate()) * 1s`, "duration cannot be a scalar operand"},
+		{`1s * 2 + ({ } | rate())`, "duration cannot be used in arithmetic"},
+		{`({ } | rate()) / (1 / 0)`, "division by zero"},
+		{`({ .a = 1 }) * 2`, "end it with a metrics function"},
+		{`({ } | rate()) * ({ } | rate()`, "missing )"},
+		{`({ } | rate()) % 2`, "unexpected \"%\""},
+		{`({ } | rate()) | count() > 1`, "only topk(n), bottomk(n)"},
+		{`({} | compare({status=error})) + ({} | rate())`, "compare() cannot be used"},
+		{`({ } | rate(x)) * 2`, "position 12"},
+	} {
+		if _, err := ParseQuery(c.q); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.q, err, c.want)
+		}
+	}
+	// Aggregate comparisons take constant expressions too.
+	for q, canon := range map[string]string{
+		`{ } | min(span:childCount) < 2 / 6`: `{ } | min(span:childCount) < 0`,
+		`{ } | avg(.field) > 1 - 3`:          `{ } | avg(.field) > -2`,
+		`{ } | max(duration) > 1s`:           `{ } | max(duration) > 1s`,
+		`{ } | count() > 2.5 * 2`:            `{ } | count() > 5.0`,
+	} {
+		got, err := ParseQuery(q)
+		if err != nil || got.String() != canon {
+			t.Errorf("%s: %v %v, want %s", q, got, err, canon)
 		}
 	}
 }
@@ -422,5 +495,63 @@ func TestChildCount(t *testing.T) {
 	}
 	if _, err := ParseQuery(`{ span:childCount > "a" }`); err == nil {
 		t.Fatal("childCount compared with a string")
+	}
+}
+
+// TestAggregateArithmetic: aggregates and by() take arithmetic over
+// fields, and a minus may start an expression; spans whose field is
+// missing are left out, as for a plain field.
+func TestAggregateArithmetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for range 200 {
+		spans := randomTrace(rng, 1+rng.IntN(20))
+		var xs []float64
+		groups := map[float64]int{}
+		for _, s := range spans {
+			if len(s.Attributes) > 0 {
+				x := float64(s.Attributes[0].Value.Int)
+				xs = append(xs, x)
+				groups[3*x-2]++
+			}
+		}
+		q, err := ParseQuery(`{ } | max((1 + .x) * 2) >= 0`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := q.Eval(spans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(xs) == 0 {
+			if len(got) != 0 {
+				t.Fatalf("max over no value kept a spanset: %+v", got)
+			}
+			continue
+		}
+		if len(got) != 1 || got[0].Scalar == nil || got[0].Scalar.Double != (1+slices.Max(xs))*2 {
+			t.Fatalf("max((1 + .x) * 2) over %v: %+v", xs, got)
+		}
+		q, _ = ParseQuery(`{ -.x <= -2 } | count() > 0`)
+		got, _ = q.Eval(spans)
+		n := 0
+		for _, x := range xs {
+			if -x <= -2 {
+				n++
+			}
+		}
+		if (n > 0) != (len(got) == 1) || (n > 0 && len(got[0].Spans) != n) {
+			t.Fatalf("-.x <= -2 over %v: %+v, want %d spans", xs, got, n)
+		}
+		q, _ = ParseQuery(`{ .x != nil } | by(3 * .x - 2)`)
+		got, _ = q.Eval(spans)
+		if len(got) != len(groups) {
+			t.Fatalf("by(3 * .x - 2) over %v: %d spansets, want %d", xs, len(got), len(groups))
+		}
+		for _, ss := range got {
+			k := ss.Attrs[len(ss.Attrs)-1]
+			if k.Name != "by(3 * .x - 2)" || groups[k.Value.Double] != len(ss.Spans) {
+				t.Fatalf("group %+v of %d spans, want %d", k, len(ss.Spans), groups[k.Value.Double])
+			}
+		}
 	}
 }

@@ -6,14 +6,15 @@ import (
 	"testing"
 )
 
-// TestTempoGrammar checks the parser against the categories of Grafana
+// TestTempoGrammar checks the single-filter parser (ParseTraceQL) against the categories of Grafana
 // Tempo's own parser tests (grafana/tempo pkg/traceql/test_examples.yaml:
 // valid, parse_fails, validate_fails, unsupported). The queries are written
-// here, one or more per construct that file covers: spanset filters Tempo
-// accepts parse and print back to themselves; what Tempo refuses is refused;
-// what Tempo accepts but Rastro does not evaluate yet (arithmetic, spanset
-// operators, pipelines and aggregates, metrics, nested sets) is refused
-// with a message that says so.
+// here (the file is under the AGPL), one or more per construct that file
+// covers: spanset filters Tempo accepts parse and print back to
+// themselves; what Tempo refuses is refused; what needs a whole query
+// (spanset operators, pipelines, metrics: ParseQuery, TestWholeQueries)
+// is refused with a message that says so. scripts/peers/tempoexamples
+// runs ParseQuery over the real file from a Tempo checkout.
 func TestTempoGrammar(t *testing.T) {
 	valid := []string{
 		`{ }`, `{}`, `{ true }`, `{ !true }`, `{ true && false }`, `{ true || false }`,
@@ -39,7 +40,7 @@ func TestTempoGrammar(t *testing.T) {
 		`{ .http.status >= "200" }`, `{ .foo != nil }`, `{ name != nil }`,
 		`{ traceDuration > 1s }`, `{ rootServiceName = "foo" }`, `{ rootName != "foo" }`,
 		`{ trace:duration > 2s }`, `{ trace:rootName = "a" }`, `{ trace:rootService = "a" }`,
-		`{ 1 + 1 = 2 }`, `{ .a * 1 = 2 }`, `{ span.a + span.b > 3 }`, `{ duration / 2 > 1s }`, `{ .a = .b }`,
+		`{ 1 + 1 = 2 }`, `{ .a * 1 = 2 }`, `{ -.a = 2 }`, `{ -(.a + 1) < -span.b }`, `{ span.a + span.b > 3 }`, `{ duration / 2 > 1s }`, `{ .a = .b }`,
 	}
 	for _, q := range valid {
 		e, err := ParseTraceQL(q)
@@ -62,7 +63,6 @@ func TestTempoGrammar(t *testing.T) {
 		`{ true } | count() = 1`:                "pipelines (|) are not supported",
 		`{} | rate()`:                           "pipelines (|) are not supported",
 		`{ true } | select(.a)`:                 "pipelines (|) are not supported",
-		`{ -.a = 2 }`:                           "unexpected character '-'",
 		`max(duration) >= 1s`:                   "expected { at start of query",
 		`({ true } | count() > 1) > ({ true })`: "expected { at start of query",
 	}
@@ -94,6 +94,52 @@ func TestTempoGrammar(t *testing.T) {
 	for _, q := range invalid {
 		if e, err := ParseTraceQL(q); err == nil {
 			t.Errorf("refused by Tempo, accepted here: %s (read as %s)", q, e)
+		}
+	}
+}
+
+// TestWholeQueries: whole queries of each kind Tempo's test examples cover
+// (structure, pipelines, aggregates over arithmetic, metrics, metrics
+// arithmetic, hints) parse and print back to a query that parses to the
+// same text; Tempo's parse failures of whole queries are refused.
+func TestWholeQueries(t *testing.T) {
+	valid := []string{
+		`{ .a } >> { .b }`, `{ .a } > { .b }`, `{ .a } << { .b }`, `{ .a } < { .b }`, `{ .a } ~ { .b }`,
+		`{ .a } !>> { .b }`, `{ .a } !> { .b }`, `{ .a } !<< { .b }`, `{ .a } !< { .b }`, `{ .a } !~ { .b }`,
+		`{ .a } &>> { .b }`, `{ .a } &> { .b }`, `{ .a } &<< { .b }`, `{ .a } &< { .b }`, `{ .a } &~ { .b }`,
+		`({ .a } && { .b }) >> ({ .c } || { .d })`, `{ .a } >> { .b } >> { .c }`,
+		`{ } | count() > 1`, `{ } | avg(duration) > 1s`, `{ } | min(.x) <= 2`, `{ } | max(span.y) != 3.5`, `{ } | sum(.z) = 4`,
+		`{ } | by(.a) | count() > 1`, `{ } | by(resource.service.name) | coalesce()`, `{ } | select(.a, name, duration)`,
+		`{ } | { .a } | { .b }`, `count() > 2`, `by(.a)`, `select(.a)`, `{ } | count() > 1 / 2`, `{ } | avg(.a) > -1 - 2`,
+		`{ } | max(1 + .a) = 1`, `{ } | max((1 + .a) * 2) = 1`, `{ } | by(3 * .f - 2) | max(duration) < 1s`, `{ } | sum(-.a) > 0`,
+		`{ span:childCount > 2 }`, `{ span:id = "0a" } | select(span:parentID, trace:id)`,
+		`{ } | rate()`, `{ } | count_over_time() by (name)`, `{ } | quantile_over_time(duration, .5, .99) by (resource.service.name)`,
+		`{ } | histogram_over_time(duration)`, `{ } | min_over_time(.a)`, `{ } | max_over_time(duration) | topk(3)`,
+		`{ } | sum_over_time(.a) | bottomk(2) > 1`, `{ } | avg_over_time(duration) by (.a, .b)`,
+		`{ } | compare({ status = error })`, `{ } | compare({ .a = 1 }, 10)`, `{ } | rate() with (sample = true)`,
+		`({ } | rate()) * 100`, `-1.5 * ({ } | rate())`, `({ } | rate()) / ({ } | count_over_time())`,
+		`(({ } | rate()) + ({ } | rate())) * 2 | topk(5) > 10`, `(60 * ({ } | rate())) / ({ } | count_over_time())`,
+	}
+	for _, src := range valid {
+		q, err := ParseQuery(src)
+		if err != nil {
+			t.Errorf("valid in Tempo, refused: %s: %v", src, err)
+			continue
+		}
+		if again, err := ParseQuery(q.String()); err != nil || again.String() != q.String() {
+			t.Errorf("%s prints as %s, which does not parse back to itself: %v", src, q, err)
+		}
+	}
+	invalid := []string{
+		`{ .a } + { .b }`, `{ .a } >>> { .b }`, `{ } | count()`, `{ } | count() > "a"`, `{ } | avg() > 1`,
+		`{ } | by()`, `{ } | select()`, `{ } | rate`, `{ } | rate() by`, `{ } | rate() by ()`,
+		`{ } | quantile_over_time(duration)`, `{ } | topk(2)`, `{ } | rate() | topk()`, `{ } | rate() | count() > 1`,
+		`({ } | rate()) +`, `* ({ } | rate())`, `({ } | rate()) ** 2`, `({ } | rate()) * 1h`, `(1) + (2)`,
+		`({ } | compare({ status = error })) * 2`, `{ } | rate() > "x"`, `{ nestedSetLeft > 3 }`,
+	}
+	for _, src := range invalid {
+		if q, err := ParseQuery(src); err == nil {
+			t.Errorf("refused by Tempo (or not evaluated here), accepted: %s (read as %s)", src, q)
 		}
 	}
 }

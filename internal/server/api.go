@@ -179,8 +179,8 @@ func wholeQuery(w http.ResponseWriter, r *http.Request) (q *query.Query, f query
 		}
 		return nil, f, false, true
 	}
-	if q.Metrics() != nil {
-		writeError(w, http.StatusBadRequest, "q: a TraceQL metrics query ("+q.Metrics().Func.String()+"); ask /api/v1/traceql/metrics (or Tempo's /api/metrics/query_range) for it")
+	if q.IsMetrics() {
+		writeError(w, http.StatusBadRequest, "q: a TraceQL metrics query; ask /api/v1/traceql/metrics (or Tempo's /api/metrics/query_range) for it")
 		return nil, f, false, false
 	}
 	v.Del("q")

@@ -569,7 +569,7 @@ func (s *Server) handleTempoSearch(w http.ResponseWriter, r *http.Request, b sto
 	}
 	if tq := q.Get("q"); tq != "" && q.Get("tags") == "" {
 		if wq, err := query.ParseQuery(tq); err == nil {
-			if wq.Metrics() != nil {
+			if wq.IsMetrics() {
 				tempoError(w, http.StatusBadRequest, "invalid TraceQL query: a metrics query; use /api/metrics/query_range")
 				return
 			}

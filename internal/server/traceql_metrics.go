@@ -33,7 +33,7 @@ func parseMetricsQuery(src string) (*query.Query, error) {
 	if err != nil {
 		return nil, fmt.Errorf("q: %w", err)
 	}
-	if q.Metrics() == nil {
+	if !q.IsMetrics() {
 		return nil, fmt.Errorf("q: not a metrics query: end it with a metrics function (| rate(), | count_over_time(), | quantile_over_time(duration, .95), ...)")
 	}
 	return q, nil

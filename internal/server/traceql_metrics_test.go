@@ -128,6 +128,18 @@ func TestTraceQLMetricsRoutes(t *testing.T) {
 			}
 		}
 
+		// Metrics arithmetic: the error ratio per service is 1/5 wherever a
+		// service has spans (every 5th span is an error, services alternate).
+		strictGet(t, ts, "/api/metrics/query?"+win+"&q="+url.QueryEscape(`({ status = error } | count_over_time() by (resource.service.name)) / ({ } | count_over_time() by (resource.service.name)) * 100`), &in)
+		if len(in.Series) != 2 {
+			t.Fatalf("instant error ratio by service: %+v", in.Series)
+		}
+		for _, s := range in.Series {
+			if len(s.Labels) != 1 || s.Labels[0].Key != "resource.service.name" || s.Value != 20 {
+				t.Fatalf("error ratio series %+v, want 20 per service", s)
+			}
+		}
+
 		var own struct {
 			Path   string `json:"path"`
 			Series []struct {
@@ -151,6 +163,8 @@ func TestTraceQLMetricsRoutes(t *testing.T) {
 			{"/api/v1/traceql/metrics", "q is required"},
 			{"/api/v1/spans?q=" + url.QueryEscape(`{ } | rate()`), "metrics query"},
 			{"/api/search?q=" + url.QueryEscape(`{ } | rate()`), "metrics query"},
+			{"/api/v1/traces?q=" + url.QueryEscape(`({ } | rate()) * 2`), "metrics query"},
+			{"/api/metrics/query_range?q=" + url.QueryEscape(`({ } | rate()) * 1s`), "duration cannot be a scalar operand"},
 		} {
 			code, _, body := ts.request("GET", c.path, nil)
 			if code != 400 || !strings.Contains(string(body), c.want) {

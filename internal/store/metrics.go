@@ -69,7 +69,7 @@ type MetricsAnswer struct {
 // query reads whole traces), up to MaxSpans.
 func QueryMetrics(ctx context.Context, b Backend, project string, q *query.Query, req MetricsRequest) (MetricsAnswer, Result, error) {
 	m := q.Metrics()
-	if m == nil {
+	if m == nil && q.Math() == nil {
 		return MetricsAnswer{}, Result{}, fmt.Errorf("%w: not a metrics query: end it with a metrics function such as | rate()", ErrBadRequest)
 	}
 	if req.Step <= 0 || req.End <= req.Start {
@@ -83,6 +83,9 @@ func QueryMetrics(ctx context.Context, b Backend, project string, q *query.Query
 	}
 	if req.MaxTime <= 0 {
 		req.MaxTime = 10 * time.Second
+	}
+	if q.Math() != nil {
+		return metricsMath(ctx, b, project, q.Math(), req)
 	}
 	if !req.NoAggregates {
 		if ans, res, ok, err := metricsFromAggregates(ctx, b, project, q, req); ok || err != nil {
@@ -526,9 +529,15 @@ func (a *acc) quantile(q float64) float64 {
 	return a.values[int(q*float64(len(a.values)-1))]
 }
 
-// finishMetrics sorts series by labels and applies topk/bottomk (per
-// point, as in PromQL: the k highest values at each time).
+// finishMetrics sorts series by labels and applies the stages after the
+// metrics function.
 func finishMetrics(ans MetricsAnswer, m *query.Metrics) MetricsAnswer {
+	ans.Series = applySecond(sortSeries(ans.Series), m.Second)
+	return ans
+}
+
+// sortSeries sorts series by their labels.
+func sortSeries(series []MetricsSeries) []MetricsSeries {
 	key := func(s *MetricsSeries) string {
 		var b strings.Builder
 		for _, l := range s.Labels {
@@ -536,14 +545,21 @@ func finishMetrics(ans MetricsAnswer, m *query.Metrics) MetricsAnswer {
 		}
 		return b.String()
 	}
-	slices.SortFunc(ans.Series, func(a, b MetricsSeries) int { return strings.Compare(key(&a), key(&b)) })
-	for _, st := range m.Second {
+	slices.SortFunc(series, func(a, b MetricsSeries) int { return strings.Compare(key(&a), key(&b)) })
+	return series
+}
+
+// applySecond applies topk/bottomk (per point, as in PromQL: the k
+// highest values at each time) and filters on the points' values, in
+// order.
+func applySecond(series []MetricsSeries, stages []query.SecondStage) []MetricsSeries {
+	for _, st := range stages {
 		if st.TopK > 0 {
-			ans.Series = topK(ans.Series, st.TopK, st.BottomK)
+			series = topK(series, st.TopK, st.BottomK)
 			continue
 		}
 		var out []MetricsSeries
-		for _, s := range ans.Series {
+		for _, s := range series {
 			var kept []MetricsSample
 			for _, p := range s.Samples {
 				if st.Keep(p.Value) {
@@ -555,9 +571,9 @@ func finishMetrics(ans MetricsAnswer, m *query.Metrics) MetricsAnswer {
 				out = append(out, s)
 			}
 		}
-		ans.Series = out
+		series = out
 	}
-	return ans
+	return series
 }
 
 // topK keeps, at each time, the k series with the highest values (bottom:
