@@ -101,3 +101,33 @@ func (e *Engine) readBlock(s *segHandle, i int) ([]model.Span, error) {
 	e.cache.put(ref, spans)
 	return spans, nil
 }
+
+// spanBytes estimates the resident size of a decoded span (its strings
+// are its own, unlike a write buffer's), for the block cache's budget.
+func spanBytes(s *model.Span) int64 {
+	b := int64(200 + len(s.Name) + len(s.StatusMessage) + len(s.TraceState))
+	b += kvBytes(s.Attributes)
+	for i := range s.Events {
+		b += 48 + int64(len(s.Events[i].Name)) + kvBytes(s.Events[i].Attributes)
+	}
+	for i := range s.Links {
+		b += 64 + kvBytes(s.Links[i].Attributes)
+	}
+	return b
+}
+
+func kvBytes(kvs []model.KeyValue) int64 {
+	var b int64
+	for i := range kvs {
+		b += 48 + int64(len(kvs[i].Key)) + valueBytes(kvs[i].Value)
+	}
+	return b
+}
+
+func valueBytes(v model.Value) int64 {
+	b := int64(len(v.Str)) // strings and bytes values both live in Str
+	for _, e := range v.Elems() {
+		b += 48 + valueBytes(e)
+	}
+	return b + kvBytes(v.Fields())
+}

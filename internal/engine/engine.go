@@ -366,7 +366,7 @@ func Open(opts Options) (*Engine, error) {
 		manifest:   man,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
-		active:     newMemtable(time.Now()),
+		active:     newMemtable(time.Now(), nil),
 		cache:      newBlockCache(opts.BlockCacheBytes),
 		llmCache:   llmResultCache{max: 1 << 20},
 		opsResults: opsResultCache{max: 1 << 20},
@@ -490,7 +490,7 @@ func (e *Engine) replay() error {
 			return nil
 		}
 		llm.Enrich(b.Spans, e.opts.Prices)
-		e.active.insert(r.Project, b.Spans)
+		e.active.insert(r.Project, b.Spans, int64(len(r.Body)))
 		e.m.replayedSpans.Add(int64(len(b.Spans)))
 		return nil
 	})
@@ -561,7 +561,7 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 		e.mu.RLock()
 		m := e.active
 		e.mu.RUnlock()
-		m.insert(project, spans)
+		m.insert(project, spans, int64(cap(body)))
 		e.publish(project, spans, int64(len(body)))
 		if m.bytes.Load() >= e.opts.SealBytes {
 			e.requestSeal()
@@ -639,7 +639,7 @@ func (e *Engine) freeze() error {
 		e.mu.Lock()
 		e.active.walEnd = seq
 		e.frozen = append(e.frozen, e.active)
-		e.active = newMemtable(time.Now())
+		e.active = newMemtable(time.Now(), e.active)
 		e.mu.Unlock()
 	})
 	if err != nil {
@@ -675,7 +675,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	// Expired spans and erased traces are not written (hide.go).
 	drop := e.dropper()
 	for p, spans := range byProject {
-		spans = slices.DeleteFunc(spans, func(s model.Span) bool { return drop(p, &s) })
+		spans = slices.DeleteFunc(spans, func(s *model.Span) bool { return drop(p, s) })
 		if len(spans) == 0 {
 			delete(byProject, p)
 		} else {
@@ -685,7 +685,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		info, err := segment.Write(e.dir, name, byProject, e.writerOptions())
+		info, err := segment.WritePtrs(e.dir, name, byProject, e.writerOptions())
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}

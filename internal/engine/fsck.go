@@ -561,15 +561,17 @@ func (s *fsckState) rebuild(src, name string, eo Options) (segment.Salvaged, err
 	if segment.IsCorruption(err) && st.Blocks == 0 {
 		return st, err
 	}
-	byProject := map[string][]model.Span{}
+	byProject := map[string][]*model.Span{}
 	st, err = segment.Salvage(src, func(p string, spans []model.Span) error {
-		byProject[p] = append(byProject[p], spans...)
+		for i := range spans {
+			byProject[p] = append(byProject[p], &spans[i])
+		}
 		return nil
 	})
 	if err != nil {
 		return st, err
 	}
-	if _, err := segment.Write(s.segDir, name, byProject, wo); err != nil {
+	if _, err := segment.WritePtrs(s.segDir, name, byProject, wo); err != nil {
 		return st, err
 	}
 	return st, nil

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -21,6 +22,11 @@ type row struct {
 	// treats the row as superseded only when the newer row is among its n:
 	// otherwise it would see neither copy while a re-send is being published.
 	supersededBy atomic.Int64
+	// nextInTrace is 1 + the index of the next row of the same trace (first
+	// copies only; see memtable.byTrace), or 0; tailInTrace, in a trace's
+	// first row, is 1 + the index of its last. Written and read under
+	// memtable.mu.
+	nextInTrace, tailInTrace int64
 }
 
 // liveFor reports whether the row is the newest copy among the first n rows.
@@ -49,6 +55,20 @@ type traceKey struct {
 	trace   model.TraceID
 }
 
+// bufSpanKey and bufTraceKey are the memtable's lookup keys; they name a
+// project by its number in the memtable (memtable.projects): fixed-size
+// keys hash faster than strings.
+type bufSpanKey struct {
+	project uint32
+	trace   model.TraceID
+	span    model.SpanID
+}
+
+type bufTraceKey struct {
+	project uint32
+	trace   model.TraceID
+}
+
 // memtable is the in-memory write buffer. One writer (the WAL commit
 // goroutine) appends; any number of readers scan concurrently without
 // blocking it:
@@ -70,17 +90,31 @@ type memtable struct {
 	bytes  atomic.Int64 // estimated resident bytes of published rows
 	live   atomic.Int64 // published rows not marked dead
 
-	mu      sync.Mutex
-	byKey   map[spanKey]int64
-	byTrace map[traceKey][]int64
+	mu       sync.Mutex
+	projects map[string]uint32
+	byKey    map[bufSpanKey]int64
+	// byTrace is 1 + the index of a trace's first row; its other first-copy
+	// rows chain through row.nextInTrace (no per-trace slice to grow).
+	byTrace map[bufTraceKey]int64
 }
 
-func newMemtable(now time.Time) *memtable {
-	m := &memtable{
-		created: now,
-		byKey:   make(map[spanKey]int64),
-		byTrace: make(map[traceKey][]int64),
+// newMemtable makes an empty write buffer whose lookup maps are sized for
+// the previous buffer's rows and traces (prev nil: small), so a buffer that
+// fills like the last one never grows them.
+func newMemtable(now time.Time, prev *memtable) *memtable {
+	var rows, traces int
+	if prev != nil {
+		prev.mu.Lock()
+		rows, traces = len(prev.byKey), len(prev.byTrace)
+		prev.mu.Unlock()
 	}
+	m := &memtable{
+		created:  now,
+		projects: make(map[string]uint32),
+		byKey:    make(map[bufSpanKey]int64, rows),
+		byTrace:  make(map[bufTraceKey]int64, traces),
+	}
+	m.bytes.Store(int64(rows)*spanKeyBytes + int64(traces)*traceKeyBytes)
 	m.chunks.Store(&[]*chunk{})
 	return m
 }
@@ -90,17 +124,24 @@ func (m *memtable) row(i int64) *row {
 	return &cs[i/chunkRows].rows[i%chunkRows]
 }
 
-// insert appends spans of one project. Only the WAL commit goroutine calls it
-// (or replay before serving), so appends are single-writer.
-func (m *memtable) insert(project string, spans []model.Span) {
+// insert appends spans of one project, decoded from a request body of
+// bodyBytes (the spans' strings point into it, so the buffer holds it).
+// Only the WAL commit goroutine calls it (or replay before serving), so
+// appends are single-writer.
+func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	if len(spans) == 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	pid, ok := m.projects[project]
+	if !ok {
+		pid = uint32(len(m.projects))
+		m.projects[project] = pid
+	}
 	n := m.n.Load()
 	cs := *m.chunks.Load()
-	var addBytes, addLive int64
+	addBytes, addLive := bodyBytes, int64(0)
 	for i := range spans {
 		if int(n/chunkRows) >= len(cs) {
 			grown := make([]*chunk, len(cs), len(cs)+1)
@@ -108,6 +149,7 @@ func (m *memtable) insert(project string, spans []model.Span) {
 			grown = append(grown, new(chunk))
 			m.chunks.Store(&grown)
 			cs = grown
+			addBytes += chunkBytes
 		}
 		c := cs[n/chunkRows]
 		r := &c.rows[n%chunkRows]
@@ -123,16 +165,31 @@ func (m *memtable) insert(project string, spans []model.Span) {
 		if d := s.Duration(); d > c.maxDuration.Load() {
 			c.maxDuration.Store(d)
 		}
-		k := spanKey{project, s.TraceID, s.SpanID}
-		if old, dup := m.byKey[k]; dup {
+		k := bufSpanKey{pid, s.TraceID, s.SpanID}
+		tk := bufTraceKey{pid, s.TraceID}
+		first := m.byTrace[tk]
+		old, dup := int64(0), false
+		if first != 0 { // a span of a new trace cannot be a re-send
+			old, dup = m.byKey[k]
+		}
+		switch {
+		case dup:
 			cs[old/chunkRows].rows[old%chunkRows].supersededBy.Store(n + 1)
 			addLive--
-		} else {
-			tk := traceKey{project, s.TraceID}
-			m.byTrace[tk] = append(m.byTrace[tk], n)
+		case first == 0:
+			m.byTrace[tk] = n + 1
+			r.tailInTrace = n + 1
+			addBytes += traceKeyBytes
+		default:
+			f := m.row(first - 1)
+			m.row(f.tailInTrace - 1).nextInTrace = n + 1
+			f.tailInTrace = n + 1
+		}
+		if !dup {
+			addBytes += spanKeyBytes
 		}
 		m.byKey[k] = n
-		addBytes += spanBytes(s)
+		addBytes += spanHeapBytes(s)
 		addLive++
 		n++
 	}
@@ -141,20 +198,25 @@ func (m *memtable) insert(project string, spans []model.Span) {
 	m.n.Store(n) // publish
 }
 
-// traceRows returns the live rows of one trace.
+// traceRows returns the live rows of one trace, in insertion order.
 func (m *memtable) traceRows(project string, id model.TraceID) []*row {
 	m.mu.Lock()
-	idx := m.byTrace[traceKey{project, id}]
+	defer m.mu.Unlock()
+	pid, ok := m.projects[project]
+	if !ok {
+		return nil
+	}
 	var out []*row
-	for _, i := range idx {
-		// the trace list holds each span's first row; follow byKey to the newest copy
-		r := m.row(i)
-		if cur := m.byKey[spanKey{project, r.span.TraceID, r.span.SpanID}]; cur != i {
+	for i := m.byTrace[bufTraceKey{pid, id}]; i != 0; {
+		// The chain holds each span's first row; follow byKey to the newest copy.
+		first := m.row(i - 1)
+		r := first
+		if cur := m.byKey[bufSpanKey{pid, id, r.span.SpanID}]; cur != i-1 {
 			r = m.row(cur)
 		}
 		out = append(out, r)
+		i = first.nextInTrace
 	}
-	m.mu.Unlock()
 	return out
 }
 
@@ -191,41 +253,82 @@ func (m *memtable) chunkViews() []chunkView {
 	return out
 }
 
-// byProject returns the live spans grouped by project, for sealing.
-func (m *memtable) byProject() map[string][]model.Span {
-	out := map[string][]model.Span{}
+// byProject returns the live spans grouped by project, for sealing: pointers
+// into the rows, which stay put while the memtable is frozen.
+func (m *memtable) byProject() map[string][]*model.Span {
+	counts := map[string]int{}
 	m.scan(func(r *row) bool {
-		out[r.project] = append(out[r.project], r.span)
+		counts[r.project]++
+		return true
+	})
+	out := make(map[string][]*model.Span, len(counts))
+	for p, n := range counts {
+		out[p] = make([]*model.Span, 0, n)
+	}
+	m.scan(func(r *row) bool {
+		out[r.project] = append(out[r.project], &r.span)
 		return true
 	})
 	return out
 }
 
-// spanBytes estimates the resident size of a span for seal thresholds.
-func spanBytes(s *model.Span) int64 {
-	b := int64(200 + len(s.Name) + len(s.StatusMessage) + len(s.TraceState))
-	b += kvBytes(s.Attributes)
-	for i := range s.Events {
-		b += 48 + int64(len(s.Events[i].Name)) + kvBytes(s.Events[i].Attributes)
+// Memory accounting. A buffer's bytes estimate what it holds on the heap
+// (TestBufferBytesMatchHeap checks it within 25%): its chunks of rows
+// (whole chunks, allocated at once), the request bodies its spans' strings
+// point into, the arrays the decoder made for each span (attributes,
+// events, links, nested values, LLM fields), and the lookup maps' entries.
+var (
+	chunkBytes = int64(unsafe.Sizeof(chunk{}))
+	kvSize     = int64(unsafe.Sizeof(model.KeyValue{}))
+	valSize    = int64(unsafe.Sizeof(model.Value{}))
+	eventSize  = int64(unsafe.Sizeof(model.Event{}))
+	linkSize   = int64(unsafe.Sizeof(model.Link{}))
+	llmSize    = int64(unsafe.Sizeof(model.LLM{}))
+	// A map entry costs its key and value over the swiss table's 7/8 load,
+	// plus a control byte, and maps sized for the previous buffer run
+	// about half full.
+	spanKeyBytes  = (int64(unsafe.Sizeof(bufSpanKey{})) + 8 + 1) * 8 / 7 * 3 / 2
+	traceKeyBytes = (int64(unsafe.Sizeof(bufTraceKey{})) + 8 + 1) * 8 / 7 * 3 / 2
+)
+
+// spanHeapBytes is what a stored span holds beyond its row and the request
+// body: the arrays behind it.
+func spanHeapBytes(s *model.Span) int64 {
+	b := kvsHeapBytes(s.Attributes)
+	if cap(s.Events) > 0 {
+		b += int64(cap(s.Events)) * eventSize
+		for i := range s.Events {
+			b += kvsHeapBytes(s.Events[i].Attributes)
+		}
 	}
-	for i := range s.Links {
-		b += 64 + kvBytes(s.Links[i].Attributes)
+	if cap(s.Links) > 0 {
+		b += int64(cap(s.Links)) * linkSize
+		for i := range s.Links {
+			b += kvsHeapBytes(s.Links[i].Attributes)
+		}
+	}
+	if s.LLM != nil {
+		b += llmSize
 	}
 	return b
 }
 
-func kvBytes(kvs []model.KeyValue) int64 {
-	var b int64
+func kvsHeapBytes(kvs []model.KeyValue) int64 {
+	b := int64(cap(kvs)) * kvSize
 	for i := range kvs {
-		b += 48 + int64(len(kvs[i].Key)) + valueBytes(kvs[i].Value)
+		if kvs[i].Value.List != nil {
+			b += listHeapBytes(kvs[i].Value.List)
+		}
 	}
 	return b
 }
 
-func valueBytes(v model.Value) int64 {
-	b := int64(len(v.Str)) // strings and bytes values both live in Str
-	for _, e := range v.Elems() {
-		b += 48 + valueBytes(e)
+func listHeapBytes(l *model.List) int64 {
+	b := int64(unsafe.Sizeof(model.List{})) + int64(cap(l.Array))*valSize + kvsHeapBytes(l.KvList)
+	for i := range l.Array {
+		if l.Array[i].List != nil {
+			b += listHeapBytes(l.Array[i].List)
+		}
 	}
-	return b + kvBytes(v.Fields())
+	return b
 }

@@ -79,9 +79,9 @@ func TestResentSpanNoDuplicatesAcrossPages(t *testing.T) {
 // A reader scanning the memtable while the same span is re-sent must always
 // see exactly one copy of it.
 func TestMemtableResendNeverVanishes(t *testing.T) {
-	m := newMemtable(time.Now())
+	m := newMemtable(time.Now(), nil)
 	x := rspan(9, 9, rbase, "x")
-	m.insert("p", []model.Span{x})
+	m.insert("p", []model.Span{x}, 0)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,7 +93,7 @@ func TestMemtableResendNeverVanishes(t *testing.T) {
 				batch = append(batch, rspan(byte(j), byte(i), rbase+uint64(j), "f"))
 				batch[len(batch)-1].SpanID = model.SpanID{byte(i), byte(i >> 8), byte(j), byte(j >> 8), 1}
 			}
-			m.insert("p", batch)
+			m.insert("p", batch, 0)
 		}
 		stop.Store(true)
 	}()

@@ -150,13 +150,23 @@ func (w *Writer) fail(err error) error {
 // the Writer can then only be aborted. Spans of one trace may be spread over
 // several calls.
 func (w *Writer) Append(project string, spans []model.Span) error {
+	return w.appendSpans(project, len(spans), func(i int) *model.Span { return &spans[i] })
+}
+
+// AppendPtrs is Append for spans held elsewhere (a write buffer's rows): the
+// spans are read, not copied in bulk.
+func (w *Writer) AppendPtrs(project string, spans []*model.Span) error {
+	return w.appendSpans(project, len(spans), func(i int) *model.Span { return spans[i] })
+}
+
+func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) error {
 	if w.err != nil {
 		return w.err
 	}
 	if w.done {
 		return fmt.Errorf("append to segment %s: writer is closed", w.name)
 	}
-	if len(spans) == 0 {
+	if n == 0 {
 		return nil
 	}
 	if !w.haveProject || project != w.project {
@@ -178,8 +188,8 @@ func (w *Writer) Append(project string, spans []model.Span) error {
 		w.projects = append(w.projects, ProjectInfo{Name: project, MinStart: math.MaxUint64})
 	}
 	p := &w.projects[len(w.projects)-1]
-	for i := range spans {
-		s := &spans[i]
+	for i := range n {
+		s := span(i)
 		if w.haveTrace && s.TraceID == w.traceID {
 			if s.StartTimeUnixNano < w.prevStart ||
 				(s.StartTimeUnixNano == w.prevStart && string(s.SpanID[:]) < string(w.prevSpanID[:])) {
@@ -464,10 +474,25 @@ func (w *Writer) Abort() {
 	w.block, w.trace, w.entries, w.blooms, w.aggs, w.ops, w.tokens = nil, nil, nil, nil, nil, nil, nil
 }
 
-// Write writes a memory buffer grouped by project as one segment: it sorts
-// each project's spans in place with SortSpans, appends the projects in name
+// Write writes spans grouped by project as one segment: it sorts each
+// project's spans in place with SortSpans, appends the projects in name
 // order and closes the Writer.
 func Write(dir, name string, byProject map[string][]model.Span, opts WriterOptions) (Info, error) {
+	ptrs := make(map[string][]*model.Span, len(byProject))
+	for p, spans := range byProject {
+		SortSpans(spans)
+		ps := make([]*model.Span, len(spans))
+		for i := range spans {
+			ps[i] = &spans[i]
+		}
+		ptrs[p] = ps
+	}
+	return WritePtrs(dir, name, ptrs, opts)
+}
+
+// WritePtrs is Write for spans held elsewhere (a write buffer's rows): it
+// sorts each project's pointers with SortSpanPtrs; the spans do not move.
+func WritePtrs(dir, name string, byProject map[string][]*model.Span, opts WriterOptions) (Info, error) {
 	w, err := NewWriter(dir, name, opts)
 	if err != nil {
 		return Info{}, err
@@ -478,8 +503,8 @@ func Write(dir, name string, byProject map[string][]model.Span, opts WriterOptio
 	}
 	slices.Sort(names)
 	for _, p := range names {
-		SortSpans(byProject[p])
-		if err := w.Append(p, byProject[p]); err != nil {
+		SortSpanPtrs(byProject[p])
+		if err := w.AppendPtrs(p, byProject[p]); err != nil {
 			w.Abort()
 			return Info{}, err
 		}
