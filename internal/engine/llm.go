@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -443,6 +444,9 @@ func groupValue(k *segment.AggKey, dim string) string {
 
 // mergeMeasures adds o into m (sketches merged, bounds widened).
 func mergeMeasures(m *segment.AggMeasures, o *segment.AggMeasures) {
+	if o.Spans == 0 {
+		return
+	}
 	if m.Spans == 0 {
 		m.MinStart, m.MaxEnd = o.MinStart, o.MaxEnd
 	} else {
@@ -550,46 +554,71 @@ func quantiles(s *sketch.Sketch) *store.Quantiles {
 }
 
 // groupEntries merges entries by their projection onto groupBy, plus a time
-// bucket when bucket is not nil.
+// bucket when bucket is not nil. Groups come sorted by cost, then spans,
+// descending, then by key. A group of one entry shares that entry's sketches
+// (entries may come from a cache: the groups only read them); a group of
+// several merges clones.
 func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) []llmGroup {
-	groups := map[string]*llmGroup{}
-	var order []string
+	idx := make(map[string]int32, min(len(entries), 1<<16))
+	var (
+		out    []llmGroup
+		keys   []string // group -> its map key, for the order of ties
+		merged []bool   // group -> owns its sketches (several entries merged)
+	)
 	keyBuf := make([]byte, 0, 128)
 	for i := range entries {
 		en := &entries[i]
 		keyBuf = keyBuf[:0]
 		if bucket != nil {
-			keyBuf = fmt.Appendf(keyBuf, "%d\x00", bucket(&en.Key))
+			keyBuf = strconv.AppendInt(keyBuf, bucket(&en.Key), 10)
+			keyBuf = append(keyBuf, 0)
 		}
 		for _, d := range groupBy {
 			keyBuf = append(keyBuf, groupValue(&en.Key, d)...)
 			keyBuf = append(keyBuf, 0)
 		}
-		g, ok := groups[string(keyBuf)]
+		j, ok := idx[string(keyBuf)]
 		if !ok {
-			g = &llmGroup{Key: map[string]string{}}
+			g := llmGroup{Key: make(map[string]string, len(groupBy)), M: en.M}
 			for _, d := range groupBy {
 				g.Key[d] = groupValue(&en.Key, d)
 			}
 			if bucket != nil {
 				g.Bucket = bucket(&en.Key)
 			}
-			groups[string(keyBuf)] = g
-			order = append(order, string(keyBuf))
+			k := string(keyBuf)
+			idx[k] = int32(len(out))
+			out, keys, merged = append(out, g), append(keys, k), append(merged, false)
+			continue
+		}
+		g := &out[j]
+		if !merged[j] {
+			merged[j] = true
+			g.M.Latency, g.M.TTFT = cloneSketch(g.M.Latency), cloneSketch(g.M.TTFT)
 		}
 		mergeMeasures(&g.M, &en.M)
 	}
-	out := make([]llmGroup, 0, len(order))
-	for _, k := range order {
-		out = append(out, *groups[k])
+	// Sort positions, not the groups (large structs), then place them.
+	order := make([]int32, len(out))
+	for i := range order {
+		order[i] = int32(i)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].M.CostNanoUSD != out[j].M.CostNanoUSD {
-			return out[i].M.CostNanoUSD > out[j].M.CostNanoUSD
-		}
-		return out[i].M.Spans > out[j].M.Spans
+	slices.SortFunc(order, func(a, b int32) int {
+		x, y := &out[a].M, &out[b].M
+		return cmp.Or(cmp.Compare(y.CostNanoUSD, x.CostNanoUSD), cmp.Compare(y.Spans, x.Spans), strings.Compare(keys[a], keys[b]))
 	})
-	return out
+	sorted := make([]llmGroup, len(out))
+	for i, j := range order {
+		sorted[i] = out[j]
+	}
+	return sorted
+}
+
+func cloneSketch(s *sketch.Sketch) *sketch.Sketch {
+	if s == nil {
+		return nil
+	}
+	return s.Clone()
 }
 
 // LLMTimeseries returns the LLM statistics of q in time buckets of step

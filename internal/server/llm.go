@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -90,12 +89,6 @@ func groupBy(v url.Values) ([]string, error) {
 	return out, nil
 }
 
-type llmGroupJSON struct {
-	Key  map[string]string `json:"key"`
-	Time string            `json:"time,omitempty"`
-	measuresJSON
-}
-
 func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
 	f, ok := parseFilter(w, r)
 	if !ok {
@@ -133,19 +126,26 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 		slices.SortStableFunc(groups, func(a, b store.LLMGroup) int { return cmp.Compare(rank(&b.M), rank(&a.M)) })
 		groups = groups[:min(top, len(groups))]
 	}
-	out := make([]llmGroupJSON, 0, len(groups))
-	for i := range groups {
-		out = append(out, llmGroupJSON{Key: groups[i].Key, measuresJSON: measures(&groups[i].M)})
+	// The keys in encoding/json's order (sorted), as writeJSON would write
+	// a map of them; llm_json.go says why the groups are appended directly.
+	out, err := appendJSONValue([]byte(`{"group_by":`), gb)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
+		return
 	}
-	resp := map[string]any{"group_by": gb, "groups": out, "totals": measures(&total),
-		"percentile_relative_error": st.QuantileError}
+	out = appendGroups(append(out, `,"groups":`...), groups, false)
+	out = appendJSONFloat(append(out, `,"percentile_relative_error":`...), st.QuantileError)
 	if top > 0 {
-		resp["total_groups"] = len(st.Groups)
+		out = appendInt(out, `,"total_groups":`, int64(len(st.Groups)))
 	}
+	out = appendMeasures(append(out, `,"totals":`...), &total)
 	if len(st.Warnings) > 0 {
-		resp["warnings"] = st.Warnings
+		if out, err = appendJSONValue(append(out, `,"warnings":`...), st.Warnings); err != nil {
+			writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSONBytes(w, http.StatusOK, append(out, '}'))
 }
 
 // groupSorts rank LLM groups for top=N.
@@ -206,19 +206,25 @@ func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, b s
 		s.queryFailed(w, err)
 		return
 	}
-	out := make([]llmGroupJSON, 0, len(st.Groups))
-	for i := range st.Groups {
-		g := &st.Groups[i]
-		out = append(out, llmGroupJSON{Key: g.Key, Time: time.Unix(g.Bucket, 0).UTC().Format(time.RFC3339),
-			measuresJSON: measures(&g.M)})
+	out, err := appendJSONValue([]byte(`{"group_by":`), gb)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
+		return
 	}
-	resp := map[string]any{"group_by": gb, "step_seconds": int64(step / time.Second), "points": out,
-		"percentile_relative_error": st.QuantileError}
+	out = appendJSONFloat(append(out, `,"percentile_relative_error":`...), st.QuantileError)
+	out = appendGroups(append(out, `,"points":`...), st.Groups, true)
+	out = appendInt(out, `,"step_seconds":`, int64(step/time.Second))
 	if len(st.Warnings) > 0 {
-		resp["warnings"] = st.Warnings
+		if out, err = appendJSONValue(append(out, `,"warnings":`...), st.Warnings); err != nil {
+			writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSONBytes(w, http.StatusOK, append(out, '}'))
 }
+
+// bucketTime is a time-series point's "time".
+func bucketTime(sec int64) string { return time.Unix(sec, 0).UTC().Format(time.RFC3339) }
 
 type sessionJSON struct {
 	SessionID string   `json:"session_id"`
@@ -284,17 +290,30 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, b store.
 				!slices.ContainsFunc(ss.Users, func(u string) bool { return strings.Contains(strings.ToLower(u), find) })
 		})
 	}
-	sort.SliceStable(all, func(i, j int) bool { return less(&all[i], &all[j]) })
+	// Sorted by position: the summaries are large and there can be many.
+	order := make([]int32, len(all))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortStableFunc(order, func(i, j int32) int {
+		switch {
+		case less(&all[i], &all[j]):
+			return -1
+		case less(&all[j], &all[i]):
+			return 1
+		}
+		return 0
+	})
 	lo := min(offset, len(all))
 	hi := lo + min(limit, len(all)-lo)
-	page := all[lo:hi]
-	out := make([]sessionJSON, 0, len(page))
-	for i := range page {
-		users := page[i].Users
+	out := make([]sessionJSON, 0, hi-lo)
+	for _, i := range order[lo:hi] {
+		ss := &all[i]
+		users := ss.Users
 		if users == nil {
 			users = []string{}
 		}
-		out = append(out, sessionJSON{SessionID: page[i].ID, Users: users, measuresJSON: measures(&page[i].M)})
+		out = append(out, sessionJSON{SessionID: ss.ID, Users: users, measuresJSON: measures(&ss.M)})
 	}
 	resp := map[string]any{"sessions": out, "total": len(all)}
 	if hi < len(all) {
