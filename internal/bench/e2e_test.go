@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,13 @@ func TestBenchEndToEnd(t *testing.T) {
 	}
 	if sc, _ := rec.Scenario("otlp-proto-wal-c1"); sc != nil && !(sc.Summary["wire_bytes_per_span"].Median > 0) {
 		t.Errorf("no wire bytes per span recorded")
+	}
+	if sc, _ := rec.Scenario("otlp-proto-wal-c1"); sc != nil && runtime.GOOS == "linux" {
+		// 3000 spans may take less than a 10 ms clock tick: the CPU
+		// figure must be there, not above zero.
+		if _, ok := sc.Summary["cpu_us_per_span"]; !ok || !(sc.Summary["peak_rss_mib"].Median > 0) {
+			t.Errorf("server CPU per span or peak RSS not recorded: %+v", sc.Summary)
+		}
 	}
 	// Round-robin rotation: the two runs of the 3 scenarios sit at different positions.
 	if sc, _ := rec.Scenario("otlp-proto-wal-c1"); sc != nil && len(sc.Runs) == 2 && sc.Runs[0].Position == sc.Runs[1].Position {

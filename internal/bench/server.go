@@ -236,6 +236,8 @@ type ServerStats struct {
 	BufferBytes int64 `json:"buffer_bytes"`
 	WALBytes    int64 `json:"wal_bytes"`
 	Values      int64 `json:"values"` // distinct values in the value store
+	// SealError is the last seal's failure, empty when it succeeded.
+	SealError string `json:"seal_error"`
 }
 
 // Stats reads /api/v1/stats.

@@ -20,7 +20,23 @@ rates. Every figure is the MEDIAN of the runs, with min-max; scenarios run round
 round. A run is refused (a failure, not a number) if any batch failed, a connection was shed, or the stored count
 came up short; every wal run kills the server (SIGKILL), restarts it and re-verifies the stored count. Latency is
 client-observed per batch (exact nearest-rank percentiles); in a closed loop it includes queueing, so compare it only
-between rows of the same concurrency. Decode ns/span is the server's own ` + "`rastro_decode_ns_total / rastro_ingest_spans_total`" + `.`,
+between rows of the same concurrency. Decode ns/span is the server's own ` + "`rastro_decode_ns_total / rastro_ingest_spans_total`" + `.
+
+Server CPU us/span is the server process's user + system time (utime + stime of ` + "`/proc/PID/stat`" + `, counted in
+10 ms clock ticks) over the load window, divided by the spans sent; peak RSS is its VmHWM, reset
+(` + "`/proc/PID/clear_refs`" + `) just before the load and read when the window closes. The window opens before the first
+request and closes when the last one is acknowledged: a seal the load triggered may still be running then and is
+counted only in part, and the spans left in the write buffer are sealed after it.
+
+The telemetrygen row drives the server with the OpenTelemetry Collector's load generator instead of the corpus:
+telemetrygen ` + TelemetrygenVersion + ` (installed with ` + "`" + TelemetrygenInstall + "`" + ` when it is not on PATH or in the Go
+binary directory), run as ` + "`" + TelemetrygenIssueLoad.Command("HOST:PORT") + "`" + `:
+4 workers x 25,000 traces x (1 root + 1 child) = 200,000 spans, which one exporter sends in 1000-span requests, one at
+a time. ` + "`--spans`" + ` and ` + "`--batch`" + ` do not change it. Its load window runs from starting telemetrygen to the server's stored count reaching
+200,000 (wall time and spans/s are over that window). The harness then polls ` + "`/api/v1/stats`" + ` once a second
+until the write buffer is empty, every span sealed (the last ones by the default 1-minute ` + "`--seal-age`" + `), and
+reads CPU time and VmHWM again: the figures "through the seal of every span", which the targets use, include that
+idle wait.`,
 		Columns: []Column{
 			{Title: "Protocol", Param: "protocol"},
 			{Title: "Route", Param: "route"},
@@ -33,8 +49,11 @@ between rows of the same concurrency. Decode ns/span is the server's own ` + "`r
 			{Title: "p99 ms", Metric: "p99_ms", Digits: 2},
 			{Title: "Wire B/span", Metric: "wire_bytes_per_span"},
 			{Title: "Decode ns/span", Metric: "decode_ns_per_span"},
+			{Title: "Server CPU us/span", Metric: "cpu_us_per_span", Digits: 2},
+			{Title: "Peak RSS MiB", Metric: "peak_rss_mib", Digits: 1},
 		},
 		Targets: ingestTargets,
+		Detail:  telemetrygenDetail,
 	})
 }
 
@@ -93,6 +112,7 @@ func planIngest(ctx context.Context, cfg Config) ([]Scenario, error) {
 			},
 		})
 	}
+	out = append(out, telemetrygenScenario())
 	return out, nil
 }
 
@@ -121,10 +141,17 @@ func runIngest(ctx context.Context, env *RunEnv, r ingestRun) Result {
 	if err != nil {
 		return refused("%v", err)
 	}
+	// Server CPU time and peak RSS over the load window. A failed reading
+	// (not Linux) leaves the two figures out; it refuses nothing.
+	pid := srv.cmd.Process.Pid
+	cpu0, cpuErr := readProcCPU(pid)
+	rssErr := resetPeakRSS(pid)
 	lr, err := Load(ctx, LoadOptions{Endpoint: endpoint, Protocol: r.protocol, Concurrency: r.concurrency, KeepAlive: r.keepAlive}, r.payloads)
 	if err != nil {
 		return refused("load: %v", err)
 	}
+	cpu1, cpuErr1 := readProcCPU(pid)
+	mem, memErr := readProcMemory(pid)
 	facts := RunFacts{Load: lr, Expected: int64(r.spans), Stored: -1, RestartStored: -1}
 	if st, err := srv.Stats(ctx); err == nil {
 		facts.Stored = st.Spans
@@ -137,6 +164,12 @@ func runIngest(ctx context.Context, env *RunEnv, r ingestRun) Result {
 		"max_ms":              lr.Latency.Max,
 		"wire_bytes_per_span": float64(lr.WireBytes) / float64(max(lr.SentSpans, 1)),
 	}}
+	if cpuErr == nil && cpuErr1 == nil {
+		res.Metrics["cpu_us_per_span"] = microsPerSpan(cpu1-cpu0, int64(r.spans))
+	}
+	if rssErr == nil && memErr == nil {
+		res.Metrics["peak_rss_mib"] = float64(mem.HWM) / mib
+	}
 	if after, err := srv.Metrics(ctx); err == nil {
 		ns1, ok1 := after.Sum("rastro_decode_ns_total", "protocol", string(r.protocol))
 		n1, ok2 := after.Sum("rastro_ingest_spans_total", "protocol", string(r.protocol))
@@ -198,7 +231,7 @@ func ingestTargets(rec *Record) []Target {
 			t.Status, t.Got = "NOT RUN", t.Got+", but batch was "+strconv.Itoa(rec.Batch)
 		}
 	}
-	return []Target{withBusyNote(rec, t)}
+	return append([]Target{withBusyNote(rec, t)}, telemetrygenTargets(rec)...)
 }
 
 // withBusyNote marks a PASS/FAIL taken on a busy host: a target is not met on
