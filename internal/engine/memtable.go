@@ -92,6 +92,9 @@ type memtable struct {
 
 	mu       sync.Mutex
 	projects map[string]uint32
+	// perProject counts live rows and distinct traces by project number,
+	// for statistics without a scan.
+	perProject []projectCounts
 	byKey    map[bufSpanKey]int64
 	// byTrace is 1 + the index of a trace's first row; its other first-copy
 	// rows chain through row.nextInTrace (no per-trace slice to grow).
@@ -138,7 +141,9 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	if !ok {
 		pid = uint32(len(m.projects))
 		m.projects[project] = pid
+		m.perProject = append(m.perProject, projectCounts{})
 	}
+	pc := &m.perProject[pid]
 	n := m.n.Load()
 	cs := *m.chunks.Load()
 	addBytes, addLive := bodyBytes, int64(0)
@@ -180,6 +185,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 			m.byTrace[tk] = n + 1
 			r.tailInTrace = n + 1
 			addBytes += traceKeyBytes
+			pc.traces++
 		default:
 			f := m.row(first - 1)
 			m.row(f.tailInTrace - 1).nextInTrace = n + 1
@@ -187,6 +193,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		}
 		if !dup {
 			addBytes += spanKeyBytes
+			pc.spans++
 		}
 		m.byKey[k] = n
 		addBytes += spanHeapBytes(s)
@@ -196,6 +203,18 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	m.bytes.Add(addBytes)
 	m.live.Add(addLive)
 	m.n.Store(n) // publish
+}
+
+type projectCounts struct{ spans, traces int64 }
+
+// counts returns a project's live rows and distinct traces.
+func (m *memtable) counts(project string) (spans, traces int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pid, ok := m.projects[project]; ok {
+		return m.perProject[pid].spans, m.perProject[pid].traces
+	}
+	return 0, 0
 }
 
 // traceRows returns the live rows of one trace, in insertion order.

@@ -3,7 +3,10 @@ package engine
 // Regression tests for review findings on duplicate handling.
 
 import (
+	"bytes"
 	"context"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,5 +117,53 @@ func TestMemtableResendNeverVanishes(t *testing.T) {
 	wg.Wait()
 	if misses > 0 {
 		t.Errorf("acknowledged span invisible in %d of %d concurrent scans", misses, scans)
+	}
+}
+
+// TestMemtableCountsAndTraceRows: the buffer's per-project counts (which
+// statistics read without a scan) and its trace lookups equal a scan of
+// its rows, over random batches with re-sent spans, several projects and
+// traces spread over batches.
+func TestMemtableCountsAndTraceRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	m := newMemtable(time.Now(), nil)
+	projects := []string{"a", "b", "c"}
+	for range 60 {
+		p := projects[rng.IntN(len(projects))]
+		var batch []model.Span
+		for range 1 + rng.IntN(200) {
+			s := rspan(byte(rng.IntN(40)), byte(rng.IntN(30)), rbase+uint64(rng.IntN(1000)), "n")
+			batch = append(batch, s)
+		}
+		m.insert(p, batch, 0)
+	}
+	for _, p := range projects {
+		spans := int64(0)
+		traces := map[model.TraceID][]model.SpanID{}
+		m.scan(func(r *row) bool {
+			if r.project == p {
+				spans++
+				traces[r.span.TraceID] = append(traces[r.span.TraceID], r.span.SpanID)
+			}
+			return true
+		})
+		gotSpans, gotTraces := m.counts(p)
+		if gotSpans != spans || gotTraces != int64(len(traces)) {
+			t.Errorf("project %s: counts %d spans, %d traces; a scan finds %d, %d", p, gotSpans, gotTraces, spans, len(traces))
+		}
+		for id, want := range traces {
+			var got []model.SpanID
+			for _, r := range m.traceRows(p, id) {
+				got = append(got, r.span.SpanID)
+			}
+			slices.SortFunc(got, func(a, b model.SpanID) int { return bytes.Compare(a[:], b[:]) })
+			slices.SortFunc(want, func(a, b model.SpanID) int { return bytes.Compare(a[:], b[:]) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("project %s trace %s: traceRows %v, a scan finds %v", p, id, got, want)
+			}
+		}
+	}
+	if s, tr := m.counts("nope"); s != 0 || tr != 0 {
+		t.Errorf("an unknown project counts %d spans, %d traces", s, tr)
 	}
 }

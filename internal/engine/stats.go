@@ -22,15 +22,9 @@ func (e *Engine) stats(project string) store.Stats {
 	defer v.release()
 	var st store.Stats
 	for _, m := range v.mems {
-		traces := map[traceKey]struct{}{}
-		m.scan(func(r *row) bool {
-			if r.project == project {
-				st.Spans++
-				traces[traceKey{trace: r.span.TraceID}] = struct{}{}
-			}
-			return true
-		})
-		st.Traces += int64(len(traces))
+		spans, traces := m.counts(project)
+		st.Spans += spans
+		st.Traces += traces
 		st.BufferSpans += m.live.Load()
 		st.BufferBytes += m.bytes.Load()
 	}
