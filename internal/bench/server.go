@@ -174,6 +174,23 @@ func (s *Server) Stop(timeout time.Duration) error {
 	}
 }
 
+// ExitUsage is the CPU time (user + system) the server used over its whole
+// life and its peak resident set, from the kernel's accounting when it was
+// waited for; it fails while the server runs.
+func (s *Server) ExitUsage() (cpu time.Duration, peakRSS int64, err error) {
+	select {
+	case <-s.exited:
+	default:
+		return 0, 0, fmt.Errorf("the server is still running")
+	}
+	ps := s.cmd.ProcessState
+	if ps == nil {
+		return 0, 0, fmt.Errorf("the server's exit status is unknown")
+	}
+	peak, err := exitPeakRSS(ps)
+	return ps.UserTime() + ps.SystemTime(), peak, err
+}
+
 // Kill ends the server with SIGKILL (a crash) and waits for it.
 func (s *Server) Kill() {
 	s.client.CloseIdleConnections()
