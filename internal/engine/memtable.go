@@ -95,7 +95,7 @@ type memtable struct {
 	// perProject counts live rows and distinct traces by project number,
 	// for statistics without a scan.
 	perProject []projectCounts
-	byKey    map[bufSpanKey]int64
+	byKey      map[bufSpanKey]int64
 	// byTrace is 1 + the index of a trace's first row; its other first-copy
 	// rows chain through row.nextInTrace (no per-trace slice to grow).
 	byTrace map[bufTraceKey]int64
