@@ -104,6 +104,7 @@ func ErrKeyOf(s *model.Span) ErrKey {
 type OpsAggregator struct {
 	ops  map[OpsKey]*OpsMeasures
 	errs map[ErrKey]*ErrMeasures
+	free []*OpsMeasures // emptied by Recycle, with their sketches' buckets
 }
 
 // NewOpsAggregator returns an empty OpsAggregator.
@@ -116,7 +117,11 @@ func (a *OpsAggregator) Add(s *model.Span) {
 	k := OpsKey{Service: s.Service, Name: s.Name, Minute: int64(s.StartTimeUnixNano/1e9) / 60 * 60}
 	m := a.ops[k]
 	if m == nil {
-		m = &OpsMeasures{Latency: sketch.New()}
+		if n := len(a.free); n > 0 {
+			m, a.free = a.free[n-1], a.free[:n-1]
+		} else {
+			m = &OpsMeasures{Latency: sketch.New()}
+		}
 		a.ops[k] = m
 	}
 	m.Spans++
@@ -154,6 +159,18 @@ func (a *OpsAggregator) Aggregates() OpsAggregates {
 func (a *OpsAggregator) Reset() {
 	clear(a.ops)
 	clear(a.errs)
+}
+
+// Recycle empties the OpsAggregator and reuses its measures and sketches
+// for what is added next: the entries of an earlier Aggregates call must no
+// longer be in use (the segment writer encodes and clones them first).
+func (a *OpsAggregator) Recycle() {
+	for _, m := range a.ops {
+		m.Spans, m.Errors = 0, 0
+		m.Latency.Reset()
+		a.free = append(a.free, m)
+	}
+	a.Reset()
 }
 
 // opsRollup merges the aggregates of several blocks by key.

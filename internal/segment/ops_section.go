@@ -32,7 +32,7 @@ func (o *opsWriter) part(w *Writer, a *OpsAggregates) aggRef {
 
 // addBlock aggregates the spans of a block being flushed.
 func (o *opsWriter) addBlock(w *Writer) {
-	o.agg.Reset()
+	o.agg.Recycle() // the previous block's entries were encoded and cloned into the rollup
 	for i := range w.block {
 		o.agg.Add(&w.block[i])
 	}

@@ -63,6 +63,11 @@ type Sketch struct {
 // New returns an empty sketch.
 func New() *Sketch { return &Sketch{} }
 
+// Reset empties the sketch, keeping its buckets' memory for reuse (the
+// bucket code writes every bucket it extends into, so old counts beyond
+// the length never show).
+func (s *Sketch) Reset() { *s = Sketch{counts: s.counts[:0]} }
+
 func bucketIndex(v uint64) int {
 	if v <= 1 {
 		return 0
@@ -126,9 +131,19 @@ func (s *Sketch) extendLow(lo int) {
 	grow := s.offset - lo
 	slack := min(lo, max(grow, len(s.counts)/2, 8), MaxBuckets-len(s.counts)-grow)
 	slack = max(slack, 0)
-	c := make([]uint64, slack+grow+len(s.counts), slack+grow+len(s.counts)+8)
-	copy(c[slack+grow:], s.counts)
-	s.counts, s.offset = c, lo-slack
+	shift, n := slack+grow, slack+grow+len(s.counts)
+	if n <= cap(s.counts) {
+		// Room in the array (a sketch reused after Reset): shift in place.
+		old := len(s.counts)
+		s.counts = s.counts[:n]
+		copy(s.counts[shift:], s.counts[:old])
+		clear(s.counts[:shift])
+	} else {
+		c := make([]uint64, n, n+8)
+		copy(c[shift:], s.counts)
+		s.counts = c
+	}
+	s.offset = lo - slack
 }
 
 // extendHigh makes hi a valid bucket index, collapsing the lowest buckets
