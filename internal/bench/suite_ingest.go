@@ -33,10 +33,9 @@ telemetrygen ` + TelemetrygenVersion + ` (installed with ` + "`" + TelemetrygenI
 binary directory), run as ` + "`" + TelemetrygenIssueLoad.Command("HOST:PORT") + "`" + `:
 4 workers x 25,000 traces x (1 root + 1 child) = 200,000 spans, which one exporter sends in 1000-span requests, one at
 a time. ` + "`--spans`" + ` and ` + "`--batch`" + ` do not change it. Its load window runs from starting telemetrygen to the server's stored count reaching
-200,000 (wall time and spans/s are over that window). The harness then polls ` + "`/api/v1/stats`" + ` once a second
-until the write buffer is empty, every span sealed (the last ones by the default 1-minute ` + "`--seal-age`" + `), and
-reads CPU time and VmHWM again: the figures "through the seal of every span", which the targets use, include that
-idle wait.`,
+200,000 (wall time and spans/s are over that window). The harness then stops the server with SIGTERM, which seals
+the write buffer, and reads the exited process's CPU time and peak RSS from its rusage: the figures "through the
+seal of every span", which the targets use.`,
 		Columns: []Column{
 			{Title: "Protocol", Param: "protocol"},
 			{Title: "Route", Param: "route"},
