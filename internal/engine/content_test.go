@@ -151,3 +151,112 @@ func TestContentSearchEqualsBruteForce(t *testing.T) {
 		})
 	}
 }
+
+// plantText appends words to span s's prompt (or, with completion, to its
+// completion): two texts, so that words planted in different ones never
+// form a phrase.
+func plantText(s *model.Span, completion bool, words string) {
+	key := "gen_ai.prompt.0.content"
+	if completion {
+		key = "gen_ai.completion.0.content"
+	}
+	for i := range s.Attributes {
+		if s.Attributes[i].Key == key {
+			s.Attributes[i].Value = model.StringValue(s.Attributes[i].Value.Str + " " + words)
+			return
+		}
+	}
+	s.Attributes = append(s.Attributes, model.KeyValue{Key: key, Value: model.StringValue(words)})
+}
+
+// TestContentPhraseDecoysEqualBruteForce: a phrase (or a CJK word, two
+// ideographs written together) whose words also lie apart in decoy spans
+// of the same segment (other blocks, the same block, the same row group; in
+// different texts, or together in the wrong order) returns exactly the
+// spans a brute-force match returns. The decoys make its words lie in a
+// few places each, which the token map lists (up to four) and the scan
+// reads row by row; with more decoys the words are "anywhere" and the
+// block filters answer. Some phrases have no answer at all, only decoys.
+func TestContentPhraseDecoysEqualBruteForce(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 64 << (seed % 3), BlockCacheBytes: -1, Durability: DurabilityBuffered})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			r := rand.New(rand.NewPCG(seed, 17))
+			var corpus []model.Span
+			var queries []string
+			for round := range 3 {
+				spans := contentCorpus(r, 150)
+				for i := range 40 {
+					tag := fmt.Sprintf("%dx%d", round, i)
+					a, b := "cedar"+tag, "dune"+tag
+					if i%2 == 1 { // a CJK word: two rare ideographs
+						a, b = string(rune(0x3400+2*(40*round+i))), string(rune(0x3400+2*(40*round+i)+1))
+					}
+					sep := " "
+					if i%2 == 1 {
+						sep = ""
+					}
+					answer := r.IntN(len(spans))
+					if i%7 != 3 { // else only decoys
+						plantText(&spans[answer], r.IntN(2) == 0, a+sep+b)
+					}
+					for range r.IntN(5) { // 0..4 decoys
+						d := r.IntN(len(spans))
+						switch r.IntN(4) {
+						case 0: // near the answer: often its block or row group
+							d = min(max(answer+r.IntN(9)-4, 0), len(spans)-1)
+						case 1: // both words together, in the wrong order
+							plantText(&spans[d], r.IntN(2) == 0, b+sep+a)
+							continue
+						}
+						first := r.IntN(2) == 0
+						plantText(&spans[d], first, a)
+						plantText(&spans[d], !first, b)
+					}
+					if r.IntN(3) == 0 { // one word alone somewhere else
+						plantText(&spans[r.IntN(len(spans))], r.IntN(2) == 0, a)
+					}
+					if sep == " " {
+						queries = append(queries, fmt.Sprintf("%q", a+" "+b))
+					} else {
+						queries = append(queries, a+b)
+					}
+				}
+				corpus = append(corpus, spans...)
+				appendSpans(t, e, "default", spans)
+				if round < 2 {
+					if err := e.Seal(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			found := 0
+			for _, q := range queries {
+				cq, err := text.ParseQuery(q)
+				if err != nil {
+					t.Fatalf("parse %q: %v", q, err)
+				}
+				if len(cq.Phrases) != 1 {
+					t.Fatalf("%q parses to %d phrases", q, len(cq.Phrases))
+				}
+				f := query.Filter{Content: cq}
+				want := keys(bruteForce(corpus, &f))
+				got := keys(searchAll(t, e, "default", &f, 50))
+				if !slices.Equal(got, want) {
+					t.Fatalf("content %s: got %d spans %v, want %d %v", q, len(got), got, len(want), want)
+				}
+				found += len(want)
+			}
+			if found < len(queries)/2 {
+				t.Fatalf("only %d answers to %d queries", found, len(queries))
+			}
+			if c := e.Counters(); c.ContentGroupExamined == 0 {
+				t.Fatalf("no query was located to rows: %+v", c)
+			}
+		})
+	}
+}

@@ -432,9 +432,10 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			continue
 		}
 		// The token map (three small page reads per word) decides at once
-		// whether the segment is out, or which one block and rows may hold
-		// the words, so that such a segment adds no candidate, or one.
-		only := -1
+		// whether the segment is out, or which few blocks and rows may
+		// hold the words, so that such a segment adds no candidate, or a
+		// few.
+		var located []bool
 		if content && s.r.HasTokenFilters() {
 			st := &cs.segs[si]
 			cs.locate(s, st)
@@ -442,7 +443,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 				continue
 			}
 			if st.located {
-				only = st.block
+				located = st.may
 			}
 		}
 		// Newest block first: blocks are roughly time-ordered, so the list
@@ -454,7 +455,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			if b.Project != project {
 				continue
 			}
-			if only >= 0 && i != only {
+			if located != nil && !located[i] {
 				e.m.contentBlockPruned.Add(1) // ruled out by the token map
 				continue
 			}
@@ -520,18 +521,19 @@ type segContent struct {
 	checked bool
 	pruned  bool   // the token map (or disk summary) rejected the segment
 	may     []bool // per block: may hold the words (nil = unknown, scan)
-	// located: the token map placed the words in block at rows, the only
-	// place of the segment that may hold them.
+	// located: the token map placed the words in places (ordered by
+	// block and row), the only rows of the segment that may hold them;
+	// may is then true for their blocks only.
 	located bool
-	block   int
-	rows    segment.RowRange
+	places  []segment.TokenPlace
 }
 
 // contentScan consults the token index of a content query: as the scan
 // lists a segment's blocks, its token map (three small pages per word),
 // which rules the segment out or names the one block and rows that may
-// hold the words, so that a rare word decodes one row; for words spread
-// over several blocks, when the scan reaches the segment, its block
+// hold the words, so that a rare word decodes one row, and a word in a
+// few spans (a phrase's words, also apart in a decoy) those few rows; for
+// words spread over more places, when the scan reaches the segment, its block
 // filters (batched reads), then the row-group filters of each block that
 // passed, where a segment has them. It is adaptive: once the block filters
 // have passed most of the blocks they were asked about, the words are
@@ -576,8 +578,8 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	e.m.blocksExamined.Add(1)
 	n := s.blocks[i].Spans
 	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
-	if st.located && st.block == i {
-		return cs.readRows(s, i, st.rows)
+	if st.located {
+		return cs.readRows(s, i, st.places)
 	}
 	if st.may == nil || cs.common() || !s.r.HasRowGroupFilters() {
 		spans, err = e.readBlock(s, i)
@@ -611,23 +613,32 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	return spans, true, err
 }
 
-// readRows reads the rows of block i the token map located the words in:
-// a row group decodes (and decompresses) only its rows.
-func (cs *contentScan) readRows(s *segHandle, i int, rows segment.RowRange) ([]model.Span, bool, error) {
+// readRows reads the rows of block i the token map located the words in
+// (places, ordered): a row or row group decodes (and decompresses) only
+// its rows.
+func (cs *contentScan) readRows(s *segHandle, i int, places []segment.TokenPlace) ([]model.Span, bool, error) {
 	e := cs.e
 	n := s.blocks[i].Spans
+	var buf [4]segment.RowRange
+	ranges, rows, passed := buf[:0], 0, 0
+	for _, p := range places {
+		if p.Block == i {
+			ranges = append(ranges, p.Rows)
+			rows += p.Rows.Hi - p.Rows.Lo
+			passed += (p.Rows.Hi - p.Rows.Lo + segment.RowGroupRows - 1) / segment.RowGroupRows
+		}
+	}
 	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
-	passed := (rows.Hi - rows.Lo + segment.RowGroupRows - 1) / segment.RowGroupRows
 	e.m.contentGroupExamined.Add(int64(passed))
-	e.m.contentGroupPruned.Add(int64(groups - passed))
+	e.m.contentGroupPruned.Add(int64(max(groups-passed, 0)))
 	if cached, hit := e.cache.get(blockRef{s, i}); hit {
 		return cached, true, nil
 	}
-	if 2*(rows.Hi-rows.Lo) > n {
+	if 2*rows > n {
 		spans, err := e.readBlock(s, i)
 		return spans, true, err
 	}
-	spans, err := s.r.ReadBlockRows(i, []segment.RowRange{rows})
+	spans, err := s.r.ReadBlockRows(i, ranges)
 	return spans, true, err
 }
 
@@ -646,12 +657,14 @@ func (cs *contentScan) locate(s *segHandle, st *segContent) {
 		return
 	}
 	e.m.contentSegExamined.Add(1)
-	if loc.Block >= 0 {
-		// The words lie in one place only: no block filter is read.
-		st.located, st.block, st.rows = true, loc.Block, loc.Rows
+	if loc.Places != nil {
+		// The words lie in these few places only: no block filter is read.
+		st.located, st.places = true, loc.Places
 		st.checked = true
 		st.may = make([]bool, len(s.blocks))
-		st.may[loc.Block] = true
+		for _, p := range loc.Places {
+			st.may[p.Block] = true
+		}
 	}
 }
 

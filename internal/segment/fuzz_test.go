@@ -85,8 +85,8 @@ func FuzzOpen(f *testing.F) {
 				if loc.Absent {
 					t.Fatalf("block %d: the tokens of its first span located as absent", i)
 				}
-				if loc.Block >= 0 {
-					_, err := r.ReadBlockRows(loc.Block, []RowRange{loc.Rows})
+				for _, p := range loc.Places {
+					_, err := r.ReadBlockRows(p.Block, []RowRange{p.Rows})
 					check(err)
 				}
 			}
@@ -170,7 +170,8 @@ func FuzzTokenIndexParts(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Add(encodeGroupDir(true, s.pages(), len(keys), &s, nil, nil))
+	f.Add(encodeGroupDir(true, s.pages(), len(keys), &s, 0, nil, nil))
+	f.Add(encodeGroupDir(true, s.pages(), len(keys), &s, maxTokenPlaces, nil, nil))
 	f.Add([]byte{2, 0, 1, 3, 4, 1, 2, 3, 4, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := &Reader{path: "fuzz.rseg", tok: tokenIndex{fuse: true}}
@@ -181,6 +182,9 @@ func FuzzTokenIndexParts(f *testing.F) {
 		if gi, err := decodeGroupDir(string(data), 0, 0, uint64(len(data))/diskPageStride*diskPageStride); err == nil && gi.isMap {
 			if gi.shape.w < 1 || gi.shape.w > 32 || gi.shape.segLen == 0 || gi.shape.slots == 0 {
 				t.Fatalf("accepted token map shape %+v", gi.shape)
+			}
+			if gi.places != 0 && (gi.places < 2 || gi.places > maxTokenPlacesRead) {
+				t.Fatalf("accepted a token map of %d places", gi.places)
 			}
 		}
 		pieceHeaderFits(data, uint64(len(data)))

@@ -112,6 +112,7 @@ type groupIndex struct {
 	pages    int   // 0: no disk summary
 	distinct int
 	isMap    bool // section 11 is a token map (flag groupDirTokenMap), shaped by shape
+	places   int  // the token map lists up to this many places a token (flag groupDirTokenPlaces); 0: none
 	shape    fuseShape
 }
 
@@ -119,23 +120,31 @@ type groupIndex struct {
 //
 //	uvarint flags | uvarint pages | uvarint distinct |
 //	(flag bit 1 only:) u64 LE seed | uvarint segment length | uvarint segment count | uvarint slot bits |
+//	(flag bit 2 only:) uvarint places |
 //	uvarint n blocks | n x (uvarint length | crc32c u32 LE)
 //
 // Flag bit 0 (groupDirNoGroups): no row-group filters; n is then 0. Flag
 // bit 1 (groupDirTokenMap): section 11 is a token map of the given shape,
-// not a blocked bloom filter.
-func encodeGroupDir(noGroups bool, pages, distinct int, shape *fuseShape, lens []uint64, crcs []uint32) []byte {
+// not a blocked bloom filter. Flag bit 2 (groupDirTokenPlaces, with bit 1
+// only): the token map lists up to places (> 0) places of a token.
+func encodeGroupDir(noGroups bool, pages, distinct int, shape *fuseShape, places int, lens []uint64, crcs []uint32) []byte {
 	var flags uint64
 	if noGroups {
 		flags = groupDirNoGroups
 	}
 	if shape != nil {
 		flags |= groupDirTokenMap
+		if places > 0 {
+			flags |= groupDirTokenPlaces
+		}
 	}
 	b := appendUvarints(nil, flags, uint64(pages), uint64(distinct))
 	if shape != nil {
 		b = le.AppendUint64(b, shape.seed)
 		b = appendUvarints(b, uint64(shape.segLen), uint64(shape.segCount), uint64(shape.w))
+		if places > 0 {
+			b = appendUvarints(b, uint64(places))
+		}
 	}
 	b = appendUvarints(b, uint64(len(lens)))
 	for i, n := range lens {
@@ -156,11 +165,20 @@ func decodeGroupDir(s string, nBlocks int, groupLen, diskLen uint64) (groupIndex
 	if flags&groupDirTokenMap != 0 {
 		gi.isMap = true
 		gi.shape = decodeFuseShape(&d, pages)
+		if flags&groupDirTokenPlaces != 0 {
+			n := d.uvarint()
+			if d.err == nil && (n < 2 || n > maxTokenPlacesRead) {
+				d.failf(fmt.Sprintf("token map of %d places a token", n))
+			}
+			gi.places = int(n)
+		}
 	}
 	if d.err == nil {
 		switch {
-		case flags&^(groupDirNoGroups|groupDirTokenMap) != 0:
+		case flags&^(groupDirNoGroups|groupDirTokenMap|groupDirTokenPlaces) != 0:
 			d.failf(fmt.Sprintf("unknown flags %#x", flags))
+		case flags&groupDirTokenPlaces != 0 && !gi.isMap:
+			d.failf("token places flagged without a token map")
 		case pages > maxDiskPages:
 			d.failf(fmt.Sprintf("disk summary of %d pages exceeds the limit", pages))
 		case pages*diskPageStride != diskLen:

@@ -75,12 +75,14 @@ type tokenWriter struct {
 	fn    func(s *model.Span, emit func(hash uint64))
 	fp    float64
 	emit  func(hash uint64) // noteBlock, bound once
-	block hashMap           // distinct tokens of the block being flushed -> packRows(first, last row)
+	block hashMap           // distinct tokens of the block being flushed -> their rows (noteRow)
 	row   uint32            // row of the span being tokenised
 	// seg maps the distinct tokens of the segment (up to diskMaxTokens) to
-	// where they lie: block<<40 | packRows(first, last row), or
-	// locMulti once seen in two blocks (the token map, section 11).
+	// where they lie (the token map, section 11): one place,
+	// block<<40 | packRows(first, last row); locList | an index into
+	// places for 2..maxTokenPlaces places; or locMulti beyond.
 	seg        hashMap
+	places     placeLists
 	saturated  bool     // seg overflowed and was dropped
 	segCount   int      // len(seg), or the count when it overflowed
 	blockSpans []int    // spans of every block so far
@@ -111,24 +113,16 @@ func newTokenWriter(opts WriterOptions) *tokenWriter {
 
 // noteBlock records a token of the span being tokenised in the block's map.
 func (t *tokenWriter) noteBlock(h uint64) {
-	v, isNew := t.block.slot(h)
-	if isNew {
-		*v = packRows(t.row, t.row)
-		return
-	}
-	first, _ := unpackRows(*v)
-	*v = packRows(first, t.row)
+	v, _ := t.block.slot(h)
+	*v = noteRow(*v, t.row)
 }
 
 // noteSegment merges the block's tokens into the segment's locations.
 func (t *tokenWriter) noteSegment(block int) {
+	var buf [3]uint64
 	t.block.each(func(h, rows uint64) {
 		v, isNew := t.seg.slot(h)
-		if isNew {
-			*v = uint64(block)<<40 | rows
-		} else {
-			*v = locMulti
-		}
+		t.places.merge(v, isNew, blockPlaces(block, rows, &buf))
 	})
 }
 
@@ -179,6 +173,7 @@ func (t *tokenWriter) addBlock(spans []model.Span) {
 	if t.segCount > diskMaxTokens || len(t.blockSpans) >= maxMapBlocks {
 		t.saturated = true
 		t.seg = hashMap{}
+		t.places = placeLists{}
 	}
 }
 
@@ -212,24 +207,33 @@ func fuseBitsFor(fp float64) uint32 {
 // covering how such segments read. Only tests set it.
 var writeBloomDiskSummary = false
 
+// writeTokenMapWithoutPlaces makes writers produce the token map that
+// writers before place lists wrote (no flag bit 2 of section 13), so that
+// tests keep covering how such segments read. Only tests set it.
+var writeTokenMapWithoutPlaces = false
+
 // groups builds sections 11 (the token map), 12 (row-group filters) and 13
 // (their directory).
 func (t *tokenWriter) groups() (disk, dir []byte) {
 	pages := 0
 	var shape *fuseShape
+	places := 0
 	if !t.saturated && t.segCount > 0 && writeBloomDiskSummary {
 		disk, pages = buildDiskSummary(&t.seg)
 	} else if !t.saturated && t.segCount > 0 {
-		s, data, err := buildTokenMap(&t.seg, t.blockSpans)
+		s, data, withPlaces, err := buildTokenMap(&t.seg, &t.places, t.blockSpans, !writeTokenMapWithoutPlaces)
 		if err == nil {
 			disk, pages, shape = data, len(data)/diskPageStride, &s
+			if withPlaces {
+				places = maxTokenPlaces
+			}
 		}
 	}
 	distinct := 0
 	if pages > 0 {
 		distinct = t.segCount
 	}
-	return disk, encodeGroupDir(!t.rowGroups, pages, distinct, shape, t.glens, t.gcrcs)
+	return disk, encodeGroupDir(!t.rowGroups, pages, distinct, shape, places, t.glens, t.gcrcs)
 }
 
 // summary builds section 8: the summary filter sized for summaryFP within
