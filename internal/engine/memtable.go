@@ -117,7 +117,9 @@ func newMemtable(now time.Time, prev *memtable) *memtable {
 		byKey:    make(map[bufSpanKey]int64, rows),
 		byTrace:  make(map[bufTraceKey]int64, traces),
 	}
-	m.bytes.Store(int64(rows)*spanKeyBytes + int64(traces)*traceKeyBytes)
+	// The maps' room is counted as rows fill it (spanKeyBytes and
+	// traceKeyBytes allow for it), not up front: an empty buffer must never
+	// count as full, or appends would be refused with nothing to seal.
 	m.chunks.Store(&[]*chunk{})
 	return m
 }
