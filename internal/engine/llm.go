@@ -115,7 +115,7 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 // llmCacheKey identifies the segments' part of an LLM query.
 func llmCacheKey(segs []*segHandle, project string, p projection, f *query.Filter) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%t|%t|%t|%d|%d", project, p.dims, p.hour, p.day, p.noSketches, f.Start, f.End)
+	fmt.Fprintf(&b, "%s|%s|%t|%t|%t|%t|%d|%d", project, p.dims, p.hour, p.day, p.noSketches, p.sessionList, f.Start, f.End)
 	for _, s := range segs {
 		b.WriteByte('|')
 		b.WriteString(s.name)
@@ -173,6 +173,28 @@ type projection struct {
 	// noSketches drops latency sketches: for answers that show no
 	// percentiles (the sessions list), merging sketches is most of the cost.
 	noSketches bool
+	// sessionList (with dims "session,user"): the sessions list, which
+	// wants each session's users but no measures per user. Entries may then
+	// carry no spans: they only name a user of their session (see
+	// sessionEntries).
+	sessionList bool
+}
+
+// coarse reports whether p keeps neither session nor user: segments'
+// coarse rollups answer it.
+func (p projection) coarse() bool {
+	for _, d := range strings.Split(p.dims, ",") {
+		if d == "session" || d == "user" {
+			return false
+		}
+	}
+	return true
+}
+
+// bySession reports whether segments' session tables answer p: grouping
+// by session alone over the whole window, or the sessions list.
+func (p projection) bySession() bool {
+	return !p.hour && !p.day && (p.sessionList || p.dims == "session")
 }
 
 func newProjection(groupBy []string, keepHour bool) projection {
@@ -212,23 +234,38 @@ func (p projection) key(k segment.AggKey) segment.AggKey {
 	return out
 }
 
-// apply merges entries by their projected keys.
+// apply merges entries by their projected keys. An output entry of one
+// input entry shares its sketches (entries are read, never merged into,
+// once built: a merge clones first), so that projecting entries that are
+// already distinct (session tables, a cached part and a few buffer rows)
+// copies no sketch.
 func (p projection) apply(entries []segment.AggEntry) []segment.AggEntry {
-	idx := make(map[segment.AggKey]int, 16)
-	var out []segment.AggEntry
+	idx := make(map[segment.AggKey]int, len(entries))
+	out := make([]segment.AggEntry, 0, len(entries))
+	var merged []bool // out index -> owns its sketches
 	for i := range entries {
 		k := p.key(entries[i].Key)
-		j, ok := idx[k]
-		if !ok {
-			j = len(out)
-			idx[k] = j
-			out = append(out, segment.AggEntry{Key: k})
-		}
 		m := entries[i].M
 		if p.noSketches {
 			m.Latency, m.TTFT = nil, nil
 		}
+		j, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, segment.AggEntry{Key: k, M: m})
+			continue
+		}
+		if merged == nil {
+			merged = make([]bool, len(entries))
+		}
+		if !merged[j] {
+			merged[j] = true
+			out[j].M.Latency, out[j].M.TTFT = cloneSketch(out[j].M.Latency), cloneSketch(out[j].M.TTFT)
+		}
 		mergeMeasures(&out[j].M, &m)
+	}
+	if cap(out) > 2*len(out) {
+		return slices.Clone(out) // results are cached: hold no spare room
 	}
 	return out
 }
@@ -239,7 +276,7 @@ const maxProjections = 8192
 // projected returns the stored aggregates of block i (or of the whole
 // segment for project when i < 0), projected onto p, cached.
 func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([]segment.AggEntry, error) {
-	key := fmt.Sprintf("%d|%s|%s|%t|%t|%t", i, project, p.dims, p.hour, p.day, p.noSketches)
+	key := fmt.Sprintf("%d|%s|%s|%t|%t|%t|%t", i, project, p.dims, p.hour, p.day, p.noSketches, p.sessionList)
 	s.aggs.mu.Lock()
 	got, ok := s.aggs.proj[key]
 	s.aggs.mu.Unlock()
@@ -250,7 +287,7 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 		var raw []segment.AggEntry
 		var err error
 		if i < 0 {
-			raw, err = e.segmentAggregates(s, project)
+			raw, err = e.segmentEntries(s, project, p)
 		} else {
 			raw, err = e.blockAggregates(s, i)
 		}
@@ -417,6 +454,49 @@ func (e *Engine) segmentAggregates(s *segHandle, project string) ([]segment.AggE
 	return v.([]segment.AggEntry), nil
 }
 
+// segmentEntries returns the stored entries of project's whole segment
+// that p is computed from: the coarse rollup or the session table when they
+// answer p (segment.Reader.HasRollups), else the project rollup, whose
+// entries are keyed down to session, user and hour. The first two are not
+// cached (p's projection of them is, by projected).
+func (e *Engine) segmentEntries(s *segHandle, project string, p projection) ([]segment.AggEntry, error) {
+	if s.r.HasRollups() {
+		switch {
+		case p.coarse():
+			return s.r.CoarseAggregates(project)
+		case p.bySession():
+			rows, err := s.r.SessionTable(project, !p.noSketches)
+			if err != nil {
+				return nil, err
+			}
+			return sessionEntries(rows, p.sessionList), nil
+		}
+	}
+	return e.segmentAggregates(s, project)
+}
+
+// sessionEntries converts session-table rows to entries keyed by session.
+// With users (the sessions list), a row's measures go to the entry of its
+// first user, and each further user has an entry without spans that only
+// names the user (merging it adds nothing: mergeMeasures).
+func sessionEntries(rows []segment.SessionEntry, users bool) []segment.AggEntry {
+	out := make([]segment.AggEntry, 0, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		k := segment.AggKey{Session: r.ID}
+		if users && len(r.Users) > 0 {
+			k.User = r.Users[0]
+		}
+		out = append(out, segment.AggEntry{Key: k, M: r.M})
+		if users && len(r.Users) > 1 {
+			for _, u := range r.Users[1:] {
+				out = append(out, segment.AggEntry{Key: segment.AggKey{Session: r.ID, User: u}})
+			}
+		}
+	}
+	return out
+}
+
 // groupValue projects an aggregate key onto one group-by dimension.
 func groupValue(k *segment.AggKey, dim string) string {
 	switch dim {
@@ -442,7 +522,8 @@ func groupValue(k *segment.AggKey, dim string) string {
 	return ""
 }
 
-// mergeMeasures adds o into m (sketches merged, bounds widened).
+// mergeMeasures adds o into m (sketches merged, bounds widened); an entry
+// without spans adds nothing.
 func mergeMeasures(m *segment.AggMeasures, o *segment.AggMeasures) {
 	if o.Spans == 0 {
 		return

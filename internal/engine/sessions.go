@@ -16,7 +16,7 @@ import (
 func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) ([]store.SessionSummary, store.Result, error) {
 	var res queryResult
 	p := newProjection([]string{"session", "user"}, false)
-	p.noSketches = true
+	p.noSketches, p.sessionList = true, true
 	entries, err := e.llmEntries(ctx, project, f, p, &res)
 	if err != nil {
 		return nil, res.Result, err
@@ -35,8 +35,10 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 			out = append(out, store.SessionSummary{ID: en.Key.Session})
 		}
 		s := &out[j]
-		m := measures(&en.M) // no sketches (p.noSketches): counts only
-		s.M.AddCounts(&m)
+		if en.M.Spans > 0 { // else the entry only names a user (sessionEntries)
+			m := measures(&en.M) // no sketches (p.noSketches): counts only
+			s.M.AddCounts(&m)
+		}
 		if u := en.Key.User; u != "" && !slices.Contains(s.Users, u) {
 			s.Users = append(s.Users, u)
 		}

@@ -34,6 +34,8 @@ type aggWriter struct {
 	projects []aggRef
 	rollup   map[AggKey]int // key -> index in rollupEntries, for the current project
 	entries  []AggEntry
+	rollData []byte   // the LLM rollups section (agg_rollup.go)
+	rolls    []aggRef // two per project: coarse rollup, session table
 }
 
 func newAggWriter() *aggWriter {
@@ -81,6 +83,7 @@ func (a *aggWriter) addBlock(w *Writer) {
 func (a *aggWriter) endProject(w *Writer) {
 	sort.Slice(a.entries, func(i, j int) bool { return compareAggKeys(&a.entries[i].Key, &a.entries[j].Key) < 0 })
 	a.projects = append(a.projects, a.part(w, a.entries))
+	a.addRollups(w, a.entries)
 	clear(a.rollup)
 	clear(a.entries)
 	a.entries = a.entries[:0]

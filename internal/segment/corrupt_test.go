@@ -123,6 +123,14 @@ func exercise(path string, traces []traceRef) []error {
 			errs = append(errs, err)
 		}
 	}
+	for _, p := range r.Info().Projects {
+		if _, err := r.CoarseAggregates(p.Name); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := r.SessionTable(p.Name, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i := range r.Blocks() {
 		if _, err := r.BlockOps(i); err != nil {
 			errs = append(errs, err)

@@ -49,12 +49,17 @@ const (
 	sectionTokenPages    = 11
 	sectionTokenGroups   = 12
 	sectionTokenGroupDir = 13
+	// Optional: per project, the LLM rollups without session and user and
+	// the session table, in parts read on demand; section 17 is their
+	// directory (agg_rollup.go).
+	sectionLLMRollups   = 16
+	sectionLLMRollupDir = 17
 	// Optional: per-block service aggregates (RED per service, span name
 	// and minute; error groups) and per-project rollups, in parts read on
 	// demand; section 15 is their directory (ops_section.go).
 	sectionOpsAggregates  = 14
 	sectionOpsAggDir      = 15
-	lastKnownSection      = sectionOpsAggDir
+	lastKnownSection      = sectionLLMRollupDir
 	sectionFirstUserRange = 64
 )
 

@@ -29,6 +29,7 @@ type Reader struct {
 	tix      traceIndex
 	aggs     aggIndex
 	ops      aggIndex // service aggregates (ops_section.go)
+	rolls    aggIndex // LLM rollups and session tables (agg_rollup.go)
 	tok      tokenIndex
 	grp      groupIndex
 	vrefs    valueRefsIndex
@@ -235,6 +236,7 @@ func (r *Reader) open() error {
 	r.resident += len(r.tix.fences)*fenceLen + int(unsafe.Sizeof(*r))
 	r.openAggs(sections, load)
 	r.openOps(sections, load)
+	r.openRollups(sections, load)
 	r.openTokens(sections, load)
 	if r.tok.present {
 		r.openGroups(sections, load)
@@ -244,7 +246,7 @@ func (r *Reader) open() error {
 	// lookups; a read that failed (EIO) is not damage: Open fails, so that
 	// the segment is not served with a section that would fail every
 	// lookup until restart.
-	for _, err := range []error{r.aggs.err, r.ops.err, r.tok.err, r.grp.err} {
+	for _, err := range []error{r.aggs.err, r.ops.err, r.rolls.err, r.tok.err, r.grp.err} {
 		if err != nil && !IsCorruption(err) && !errors.Is(err, ErrUnsupported) {
 			return err
 		}
@@ -268,6 +270,12 @@ func (r *Reader) openOps(sections map[uint32]tocEntry, load func(uint32) (string
 // per-block and per-project parts (section dataSec).
 func (r *Reader) openPartIndex(sections map[uint32]tocEntry, load func(uint32) (string, int64, error),
 	dataSec, dirSec uint32, what string) aggIndex {
+	return r.openParts(sections, load, dataSec, dirSec, what, len(r.blocks), len(r.info.Projects))
+}
+
+// openParts is openPartIndex for a directory of nBlocks and nProjects parts.
+func (r *Reader) openParts(sections map[uint32]tocEntry, load func(uint32) (string, int64, error),
+	dataSec, dirSec uint32, what string, nBlocks, nProjects int) aggIndex {
 	var x aggIndex
 	data, okData := sections[dataSec]
 	dir, okDir := sections[dirSec]
@@ -290,7 +298,7 @@ func (r *Reader) openPartIndex(sections map[uint32]tocEntry, load func(uint32) (
 	}
 	r.resident -= len(s)
 	x.offset, x.length = int64(data.Offset), data.Length
-	x.blocks, x.projects, err = decodeAggDir(s, len(r.blocks), len(r.info.Projects), data.Length)
+	x.blocks, x.projects, err = decodeAggDir(s, nBlocks, nProjects, data.Length)
 	if err != nil {
 		x.err = r.corrupt(off, "%s directory: %v", what, err)
 		x.blocks, x.projects = nil, nil

@@ -336,7 +336,8 @@ func sectionName(t uint32) string {
 		sectionTraceFences: "trace fences", sectionLLMAggregates: "LLM aggregates", sectionTokenFilters: "token filters",
 		sectionTokenSummary: "token summary", sectionValueRefs: "value references", sectionLLMAggDir: "LLM aggregates directory",
 		sectionTokenPages: "token disk summary", sectionTokenGroups: "row-group token filters", sectionTokenGroupDir: "token group directory",
-		sectionOpsAggregates: "service aggregates", sectionOpsAggDir: "service aggregates directory"}
+		sectionOpsAggregates: "service aggregates", sectionOpsAggDir: "service aggregates directory",
+		sectionLLMRollups: "LLM rollups", sectionLLMRollupDir: "LLM rollups directory"}
 	if n, ok := names[t]; ok {
 		return n
 	}
@@ -672,6 +673,18 @@ func (x *verifier) optionalSections(sections map[uint32]tocEntry, rows *blockRow
 					return err
 				}
 			}
+		}
+	}
+
+	r.openRollups(sections, load)
+	if r.rolls.err != nil {
+		if err := x.addErr(r.rolls.err, true, ""); err != nil {
+			return err
+		}
+	} else if r.rolls.present {
+		add := func(off int64, format string, args ...any) { x.add(off, true, format, args...) }
+		if err := x.addErr(r.verifyRollups(add), true, ""); err != nil {
+			return err
 		}
 	}
 

@@ -375,6 +375,10 @@ func (w *Writer) close() (Info, error) {
 	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
 	section(sectionOpsAggregates, w.ops.data, false)
 	section(sectionOpsAggDir, encodeAggDir(w.ops.blocks, w.ops.projects), true)
+	if writeLLMRollups {
+		section(sectionLLMRollups, w.aggs.rollData, false)
+		section(sectionLLMRollupDir, encodeAggDir(nil, w.aggs.rolls), true)
+	}
 	if w.tokens != nil {
 		sum, st := w.tokens.summary()
 		section(sectionTokenFilters, w.tokens.data, false) // read one block's filter at a time; bloom bits do not compress
