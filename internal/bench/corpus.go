@@ -16,11 +16,14 @@ import (
 const (
 	CorpusCanonical = "canonical"
 	CorpusLLM       = "llm"
-	CorpusAPI       = "api"
+	// CorpusLLMSessions is conversations that resend their history on every
+	// call (issue 17's "sessions" shape of the llm corpus).
+	CorpusLLMSessions = "llm-sessions"
+	CorpusAPI         = "api"
 )
 
 // Corpora lists the corpus names in a stable order.
-var Corpora = []string{CorpusCanonical, CorpusLLM, CorpusAPI}
+var Corpora = []string{CorpusCanonical, CorpusLLM, CorpusAPI, CorpusLLMSessions}
 
 // CorpusOptions says what to generate. The same options always produce the
 // same spans, byte for byte once encoded.
@@ -72,6 +75,8 @@ func Generate(corpus string, o CorpusOptions) ([]model.Span, error) {
 		return genLLM(o), nil
 	case CorpusAPI:
 		return genAPI(o), nil
+	case CorpusLLMSessions:
+		return genLLMSessions(o), nil
 	}
 	return nil, fmt.Errorf("corpus: unknown corpus %q (want one of %v)", corpus, Corpora)
 }

@@ -22,7 +22,7 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "load", "[flags]")
 	endpoint := fs.String("endpoint", "", "server to load: http://HOST:PORT for HTTP protocols (default http://127.0.0.1:4318), HOST:PORT for otlp-grpc (default 127.0.0.1:4317); loopback addresses only")
 	protocol := fs.String("protocol", "otlp-proto", "wire protocol: otlp-proto | otlp-json | otlp-grpc | native-json")
-	corpus := fs.String("corpus", "canonical", "corpus to send: canonical | llm | api")
+	corpus := fs.String("corpus", "canonical", "corpus to send: canonical | llm | api | llm-sessions")
 	concurrency := fs.Int("concurrency", 4, "parallel workers, each with its own connection")
 	batch := fs.Int("batch", 1000, "spans per request")
 	rate := fs.Float64("rate", 0, "open loop: target spans/s, latency measured from each batch's scheduled time; 0 = closed loop (each worker sends when its previous batch is answered)")
