@@ -33,7 +33,7 @@ func BenchmarkConversationStorage(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		threshold int
-	}{{"values-apart", 0}, {"inline", -1}} {
+	}{{"values-apart", 0}, {"values-apart-256", 256}, {"inline", -1}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, ValueThreshold: c.threshold})
