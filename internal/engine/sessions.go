@@ -21,8 +21,8 @@ func (e *Engine) Sessions(ctx context.Context, project string, f *query.Filter) 
 	if err != nil {
 		return nil, res.Result, err
 	}
-	byID := make(map[string]int, 1024) // session -> index in out
-	var out []store.SessionSummary
+	byID := make(map[string]int, len(entries)) // session -> index in out
+	out := make([]store.SessionSummary, 0, len(entries))
 	for i := range entries {
 		en := &entries[i]
 		if en.Key.Session == "" {

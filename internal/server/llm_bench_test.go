@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -15,15 +16,26 @@ import (
 
 // BenchmarkLLMSessionRoutes measures the session routes end to end, warm:
 // engine, JSON encoding, gzip and the client's transfer (as the llm bench
-// suite's client sees them: it asks for gzip), over 200k sealed spans of
-// the llm corpus in 5 segments.
+// suite's client sees them: it asks for gzip), over sealed spans of the
+// llm corpus in 10 segments (the 1M case is skipped with -short).
 func BenchmarkLLMSessionRoutes(b *testing.B) {
+	for _, n := range []int{200_000, 1_000_000} {
+		b.Run(fmt.Sprintf("spans=%dk", n/1000), func(b *testing.B) {
+			if n > 200_000 && testing.Short() {
+				b.Skip("-short")
+			}
+			benchLLMSessionRoutes(b, n)
+		})
+	}
+}
+
+func benchLLMSessionRoutes(b *testing.B, n int) {
 	e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, NoCompaction: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	spans, err := bench.Generate("llm", bench.CorpusOptions{Seed: 1, Spans: 200_000, Start: time.Now().Add(-6 * time.Hour), Window: 6 * time.Hour})
+	spans, err := bench.Generate("llm", bench.CorpusOptions{Seed: 1, Spans: n, Start: time.Now().Add(-6 * time.Hour), Window: 6 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,7 +48,7 @@ func BenchmarkLLMSessionRoutes(b *testing.B) {
 		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
 			b.Fatal(err)
 		}
-		if i%40_000 == 39_000 {
+		if i%(n/10) == n/10-1000 {
 			if err := e.Seal(); err != nil {
 				b.Fatal(err)
 			}

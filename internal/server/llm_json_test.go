@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +79,31 @@ func TestLLMJSONEqualsEncodingJSON(t *testing.T) {
 			if got := appendMeasures(nil, &gs[i].M); string(got) != string(mb) {
 				t.Fatalf("iter %d measures:\n got %s\nwant %s", iter, got, mb)
 			}
+		}
+	}
+}
+
+// TestFirstPositionsEqualsStableSort: the page of sessions a bounded heap
+// selects is the first k of a stable sort, ties (many: few distinct
+// values) in input order.
+func TestFirstPositionsEqualsStableSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for iter := range 500 {
+		n := r.IntN(300)
+		vals := make([]int, n)
+		for i := range vals {
+			vals[i] = r.IntN(1 + iter%20)
+		}
+		before := func(i, j int32) bool { return vals[i] > vals[j] || (vals[i] == vals[j] && i < j) }
+		want := make([]int32, n)
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(vals[b], vals[a]) })
+		k := r.IntN(n + 5)
+		got := firstPositions(n, k, before)
+		if !slices.Equal(got, want[:min(k, n)]) {
+			t.Fatalf("iter %d, n %d, k %d:\n got %v\nwant %v", iter, n, k, got, want[:min(k, n)])
 		}
 	}
 }
