@@ -286,15 +286,19 @@ func (e *Engine) projected(s *segHandle, i int, project string, p projection) ([
 	v, err, _ := e.decoding.Do("llmproj|"+s.name+"|"+key, func() (any, error) {
 		var raw []segment.AggEntry
 		var err error
+		projected := false
 		if i < 0 {
-			raw, err = e.segmentEntries(s, project, p)
+			raw, projected, err = e.segmentEntries(s, project, p)
 		} else {
 			raw, err = e.blockAggregates(s, i)
 		}
 		if err != nil {
 			return []segment.AggEntry(nil), err
 		}
-		got := p.apply(raw)
+		got := raw
+		if !projected {
+			got = p.apply(raw)
+		}
 		s.aggs.mu.Lock()
 		if s.aggs.proj == nil || len(s.aggs.proj) >= maxProjections {
 			s.aggs.proj = map[string][]segment.AggEntry{}
@@ -458,21 +462,24 @@ func (e *Engine) segmentAggregates(s *segHandle, project string) ([]segment.AggE
 // that p is computed from: the coarse rollup or the session table when they
 // answer p (segment.Reader.HasRollups), else the project rollup, whose
 // entries are keyed down to session, user and hour. The first two are not
-// cached (p's projection of them is, by projected).
-func (e *Engine) segmentEntries(s *segHandle, project string, p projection) ([]segment.AggEntry, error) {
+// cached (p's projection of them is, by projected). projected reports
+// entries already projected onto p with distinct keys (the session table's).
+func (e *Engine) segmentEntries(s *segHandle, project string, p projection) (entries []segment.AggEntry, projected bool, err error) {
 	if s.r.HasRollups() {
 		switch {
 		case p.coarse():
-			return s.r.CoarseAggregates(project)
+			entries, err = s.r.CoarseAggregates(project)
+			return entries, false, err
 		case p.bySession():
 			rows, err := s.r.SessionTable(project, !p.noSketches)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			return sessionEntries(rows, p.sessionList), nil
+			return sessionEntries(rows, p.sessionList), true, nil
 		}
 	}
-	return e.segmentAggregates(s, project)
+	entries, err = e.segmentAggregates(s, project)
+	return entries, false, err
 }
 
 // sessionEntries converts session-table rows to entries keyed by session.
