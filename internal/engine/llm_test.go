@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -157,6 +158,60 @@ func TestLLMStatsEqualBruteForce(t *testing.T) {
 			got := sums{m.Spans, m.Errors, m.Counted, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.ReasoningTokens, m.CostNanoUSD}
 			if got != want[k] {
 				t.Fatalf("iter %d group_by %v key %q window %d..%d:\n got %v\nwant %v", iter, gb, k, f.Start, f.End, got, want[k])
+			}
+		}
+	}
+	// The sessions list over random windows (session tables where whole
+	// segments lie inside them, block entries and rows elsewhere): every
+	// session's span count, errors, cost and users.
+	for iter := range 20 {
+		var f query.Filter
+		if iter%2 == 1 {
+			f.Start = uint64(start.Add(time.Duration(r.Int64N(int64(5 * time.Hour)))).UnixNano())
+			f.End = f.Start + uint64(r.Int64N(int64(3*time.Hour)))
+		}
+		type want struct {
+			spans, errors, cost int64
+			users               []string
+		}
+		ws := map[string]*want{}
+		for i := range spans {
+			s := &spans[i]
+			if s.LLM == nil || s.LLM.SessionID == "" || !f.Match(s) {
+				continue
+			}
+			w := ws[s.LLM.SessionID]
+			if w == nil {
+				w = &want{}
+				ws[s.LLM.SessionID] = w
+			}
+			w.spans++
+			if s.StatusCode == model.StatusError {
+				w.errors++
+			}
+			if s.LLM.Counted {
+				w.cost += s.LLM.CostNanoUSD
+			}
+			if u := s.LLM.UserID; u != "" && !slices.Contains(w.users, u) {
+				w.users = append(w.users, u)
+			}
+		}
+		got, _, err := e.Sessions(context.Background(), "default", &f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(ws) {
+			t.Fatalf("sessions, window %d..%d: %d sessions, want %d", f.Start, f.End, len(got), len(ws))
+		}
+		for _, g := range got {
+			w := ws[g.ID]
+			if w == nil {
+				t.Fatalf("sessions: unexpected session %q", g.ID)
+			}
+			slices.Sort(w.users)
+			if g.M.Spans != w.spans || g.M.Errors != w.errors || g.M.CostNanoUSD != w.cost || !slices.Equal(g.Users, w.users) {
+				t.Fatalf("session %q, window %d..%d: %d spans, %d errors, cost %d, users %v; want %+v",
+					g.ID, f.Start, f.End, g.M.Spans, g.M.Errors, g.M.CostNanoUSD, g.Users, *w)
 			}
 		}
 	}
