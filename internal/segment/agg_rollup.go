@@ -29,10 +29,6 @@ import (
 // per project. Segments written before the rollups have neither section;
 // the reader then answers from section 6.
 
-// writeLLMRollups is cleared by tests that reproduce, byte for byte, files
-// written before the rollups existed.
-var writeLLMRollups = true
-
 // SessionEntry is one row of a segment's session table.
 type SessionEntry struct {
 	ID    string

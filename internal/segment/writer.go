@@ -375,7 +375,7 @@ func (w *Writer) close() (Info, error) {
 	section(sectionLLMAggDir, encodeAggDir(w.aggs.blocks, w.aggs.projects), true)
 	section(sectionOpsAggregates, w.ops.data, false)
 	section(sectionOpsAggDir, encodeAggDir(w.ops.blocks, w.ops.projects), true)
-	if writeLLMRollups && !writeTokenMapWithoutPlaces { // files of that older format predate the rollups
+	if !writeTokenMapWithoutPlaces { // files of that older format predate the rollups
 		section(sectionLLMRollups, w.aggs.rollData, false)
 		section(sectionLLMRollupDir, encodeAggDir(nil, w.aggs.rolls), true)
 	}
