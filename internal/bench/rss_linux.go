@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"syscall"
 )
 
 // readProcMemory reads VmRSS and VmHWM of process pid from /proc.
@@ -29,14 +28,4 @@ func resetPeakRSS(pid int) error {
 		return fmt.Errorf("reset peak RSS of process %d: %w", pid, err)
 	}
 	return nil
-}
-
-// exitPeakRSS is an exited process's peak resident set in bytes (its
-// rusage ru_maxrss, which Linux gives in KiB).
-func exitPeakRSS(ps *os.ProcessState) (int64, error) {
-	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok || ru == nil {
-		return 0, fmt.Errorf("no resource usage for process %d", ps.Pid())
-	}
-	return ru.Maxrss * 1024, nil
 }

@@ -2,10 +2,7 @@
 
 package bench
 
-import (
-	"errors"
-	"os"
-)
+import "errors"
 
 var errNoProc = errors.New("reading a process's resident set needs Linux /proc")
 
@@ -14,6 +11,3 @@ func readProcMemory(pid int) (procMemory, error) { return procMemory{}, errNoPro
 
 // resetPeakRSS needs /proc/PID/clear_refs: elsewhere it reports that it cannot.
 func resetPeakRSS(pid int) error { return errNoProc }
-
-// exitPeakRSS needs Linux's rusage units: elsewhere it reports that it cannot.
-func exitPeakRSS(ps *os.ProcessState) (int64, error) { return 0, errNoProc }

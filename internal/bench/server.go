@@ -174,21 +174,52 @@ func (s *Server) Stop(timeout time.Duration) error {
 	}
 }
 
-// ExitUsage is the CPU time (user + system) the server used over its whole
-// life and its peak resident set, from the kernel's accounting when it was
-// waited for; it fails while the server runs.
-func (s *Server) ExitUsage() (cpu time.Duration, peakRSS int64, err error) {
+// ExitCPU is the CPU time (user + system) the server used over its whole
+// life, from the kernel's accounting when it was waited for; it fails while
+// the server runs. (Its rusage's peak RSS is not used: the child is forked
+// from this process before it execs, and Linux counts this process's peak
+// into the child's ru_maxrss.)
+func (s *Server) ExitCPU() (time.Duration, error) {
 	select {
 	case <-s.exited:
 	default:
-		return 0, 0, fmt.Errorf("the server is still running")
+		return 0, fmt.Errorf("the server is still running")
 	}
 	ps := s.cmd.ProcessState
 	if ps == nil {
-		return 0, 0, fmt.Errorf("the server's exit status is unknown")
+		return 0, fmt.Errorf("the server's exit status is unknown")
 	}
-	peak, err := exitPeakRSS(ps)
-	return ps.UserTime() + ps.SystemTime(), peak, err
+	return ps.UserTime() + ps.SystemTime(), nil
+}
+
+// StopWatchingPeak is Stop that also reports the server's peak resident set
+// (VmHWM) up to its exit: it reads VmHWM every few milliseconds while the
+// server shuts down (a graceful stop seals the write buffer) and keeps the
+// last value read. start is the VmHWM read before the stop.
+func (s *Server) StopWatchingPeak(timeout time.Duration, start int64) (peak int64, err error) {
+	pid := s.cmd.Process.Pid
+	peak = start
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			if m, err := readProcMemory(pid); err == nil && m.HWM > peak {
+				peak = m.HWM
+			}
+			select {
+			case <-done:
+				return
+			case <-s.exited:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	err = s.Stop(timeout)
+	close(done)
+	<-watched
+	return peak, err
 }
 
 // Kill ends the server with SIGKILL (a crash) and waits for it.

@@ -34,8 +34,8 @@ binary directory), run as ` + "`" + TelemetrygenIssueLoad.Command("HOST:PORT") +
 4 workers x 25,000 traces x (1 root + 1 child) = 200,000 spans, which one exporter sends in 1000-span requests, one at
 a time. ` + "`--spans`" + ` and ` + "`--batch`" + ` do not change it. Its load window runs from starting telemetrygen to the server's stored count reaching
 200,000 (wall time and spans/s are over that window). The harness then stops the server with SIGTERM, which seals
-the write buffer, and reads the exited process's CPU time and peak RSS from its rusage: the figures "through the
-seal of every span", which the targets use.`,
+the write buffer, reading its VmHWM every 2 ms until it exits, and the exited process's CPU time from its rusage:
+the figures "through the seal of every span", which the targets use.`,
 		Columns: []Column{
 			{Title: "Protocol", Param: "protocol"},
 			{Title: "Route", Param: "route"},

@@ -90,8 +90,8 @@ func runTelemetrygen(ctx context.Context, env *RunEnv, l TelemetrygenLoad) Resul
 	// Every span is sealed by a graceful stop (the engine seals its buffer
 	// on close, as at any shutdown), rather than by waiting a minute of
 	// --seal-age: the kernel's accounting of the exited process gives the
-	// CPU and peak RSS through that seal. Scraped first, so the counters
-	// are the load's.
+	// CPU through that seal, and VmHWM read until the exit the peak RSS.
+	// Scraped first, so the counters are the load's.
 	var seals, decodeNs, wireBytes float64
 	var haveDecode bool
 	if m, err := srv.Metrics(ctx); err == nil {
@@ -101,14 +101,15 @@ func runTelemetrygen(ctx context.Context, env *RunEnv, l TelemetrygenLoad) Resul
 		decodeNs, wireBytes, haveDecode = ns, b, ok1 && ok2
 	}
 	sealStart := time.Now()
-	if err := srv.Stop(2 * time.Minute); err != nil {
+	peakSealed, err := srv.StopWatchingPeak(2*time.Minute, memStored.HWM)
+	if err != nil {
 		return refused("stop the server (its final seal): %v", err)
 	}
 	sealWait := time.Since(sealStart)
 	if strings.Contains(srv.Logs(), "final seal failed") {
 		return refused("the final seal failed: %s", lastLines(srv.Logs(), 3))
 	}
-	cpuSealed, peakSealed, err := srv.ExitUsage()
+	cpuSealed, err := srv.ExitCPU()
 	if err != nil {
 		return refused("%v", err)
 	}
