@@ -330,30 +330,8 @@ func decodeAggPart(s string) ([]AggEntry, error) {
 		m.MinStart = d.uvarint() + uint64(out[i].Key.Hour)*1e9
 		m.MaxEnd = m.MinStart + d.uvarint()
 	}
-	for _, ttft := range []bool{false, true} {
-		for i := range out {
-			m := &out[i].M
-			b := d.str()
-			if d.err != nil {
-				return nil, fmt.Errorf("entry %d sketch: %w", i, d.err)
-			}
-			var err error
-			switch {
-			case !ttft:
-				m.Latency, err = sketch.Decode([]byte(b))
-				if err == nil && m.Latency.Count() != uint64(m.Spans) {
-					err = fmt.Errorf("latency sketch counts %d values for %d spans", m.Latency.Count(), m.Spans)
-				}
-			case b != "":
-				m.TTFT, err = sketch.Decode([]byte(b))
-				if err == nil && (m.TTFT.Count() == 0 || m.TTFT.Count() > uint64(m.Spans)) {
-					err = fmt.Errorf("time-to-first-token sketch counts %d values for %d spans", m.TTFT.Count(), m.Spans)
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("entry %d: %w", i, err)
-			}
-		}
+	if err := decodeSketchColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "entry"); err != nil {
+		return nil, err
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -381,4 +359,36 @@ func appendVarints(b []byte, vs ...int64) []byte {
 		b = binary.AppendVarint(b, v)
 	}
 	return b
+}
+
+// decodeSketchColumns reads the latency sketches of n rows, then their
+// time-to-first-token sketches (empty when none), checking each against
+// the row's span count; what names a row in errors ("entry", "session").
+func decodeSketchColumns(d *dec, n int, row func(int) *AggMeasures, what string) error {
+	for _, ttft := range []bool{false, true} {
+		for i := range n {
+			m := row(i)
+			b := d.str()
+			if d.err != nil {
+				return fmt.Errorf("%s %d sketch: %w", what, i, d.err)
+			}
+			var err error
+			switch {
+			case !ttft:
+				m.Latency, err = sketch.Decode([]byte(b))
+				if err == nil && m.Latency.Count() != uint64(m.Spans) {
+					err = fmt.Errorf("latency sketch counts %d values for %d spans", m.Latency.Count(), m.Spans)
+				}
+			case b != "":
+				m.TTFT, err = sketch.Decode([]byte(b))
+				if err == nil && (m.TTFT.Count() == 0 || m.TTFT.Count() > uint64(m.Spans)) {
+					err = fmt.Errorf("time-to-first-token sketch counts %d values for %d spans", m.TTFT.Count(), m.Spans)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("%s %d: %w", what, i, err)
+			}
+		}
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/rastro-dev/rastro/internal/sketch"
 )
 
 // The LLM rollups (sections 16 and 17) answer the queries over a whole
@@ -225,30 +224,8 @@ func decodeSessionPart(s string, sketches bool) ([]SessionEntry, error) {
 	if !sketches {
 		return out, nil
 	}
-	for _, ttft := range []bool{false, true} {
-		for i := range out {
-			m := &out[i].M
-			b := d.str()
-			if d.err != nil {
-				return nil, fmt.Errorf("session %d sketch: %w", i, d.err)
-			}
-			var err error
-			switch {
-			case !ttft:
-				m.Latency, err = sketch.Decode([]byte(b))
-				if err == nil && m.Latency.Count() != uint64(m.Spans) {
-					err = fmt.Errorf("latency sketch counts %d values for %d spans", m.Latency.Count(), m.Spans)
-				}
-			case b != "":
-				m.TTFT, err = sketch.Decode([]byte(b))
-				if err == nil && (m.TTFT.Count() == 0 || m.TTFT.Count() > uint64(m.Spans)) {
-					err = fmt.Errorf("time-to-first-token sketch counts %d values for %d spans", m.TTFT.Count(), m.Spans)
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("session %d: %w", i, err)
-			}
-		}
+	if err := decodeSketchColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
+		return nil, err
 	}
 	if d.err != nil {
 		return nil, d.err
