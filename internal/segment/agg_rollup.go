@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
 )
 
 // The LLM rollups (sections 16 and 17) answer the queries over a whole
