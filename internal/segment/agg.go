@@ -309,21 +309,8 @@ func decodeAggPart(s string) ([]AggEntry, error) {
 			return nil, fmt.Errorf("entry %d: keys not in increasing order", i)
 		}
 	}
-	for i := range out {
-		m := &out[i].M
-		m.Spans, m.Errors, m.Counted, m.Traces = d.i64(), d.i64(), d.i64(), d.i64()
-		if d.err == nil && (m.Spans == 0 || m.Errors > m.Spans || m.Counted > m.Spans || m.Traces == 0 || m.Traces > m.Spans) {
-			return nil, fmt.Errorf("entry %d: counts out of range", i)
-		}
-	}
-	for i := range out {
-		m := &out[i].M
-		m.InputTokens, m.OutputTokens = d.varint(), d.varint()
-		m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens = d.varint(), d.varint(), d.varint()
-		m.CostNanoUSD = d.varint()
-		if d.err == nil && min(m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens, m.CostNanoUSD) < 0 {
-			return nil, fmt.Errorf("entry %d: negative sum", i)
-		}
+	if err := decodeCountColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "entry"); err != nil {
+		return nil, err
 	}
 	for i := range out {
 		m := &out[i].M
@@ -359,6 +346,28 @@ func appendVarints(b []byte, vs ...int64) []byte {
 		b = binary.AppendVarint(b, v)
 	}
 	return b
+}
+
+// decodeCountColumns reads the span counts of n rows, then their token and
+// cost sums, checking their ranges; what names a row in errors.
+func decodeCountColumns(d *dec, n int, row func(int) *AggMeasures, what string) error {
+	for i := range n {
+		m := row(i)
+		m.Spans, m.Errors, m.Counted, m.Traces = d.i64(), d.i64(), d.i64(), d.i64()
+		if d.err == nil && (m.Spans == 0 || m.Errors > m.Spans || m.Counted > m.Spans || m.Traces == 0 || m.Traces > m.Spans) {
+			return fmt.Errorf("%s %d: counts out of range", what, i)
+		}
+	}
+	for i := range n {
+		m := row(i)
+		m.InputTokens, m.OutputTokens = d.varint(), d.varint()
+		m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens = d.varint(), d.varint(), d.varint()
+		m.CostNanoUSD = d.varint()
+		if d.err == nil && min(m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens, m.CostNanoUSD) < 0 {
+			return fmt.Errorf("%s %d: negative sum", what, i)
+		}
+	}
+	return nil
 }
 
 // decodeSketchColumns reads the latency sketches of n rows, then their

@@ -196,21 +196,8 @@ func decodeSessionPart(s string, sketches bool) ([]SessionEntry, error) {
 			}
 		}
 	}
-	for i := range out {
-		m := &out[i].M
-		m.Spans, m.Errors, m.Counted, m.Traces = d.i64(), d.i64(), d.i64(), d.i64()
-		if d.err == nil && (m.Spans == 0 || m.Errors > m.Spans || m.Counted > m.Spans || m.Traces == 0 || m.Traces > m.Spans) {
-			return nil, fmt.Errorf("session %d: counts out of range", i)
-		}
-	}
-	for i := range out {
-		m := &out[i].M
-		m.InputTokens, m.OutputTokens = d.varint(), d.varint()
-		m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens = d.varint(), d.varint(), d.varint()
-		m.CostNanoUSD = d.varint()
-		if d.err == nil && min(m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens, m.ReasoningTokens, m.CostNanoUSD) < 0 {
-			return nil, fmt.Errorf("session %d: negative sum", i)
-		}
+	if err := decodeCountColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
+		return nil, err
 	}
 	for i := range out {
 		m := &out[i].M
