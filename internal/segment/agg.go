@@ -246,31 +246,12 @@ func encodeAggPart(dst []byte, entries []AggEntry) []byte {
 	for i := range entries {
 		body = appendVarints(body, entries[i].Key.Hour)
 	}
-	for i := range entries {
-		m := &entries[i].M
-		body = appendUvarints(body, uint64(m.Spans), uint64(m.Errors), uint64(m.Counted), uint64(m.Traces))
-	}
-	for i := range entries {
-		m := &entries[i].M
-		body = appendVarints(body, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens,
-			m.ReasoningTokens, m.CostNanoUSD)
-	}
+	body = appendCountColumns(body, len(entries), func(i int) *AggMeasures { return &entries[i].M })
 	for i := range entries {
 		m := &entries[i].M
 		body = appendUvarints(body, m.MinStart-uint64(entries[i].Key.Hour)*1e9, m.MaxEnd-m.MinStart)
 	}
-	var sk []byte
-	for i := range entries {
-		sk = entries[i].M.Latency.AppendBinary(sk[:0])
-		body = appendStr(body, string(sk))
-	}
-	for i := range entries {
-		sk = sk[:0]
-		if t := entries[i].M.TTFT; t != nil {
-			sk = t.AppendBinary(sk)
-		}
-		body = appendStr(body, string(sk))
-	}
+	body = appendSketchColumns(body, len(entries), func(i int) *AggMeasures { return &entries[i].M })
 	dst = appendUvarints(dst, uint64(len(table)))
 	for _, s := range table {
 		dst = appendStr(dst, s)
@@ -346,6 +327,40 @@ func appendVarints(b []byte, vs ...int64) []byte {
 		b = binary.AppendVarint(b, v)
 	}
 	return b
+}
+
+// appendCountColumns writes the span counts of n rows, then their token and
+// cost sums (read back by decodeCountColumns).
+func appendCountColumns(body []byte, n int, row func(int) *AggMeasures) []byte {
+	for i := range n {
+		m := row(i)
+		body = appendUvarints(body, uint64(m.Spans), uint64(m.Errors), uint64(m.Counted), uint64(m.Traces))
+	}
+	for i := range n {
+		m := row(i)
+		body = appendVarints(body, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens,
+			m.ReasoningTokens, m.CostNanoUSD)
+	}
+	return body
+}
+
+// appendSketchColumns writes the latency sketches of n rows, then their
+// time-to-first-token sketches, empty when none (read back by
+// decodeSketchColumns).
+func appendSketchColumns(body []byte, n int, row func(int) *AggMeasures) []byte {
+	var sk []byte
+	for i := range n {
+		sk = row(i).Latency.AppendBinary(sk[:0])
+		body = appendStr(body, string(sk))
+	}
+	for i := range n {
+		sk = sk[:0]
+		if t := row(i).TTFT; t != nil {
+			sk = t.AppendBinary(sk)
+		}
+		body = appendStr(body, string(sk))
+	}
+	return body
 }
 
 // decodeCountColumns reads the span counts of n rows, then their token and

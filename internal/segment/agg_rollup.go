@@ -123,31 +123,12 @@ func encodeSessionPart(dst []byte, sessions []SessionEntry) []byte {
 			body = appendUvarints(body, j)
 		}
 	}
-	for i := range sessions {
-		m := &sessions[i].M
-		body = appendUvarints(body, uint64(m.Spans), uint64(m.Errors), uint64(m.Counted), uint64(m.Traces))
-	}
-	for i := range sessions {
-		m := &sessions[i].M
-		body = appendVarints(body, m.InputTokens, m.OutputTokens, m.CacheReadTokens, m.CacheCreationTokens,
-			m.ReasoningTokens, m.CostNanoUSD)
-	}
+	body = appendCountColumns(body, len(sessions), func(i int) *AggMeasures { return &sessions[i].M })
 	for i := range sessions {
 		m := &sessions[i].M
 		body = appendUvarints(body, m.MinStart, m.MaxEnd-m.MinStart)
 	}
-	var sk []byte
-	for i := range sessions {
-		sk = sessions[i].M.Latency.AppendBinary(sk[:0])
-		body = appendStr(body, string(sk))
-	}
-	for i := range sessions {
-		sk = sk[:0]
-		if t := sessions[i].M.TTFT; t != nil {
-			sk = t.AppendBinary(sk)
-		}
-		body = appendStr(body, string(sk))
-	}
+	body = appendSketchColumns(body, len(sessions), func(i int) *AggMeasures { return &sessions[i].M })
 	dst = appendUvarints(dst, uint64(len(table)))
 	for _, s := range table {
 		dst = appendStr(dst, s)
