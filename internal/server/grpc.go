@@ -8,8 +8,8 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor OTel exporters use
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -46,30 +46,49 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
 }
 
+// exportMethod is the full name of TraceService/Export.
+const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
 var traceServiceDesc = grpc.ServiceDesc{
 	ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Export",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var in rawRequest
-			if err := dec(&in); err != nil {
-				return nil, err
+		// The interceptor (the access check, auth.go) runs before the
+		// request is decoded, so a refused call costs no copy of its body.
+		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			h := func(ctx context.Context, _ any) (any, error) {
+				var in rawRequest
+				if err := dec(&in); err != nil {
+					return nil, err
+				}
+				return srv.(*Server).export(ctx, in.b)
 			}
-			return srv.(*Server).export(ctx, in.b)
+			if interceptor == nil {
+				panic("server: the gRPC server has no access interceptor (broken invariant)")
+			}
+			return interceptor(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}, h)
 		},
 	}},
 	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
 }
 
 func newGRPCServer(s *Server) *grpc.Server {
-	g := grpc.NewServer(
+	opts := []grpc.ServerOption{
+		// Every call passes the access check (auth.go); a method without a
+		// rule in grpcAccess is refused.
+		grpc.UnaryInterceptor(s.unaryAuth),
+		grpc.StreamInterceptor(s.streamAuth),
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)),
 		// Each stream holds up to one message in memory before admission
 		// sees it; bounding streams bounds that memory.
 		grpc.MaxConcurrentStreams(64),
-	)
+	}
+	if s.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config())))
+	}
+	g := grpc.NewServer(opts...)
 	g.RegisterService(&traceServiceDesc, s)
 	return g
 }
@@ -98,17 +117,7 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		s.met.rejected.WithLabelValues("not_ready").Inc()
 		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
 	}
-	project := DefaultProject
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("x-scope-orgid"); len(v) > 0 {
-			p, err := projectOf(v[0])
-			if err != nil {
-				s.met.rejected.WithLabelValues("bad_request").Inc()
-				return otlp.Batch{}, status.Error(codes.InvalidArgument, err.Error())
-			}
-			project = p
-		}
-	}
+	project := projectFrom(ctx)
 	n := int64(len(body))
 	if !s.admit(n) {
 		s.met.rejected.WithLabelValues("overloaded").Inc()

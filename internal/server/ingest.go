@@ -91,10 +91,10 @@ func tooLarge(limit int64) *ingestError {
 // ingestRoutes are the receivers: OTLP/HTTP and the native JSON route.
 func (s *Server) ingestRoutes() []route {
 	return []route{
-		{method: "POST", pattern: "/v1/traces", handler: s.handleOTLP, documented: true},
-		{method: "POST", pattern: "/v1/spans", handler: s.handleNative, documented: true},
+		{method: "POST", pattern: "/v1/traces", access: accessIngest, handler: s.handleOTLP, documented: true},
+		{method: "POST", pattern: "/v1/spans", access: accessIngest, handler: s.handleNative, documented: true},
 		// Zipkin v2 (docs/grafana.md): JSON or protobuf ListOfSpans.
-		{method: "POST", pattern: "/api/v2/spans", handler: s.handleZipkin},
+		{method: "POST", pattern: "/api/v2/spans", access: accessIngest, handler: s.handleZipkin},
 	}
 }
 
@@ -190,10 +190,7 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordT
 	if b == nil {
 		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL"}
 	}
-	project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
-	if err != nil {
-		return otlp.Batch{}, badRequest("%v", err)
-	}
+	project := projectFrom(r.Context())
 	// A body that can never be accepted is refused before admission, so the
 	// client gets 413 (final) rather than 429 (retry).
 	if r.ContentLength > s.opts.MaxBodyBytes {

@@ -20,8 +20,8 @@ import (
 func (s *Server) insightRoutes() []route {
 	q := s.withBackend
 	return []route{
-		{method: "GET", pattern: "/api/v1/summary", name: "summary", handler: q(s.handleSummary), documented: true},
-		{method: "GET", pattern: "/api/v1/anomalies", name: "anomalies", handler: q(s.handleAnomalies), documented: true},
+		{method: "GET", pattern: "/api/v1/summary", access: accessRead, name: "summary", handler: q(s.handleSummary), documented: true},
+		{method: "GET", pattern: "/api/v1/anomalies", access: accessRead, name: "anomalies", handler: q(s.handleAnomalies), documented: true},
 	}
 }
 

@@ -35,17 +35,17 @@ func (s *Server) jaegerRoutes() []route {
 	q := func(h queryHandler) http.HandlerFunc { return s.withBackendErrors(h, jaegerFail) }
 	q3 := func(h queryHandler) http.HandlerFunc { return s.withBackendErrors(h, jaeger3Fail) }
 	return []route{
-		{method: "GET", pattern: "/api/services", name: "jaeger_services", handler: q(s.handleJaegerServices)},
-		{method: "GET", pattern: "/api/services/{service}/operations", name: "jaeger_service_operations", handler: q(s.handleJaegerServiceOperations)},
-		{method: "GET", pattern: "/api/operations", name: "jaeger_operations", handler: q(s.handleJaegerOperations(false))},
-		{method: "GET", pattern: "/api/traces", name: "jaeger_search", handler: q(s.handleJaegerSearch)},
-		{method: "GET", pattern: "/api/traces/{trace_id}", name: "jaeger_trace", handler: q(s.handleTraceByIDShared)},
-		{method: "GET", pattern: "/api/dependencies", name: "jaeger_dependencies", handler: q(s.handleJaegerDependencies)},
-		{method: "GET", pattern: "/api/v3/services", name: "jaeger3_services", handler: q3(s.handleJaeger3Services)},
-		{method: "GET", pattern: "/api/v3/operations", name: "jaeger3_operations", handler: q3(s.handleJaegerOperations(true))},
-		{method: "GET", pattern: "/api/v3/traces/{trace_id}", name: "jaeger3_trace", handler: q3(s.handleJaeger3Trace)},
-		{method: "GET", pattern: "/api/v3/traces", name: "jaeger3_search", handler: q3(s.handleJaeger3Search)},
-		{method: "GET", pattern: "/api/v3/trace-summaries", name: "jaeger3_summaries", handler: q3(s.handleJaeger3Summaries)},
+		{method: "GET", pattern: "/api/services", access: accessRead, name: "jaeger_services", handler: q(s.handleJaegerServices)},
+		{method: "GET", pattern: "/api/services/{service}/operations", access: accessRead, name: "jaeger_service_operations", handler: q(s.handleJaegerServiceOperations)},
+		{method: "GET", pattern: "/api/operations", access: accessRead, name: "jaeger_operations", handler: q(s.handleJaegerOperations(false))},
+		{method: "GET", pattern: "/api/traces", access: accessRead, name: "jaeger_search", handler: q(s.handleJaegerSearch)},
+		{method: "GET", pattern: "/api/traces/{trace_id}", access: accessRead, name: "jaeger_trace", handler: q(s.handleTraceByIDShared)},
+		{method: "GET", pattern: "/api/dependencies", access: accessRead, name: "jaeger_dependencies", handler: q(s.handleJaegerDependencies)},
+		{method: "GET", pattern: "/api/v3/services", access: accessRead, name: "jaeger3_services", handler: q3(s.handleJaeger3Services)},
+		{method: "GET", pattern: "/api/v3/operations", access: accessRead, name: "jaeger3_operations", handler: q3(s.handleJaegerOperations(true))},
+		{method: "GET", pattern: "/api/v3/traces/{trace_id}", access: accessRead, name: "jaeger3_trace", handler: q3(s.handleJaeger3Trace)},
+		{method: "GET", pattern: "/api/v3/traces", access: accessRead, name: "jaeger3_search", handler: q3(s.handleJaeger3Search)},
+		{method: "GET", pattern: "/api/v3/trace-summaries", access: accessRead, name: "jaeger3_summaries", handler: q3(s.handleJaeger3Summaries)},
 	}
 }
 

@@ -24,6 +24,7 @@ type metrics struct {
 	normalized    *prometheus.CounterVec
 	decodeNanos   *prometheus.CounterVec
 	queryDuration *prometheus.HistogramVec
+	authRefused   *prometheus.CounterVec
 }
 
 func newMetrics() *metrics {
@@ -47,8 +48,10 @@ func newMetrics() *metrics {
 		queryDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "rastro_query_duration_seconds",
 			Help:    "Query API latency by route.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"route"}),
+		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_access_refused_total",
+			Help: "Requests refused by the access check (HTTP and gRPC), by reason: missing_token, unknown_token, wrong_role, wrong_project, bad_project."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.spans, m.bytes, m.rejected, m.rejectedSpans, m.normalized, m.decodeNanos, m.queryDuration)
+	reg.MustRegister(m.authRefused, m.requests, m.spans, m.bytes, m.rejected, m.rejectedSpans, m.normalized, m.decodeNanos, m.queryDuration)
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 
 	return m

@@ -20,6 +20,9 @@ type route struct {
 	// documented: the route is an operation of docs/openapi.json. Catch-alls
 	// and API families documented elsewhere (Tempo, Jaeger) are not.
 	documented bool
+	// access is who may call the route (auth.go); mux refuses a route
+	// without one.
+	access access
 }
 
 // routeTable lists every route the server answers, family by family.
@@ -31,7 +34,9 @@ func (s *Server) routeTable() []route {
 	t = append(t, s.insightRoutes()...)
 	// MCP's streamable HTTP transport (docs/agents.md): POST, and GET and
 	// DELETE answered by the SDK (405, the server keeps no session).
-	t = append(t, route{pattern: "/mcp", handler: func(w http.ResponseWriter, r *http.Request) {
+	// The route itself needs only the read role: each tool call goes
+	// through this table again with the same token and project header.
+	t = append(t, route{pattern: "/mcp", access: accessReadServer, handler: func(w http.ResponseWriter, r *http.Request) {
 		if s.mcp == nil {
 			writeError(w, http.StatusNotFound, "the MCP server is turned off (rastro serve --mcp=false)")
 			return
@@ -49,23 +54,27 @@ func (s *Server) routeTable() []route {
 	// The operational paths answer another method the same way (the mux
 	// would say 405 in plain text).
 	for _, prefix := range []string{"/api/", "/v1/", "/metrics", "/healthz", "/readyz"} {
-		t = append(t, route{pattern: prefix, handler: func(w http.ResponseWriter, r *http.Request) {
+		t = append(t, route{pattern: prefix, access: accessPublic, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
 		}})
 	}
 	// Every other path is the web UI's (its pages are client-side routes:
-	// /traces/{id}, /sessions/{id}, ...).
+	// /traces/{id}, /sessions/{id}, ...). Its files are public: they hold
+	// no data, and the API calls the pages make carry the token the UI
+	// asks for (docs/security.md).
 	if ui := s.opts.UI; ui != nil {
-		t = append(t, route{pattern: "/", handler: ui.ServeHTTP})
+		t = append(t, route{pattern: "/", access: accessPublic, handler: ui.ServeHTTP})
 	} else {
-		t = append(t, route{pattern: "/", handler: func(w http.ResponseWriter, r *http.Request) {
+		t = append(t, route{pattern: "/", access: accessPublic, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s (the web UI is turned off)", r.Method, r.URL.Path))
 		}})
 	}
 	return t
 }
 
-// mux builds the handler of a route table.
+// mux builds the handler of a route table. Every handler is wrapped in its
+// route's access rule here, the one place requests enter: a route without
+// a rule is a programming error and panics.
 func (s *Server) mux(table []route) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range table {
@@ -73,7 +82,10 @@ func (s *Server) mux(table []route) http.Handler {
 		if rt.method != "" {
 			pattern = rt.method + " " + pattern
 		}
-		h := rt.handler
+		if rt.access == accessUnset {
+			panic(fmt.Sprintf("server: route %q declares no access rule (every route must: see auth.go)", pattern))
+		}
+		h := s.guard(rt.access, rt.handler)
 		if rt.name != "" {
 			h = s.met.timed(rt.name, h)
 		}
@@ -85,11 +97,13 @@ func (s *Server) mux(table []route) http.Handler {
 // opsRoutes are the operational endpoints: metrics, liveness, readiness.
 func (s *Server) opsRoutes() []route {
 	return []route{
-		{method: "GET", pattern: "/metrics", handler: s.met.handler().ServeHTTP, documented: true},
-		{method: "GET", pattern: "/healthz", documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
+		// The metrics are server-wide counters and latencies with no span
+		// data or project names: any read token may scrape them.
+		{method: "GET", pattern: "/metrics", access: accessReadServer, handler: s.met.handler().ServeHTTP, documented: true},
+		{method: "GET", pattern: "/healthz", access: accessPublic, documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
-		{method: "GET", pattern: "/readyz", documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
+		{method: "GET", pattern: "/readyz", access: accessPublic, documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
 			if s.currentBackend() == nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "starting", "reason": "replaying the WAL"})
 				return
@@ -120,12 +134,7 @@ func (s *Server) withBackendErrors(h queryHandler, fail func(w http.ResponseWrit
 			fail(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
 			return
 		}
-		project, err := projectOf(r.Header.Get("X-Scope-OrgID"))
-		if err != nil {
-			fail(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		h(w, r, b, project)
+		h(w, r, b, projectFrom(r.Context()))
 	}
 }
 

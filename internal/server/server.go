@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,18 @@ type Options struct {
 	// Prices is the LLM price table listed at GET /api/v1/llm/prices; nil
 	// answers 501.
 	Prices *llm.Prices
+
+	// AuthFile lists the tokens the server accepts (format: authfile.go,
+	// docs/security.md); empty turns access control off, which only a
+	// loopback address or Insecure allows.
+	AuthFile string
+	// Insecure allows non-loopback addresses without an auth file (a proxy
+	// or firewall in front does the access control).
+	Insecure bool
+	// TLSCert and TLSKey are PEM files: with them the HTTP and gRPC
+	// listeners speak TLS only. TLSClientCA, a PEM bundle, makes clients
+	// present a certificate it signed.
+	TLSCert, TLSKey, TLSClientCA string
 }
 
 // Validate checks the options and fills defaults.
@@ -81,7 +94,37 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if (o.TLSCert == "") != (o.TLSKey == "") {
+		return errors.New("server: TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
+	}
+	if o.TLSClientCA != "" && o.TLSCert == "" {
+		return errors.New("server: client certificate verification (--tls-client-ca) needs TLS (--tls-cert and --tls-key)")
+	}
+	if o.AuthFile == "" && !o.Insecure {
+		for _, addr := range append([]string{o.HTTPAddr, o.GRPCAddr}, o.ExtraHTTPAddrs...) {
+			if addr != "" && !isLoopback(addr) {
+				return fmt.Errorf("server: refusing to listen on %s without access control: it is not a loopback address, "+
+					"and with no tokens configured anyone who reaches it could read, write and erase every project's spans. "+
+					"Give --auth-file with tokens (docs/security.md), or --insecure if a proxy or firewall in front controls access", addr)
+			}
+		}
+	}
 	return nil
+}
+
+// isLoopback reports whether a listen address is on loopback only: a
+// loopback IP, or "localhost". Any other host name counts as reachable
+// from elsewhere, and an empty host means every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Server serves one backend. Create it with New, start it with Start, attach
@@ -92,6 +135,10 @@ type Server struct {
 	log     *slog.Logger
 	backend atomic.Pointer[attached]
 	met     *metrics
+	// auth is the auth file's tokens, swapped whole by ReloadAuth; nil
+	// when access control is off.
+	auth atomic.Pointer[authSet]
+	tls  *serverTLS // nil without TLS
 	// api is the route table's handler (without compression): the HTTP
 	// server's, and the one MCP tools call in process.
 	api http.Handler
@@ -123,6 +170,20 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
 		}
 	}
+	if opts.AuthFile != "" {
+		set, err := loadAuthFile(opts.AuthFile)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.auth.Store(set)
+	}
+	if opts.TLSCert != "" {
+		t, err := newServerTLS(opts.TLSCert, opts.TLSKey, opts.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		s.tls = t
+	}
 	s.api = s.mux(s.routeTable())
 	if !opts.NoMCP {
 		s.mcp = mcpserver.Handler(s.api, opts.UI != nil, opts.Prices)
@@ -131,6 +192,9 @@ func New(opts Options) (*Server, error) {
 		Handler:           gzipJSON(s.api),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+	}
+	if s.tls != nil {
+		s.http.TLSConfig = s.tls.config()
 	}
 	s.grpc = newGRPCServer(s)
 	return s, nil
@@ -177,7 +241,11 @@ func (s *Server) Start() error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			if err := s.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			serve := s.http.Serve
+			if s.tls != nil {
+				serve = func(l net.Listener) error { return s.http.ServeTLS(l, "", "") }
+			}
+			if err := serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("http server stopped", "addr", l.Addr().String(), "err", err)
 			}
 		}()

@@ -21,11 +21,11 @@ import (
 func (s *Server) serviceRoutes() []route {
 	q := s.withBackend
 	return []route{
-		{method: "GET", pattern: "/api/v1/red", name: "red", handler: q(s.handleRED), documented: true},
-		{method: "GET", pattern: "/api/v1/heatmap", name: "heatmap", handler: q(s.handleHeatmap), documented: true},
-		{method: "GET", pattern: "/api/v1/errors", name: "errors", handler: q(s.handleErrors), documented: true},
-		{method: "GET", pattern: "/api/v1/dependencies", name: "dependencies", handler: q(s.handleDependencies), documented: true},
-		{method: "GET", pattern: "/api/v1/journey", name: "journey", handler: q(s.handleJourney), documented: true},
+		{method: "GET", pattern: "/api/v1/red", access: accessRead, name: "red", handler: q(s.handleRED), documented: true},
+		{method: "GET", pattern: "/api/v1/heatmap", access: accessRead, name: "heatmap", handler: q(s.handleHeatmap), documented: true},
+		{method: "GET", pattern: "/api/v1/errors", access: accessRead, name: "errors", handler: q(s.handleErrors), documented: true},
+		{method: "GET", pattern: "/api/v1/dependencies", access: accessRead, name: "dependencies", handler: q(s.handleDependencies), documented: true},
+		{method: "GET", pattern: "/api/v1/journey", access: accessRead, name: "journey", handler: q(s.handleJourney), documented: true},
 	}
 }
 

@@ -44,12 +44,12 @@ const tempoVersion = "2.1.0"
 func (s *Server) tempoRoutes() []route {
 	t := s.withTempo
 	return []route{
-		{method: "GET", pattern: "/api/echo", handler: func(w http.ResponseWriter, r *http.Request) {
+		{method: "GET", pattern: "/api/echo", access: accessPublic, handler: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Write([]byte("echo\n"))
 		}},
-		{method: "GET", pattern: "/api/status/buildinfo", handler: s.handleTempoBuildInfo},
-		{method: "GET", pattern: "/ready", handler: func(w http.ResponseWriter, r *http.Request) {
+		{method: "GET", pattern: "/api/status/buildinfo", access: accessPublic, handler: s.handleTempoBuildInfo},
+		{method: "GET", pattern: "/ready", access: accessPublic, handler: func(w http.ResponseWriter, r *http.Request) {
 			if s.currentBackend() == nil {
 				tempoError(w, http.StatusServiceUnavailable, "not ready: replaying the WAL")
 				return
@@ -57,13 +57,13 @@ func (s *Server) tempoRoutes() []route {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.Write([]byte("ready\n"))
 		}},
-		{method: "GET", pattern: "/api/v2/traces/{trace_id}", name: "tempo_trace_v2", handler: t(s.handleTempoTraceV2)},
+		{method: "GET", pattern: "/api/v2/traces/{trace_id}", access: accessRead, name: "tempo_trace_v2", handler: t(s.handleTempoTraceV2)},
 		// GET /api/traces/{id} (v1) is shared with Jaeger's trace route (jaeger.go).
-		{method: "GET", pattern: "/api/search", name: "tempo_search", handler: t(s.handleTempoSearch)},
-		{method: "GET", pattern: "/api/v2/search/tags", name: "tempo_tags", handler: t(s.handleTempoTags(true))},
-		{method: "GET", pattern: "/api/search/tags", name: "tempo_tags_v1", handler: t(s.handleTempoTags(false))},
-		{method: "GET", pattern: "/api/v2/search/tag/{tag}/values", name: "tempo_tag_values", handler: t(s.handleTempoTagValues(true))},
-		{method: "GET", pattern: "/api/search/tag/{tag}/values", name: "tempo_tag_values_v1", handler: t(s.handleTempoTagValues(false))},
+		{method: "GET", pattern: "/api/search", access: accessRead, name: "tempo_search", handler: t(s.handleTempoSearch)},
+		{method: "GET", pattern: "/api/v2/search/tags", access: accessRead, name: "tempo_tags", handler: t(s.handleTempoTags(true))},
+		{method: "GET", pattern: "/api/search/tags", access: accessRead, name: "tempo_tags_v1", handler: t(s.handleTempoTags(false))},
+		{method: "GET", pattern: "/api/v2/search/tag/{tag}/values", access: accessRead, name: "tempo_tag_values", handler: t(s.handleTempoTagValues(true))},
+		{method: "GET", pattern: "/api/search/tag/{tag}/values", access: accessRead, name: "tempo_tag_values_v1", handler: t(s.handleTempoTagValues(false))},
 	}
 }
 

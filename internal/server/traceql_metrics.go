@@ -18,9 +18,9 @@ import (
 func (s *Server) traceQLMetricsRoutes() []route {
 	t := s.withTempo
 	return []route{
-		{method: "GET", pattern: "/api/metrics/query_range", name: "tempo_metrics_range", handler: t(s.handleTempoMetrics(false))},
-		{method: "GET", pattern: "/api/metrics/query", name: "tempo_metrics_instant", handler: t(s.handleTempoMetrics(true))},
-		{method: "GET", pattern: "/api/v1/traceql/metrics", name: "traceql_metrics", handler: s.withBackend(s.handleTraceQLMetrics), documented: true},
+		{method: "GET", pattern: "/api/metrics/query_range", access: accessRead, name: "tempo_metrics_range", handler: t(s.handleTempoMetrics(false))},
+		{method: "GET", pattern: "/api/metrics/query", access: accessRead, name: "tempo_metrics_instant", handler: t(s.handleTempoMetrics(true))},
+		{method: "GET", pattern: "/api/v1/traceql/metrics", access: accessRead, name: "traceql_metrics", handler: s.withBackend(s.handleTraceQLMetrics), documented: true},
 	}
 }
 
