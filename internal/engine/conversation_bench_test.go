@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -33,10 +35,13 @@ func BenchmarkConversationStorage(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		threshold int
-	}{{"values-apart", 0}, {"values-apart-256", 256}, {"inline", -1}} {
+		content   int
+		compact   bool
+	}{{"values-apart", 0, 0, false}, {"values-apart-compacted", 0, 0, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, ValueThreshold: c.threshold})
+				dir := b.TempDir()
+				e, err := engine.Open(engine.Options{Dir: dir, Durability: engine.DurabilityBuffered, ValueThreshold: c.threshold, ContentThreshold: c.content})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -64,6 +69,11 @@ func BenchmarkConversationStorage(b *testing.B) {
 				if err := e.Seal(); err != nil {
 					b.Fatal(err)
 				}
+				if c.compact {
+					if _, err := e.Compact(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
 				st, err := e.Stats(context.Background(), "default")
 				if err != nil {
 					b.Fatal(err)
@@ -71,10 +81,25 @@ func BenchmarkConversationStorage(b *testing.B) {
 				b.ReportMetric(float64(st.SegmentBytes)/n, "segment-B/span")
 				b.ReportMetric(float64(st.ValueBytes)/n, "values-B/span")
 				b.ReportMetric(float64(st.SegmentBytes+st.ValueBytes)/n, "disk-B/span")
+				b.ReportMetric(float64(e.ValueStats().Values)/n, "stored-values/span")
 				b.ReportMetric(float64(raw)/n, "raw-B/span")
 				if err := e.Close(); err != nil {
 					b.Fatal(fmt.Errorf("close: %w", err))
 				}
+				// The reference tables: 32 bytes per distinct stored value a
+				// segment references.
+				segs, _ := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+				refs := 0
+				for _, p := range segs {
+					r, err := segment.Open(p)
+					if err != nil {
+						b.Fatal(err)
+					}
+					refs += r.Info().ValueRefs
+					r.Close()
+				}
+				b.ReportMetric(float64(refs*32)/n, "ref-table-B/span")
+				b.ReportMetric(float64(len(segs)), "segments")
 			}
 		})
 	}

@@ -80,8 +80,15 @@ type Options struct {
 	// at least this many bytes are stored apart, once per distinct value, in
 	// the value store (DATA_DIR/values), and segments reference them by
 	// SHA-256. 0 means DefaultValueThreshold (1 KiB); negative keeps every
-	// value inline.
+	// value inline. Values are stored in pieces (segment.Pieces): a JSON
+	// array at its elements, long text by content.
 	ValueThreshold int
+	// ContentThreshold: the prompt and completion attributes
+	// (text.IsMessageKey) are stored apart from this many bytes, so that a
+	// conversation that resends its history stores each message once. 0
+	// means segment.DefaultContentThreshold; negative leaves them to
+	// ValueThreshold. Ignored when ValueThreshold is negative.
+	ContentThreshold int
 
 	// NoCompaction turns background compaction off (Compact still works).
 	NoCompaction bool
@@ -759,6 +766,9 @@ func (e *Engine) writerOptions() segment.WriterOptions {
 	}
 	if e.opts.ValueThreshold > 0 {
 		wo.StoreValue, wo.ValueThreshold = e.storeValue, e.opts.ValueThreshold
+		if e.opts.ContentThreshold >= 0 {
+			wo.IsContent, wo.ContentThreshold = text.IsMessageKey, e.opts.ContentThreshold
+		}
 	}
 	return wo
 }

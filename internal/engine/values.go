@@ -51,34 +51,55 @@ func (e *Engine) newResolver(res *store.Result) *resolver {
 	}}
 }
 
-// value returns the ValueString a ref stands for. When the value cannot be
-// read (missing, damaged, I/O error) the result is a placeholder string (the
-// ref's AsString, "<stored value sha256:HEX, N bytes>"), a warning is added to
-// the query's store.Result once per value, and the failure is counted.
+// value returns the ValueString a ref stands for: its pieces, read and
+// joined. When a piece cannot be read (missing, damaged, I/O error) the
+// result is a placeholder string (the ref's AsString, "<stored value
+// sha256:HEX, N bytes>"), a warning is added to the query's store.Result
+// once per piece, and the failure is counted.
 func (rv *resolver) value(v model.Value) model.Value {
-	h := v.Ref()
-	if s, ok := rv.cache[h]; ok {
+	n := v.RefPieces()
+	if n == 1 {
+		s, ok := rv.piece(v.RefPiece(0))
+		if !ok || int64(len(s)) != v.Int {
+			if ok {
+				rv.fail(v.RefPiece(0), fmt.Errorf("stored value has %d bytes, the segment expects %d", len(s), v.Int))
+			}
+			return model.StringValue(v.AsString())
+		}
 		return model.StringValue(s)
 	}
-	if rv.failed[h] {
+	if n == 0 || v.Int < 0 {
 		return model.StringValue(v.AsString())
+	}
+	b := make([]byte, 0, v.Int)
+	for i := range n {
+		s, ok := rv.piece(v.RefPiece(i))
+		if !ok {
+			return model.StringValue(v.AsString())
+		}
+		b = append(b, s...)
+	}
+	if int64(len(b)) != v.Int {
+		rv.fail(v.RefPiece(0), fmt.Errorf("stored value of %d pieces has %d bytes, the segment expects %d", n, len(b), v.Int))
+		return model.StringValue(v.AsString())
+	}
+	return model.StringValue(unsafe.String(unsafe.SliceData(b), len(b)))
+}
+
+// piece returns one stored piece, from the query's cache or the store.
+func (rv *resolver) piece(h [32]byte) (string, bool) {
+	if s, ok := rv.cache[h]; ok {
+		return s, true
+	}
+	if rv.failed[h] {
+		return "", false
 	}
 	b, err := rv.get(valuestore.Ref(h))
-	if err == nil && int64(len(b)) != v.Int {
-		err = fmt.Errorf("stored value has %d bytes, the segment expects %d", len(b), v.Int)
-	}
 	if err != nil {
-		if rv.failed == nil {
-			rv.failed = map[[32]byte]bool{}
-		}
-		rv.failed[h] = true
-		rv.onFail(valuestore.Ref(h), err)
-		if rv.res != nil {
-			rv.res.Warnings = append(rv.res.Warnings, fmt.Sprintf("stored value %s unreadable: %v", valuestore.Ref(h), err))
-		}
-		return model.StringValue(v.AsString())
+		rv.fail(h, err)
+		return "", false
 	}
-	s := string(b)
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // Get returns a fresh slice, never reused
 	if rv.bytes+len(s) <= resolveCacheBytes {
 		if rv.cache == nil {
 			rv.cache = map[[32]byte]string{}
@@ -86,7 +107,22 @@ func (rv *resolver) value(v model.Value) model.Value {
 		rv.cache[h] = s
 		rv.bytes += len(s)
 	}
-	return model.StringValue(s)
+	return s, true
+}
+
+// fail records an unreadable piece once.
+func (rv *resolver) fail(h [32]byte, err error) {
+	if rv.failed[h] {
+		return
+	}
+	if rv.failed == nil {
+		rv.failed = map[[32]byte]bool{}
+	}
+	rv.failed[h] = true
+	rv.onFail(valuestore.Ref(h), err)
+	if rv.res != nil {
+		rv.res.Warnings = append(rv.res.Warnings, fmt.Sprintf("stored value %s unreadable: %v", valuestore.Ref(h), err))
+	}
 }
 
 // span returns s with every ref resolved. s is left untouched (block-cache
@@ -310,7 +346,9 @@ func addRefs(s *model.Span, live map[[32]byte]struct{}) {
 	val = func(v model.Value) {
 		switch v.Type {
 		case model.ValueRef:
-			live[v.Ref()] = struct{}{}
+			for i := range v.RefPieces() {
+				live[v.RefPiece(i)] = struct{}{}
+			}
 		case model.ValueArray:
 			for _, x := range v.Elems() {
 				val(x)

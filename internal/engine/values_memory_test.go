@@ -8,6 +8,8 @@ import (
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/segment"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // TestLLMCorpusBytesPerSpan is the "memory" measurement of the llm
@@ -32,9 +34,13 @@ func TestLLMCorpusBytesPerSpan(t *testing.T) {
 	for i := range spans {
 		count := func(kvs []model.KeyValue) {
 			for _, kv := range kvs {
-				if kv.Value.Type == model.ValueString && len(kv.Value.Str) >= engine.DefaultValueThreshold {
-					occurrences++
-					distinct[kv.Value.Str] = true
+				v := kv.Value.Str
+				if kv.Value.Type == model.ValueString && (len(v) >= engine.DefaultValueThreshold ||
+					text.IsMessageKey(kv.Key) && len(v) >= segment.DefaultContentThreshold) {
+					for _, p := range segment.Pieces(v) {
+						occurrences++
+						distinct[p] = true
+					}
 				}
 			}
 		}
@@ -63,7 +69,7 @@ func TestLLMCorpusBytesPerSpan(t *testing.T) {
 		t.Logf("threshold %d: %d spans, segments %d B + values %d B (%d distinct, %d dedup hits) = %.1f B/span",
 			threshold, len(spans), st.SegmentBytes, vs.DiskBytes, vs.Values, vs.DedupHits, perSpan[threshold])
 		if threshold == 0 && (vs.Values != len(distinct) || vs.DedupHits != int64(occurrences-len(distinct))) {
-			t.Errorf("value store holds %d values with %d dedup hits; the corpus has %d distinct large values in %d occurrences",
+			t.Errorf("value store holds %d values with %d dedup hits; the corpus has %d distinct pieces of values stored apart in %d occurrences",
 				vs.Values, vs.DedupHits, len(distinct), occurrences)
 		}
 		if err := e.Close(); err != nil {

@@ -48,7 +48,8 @@ func (t ValueType) String() string {
 //	ValueArray   List.Array (List is nil when the array is empty)
 //	ValueKvList  List.KvList (List is nil when the list is empty)
 //	ValueRef     Str holds the 32 raw bytes of the SHA-256 of the stored
-//	             string, Int its length in bytes
+//	             string, or of each of its pieces in order (n x 32 bytes:
+//	             the string is their concatenation), Int its length in bytes
 //
 // A ValueBytes and a ValueString with the same Str are different values.
 // Copies of a Value share its List, as they shared slices before. Values are
@@ -116,11 +117,32 @@ func RefValue(ref [32]byte, length int) Value {
 	return Value{Type: ValueRef, Str: string(ref[:]), Int: int64(length)}
 }
 
+// PiecesValue builds a ValueRef to a string of length bytes stored as
+// pieces: hashes holds the SHA-256 of each piece, in order, 32 bytes each;
+// the string is the concatenation of the pieces.
+func PiecesValue(hashes string, length int64) Value {
+	return Value{Type: ValueRef, Str: hashes, Int: length}
+}
+
 // IsRef reports whether v is an unresolved stored-value reference.
 func (v Value) IsRef() bool { return v.Type == ValueRef }
 
-// Ref returns the SHA-256 held by a ValueRef (zero for any other value, or
-// for a ref whose Str is not 32 bytes).
+// RefPieces returns the number of stored pieces a ValueRef names (1 for a
+// value stored whole; 0 for any other value or a malformed ref).
+func (v Value) RefPieces() int {
+	if v.Type != ValueRef || len(v.Str) == 0 || len(v.Str)%32 != 0 {
+		return 0
+	}
+	return len(v.Str) / 32
+}
+
+// RefPiece returns the SHA-256 of piece i of a ValueRef (see RefPieces).
+func (v Value) RefPiece(i int) [32]byte {
+	return [32]byte([]byte(v.Str[i*32 : i*32+32]))
+}
+
+// Ref returns the SHA-256 held by a ValueRef stored whole (zero for any
+// other value, for a ref stored as several pieces, or for a malformed one).
 func (v Value) Ref() [32]byte {
 	var r [32]byte
 	if v.Type == ValueRef && len(v.Str) == len(r) {
@@ -160,11 +182,16 @@ func (v Value) Bool() bool { return v.Int != 0 }
 // AsString renders the value as text: strings as they are, numbers in Go's
 // shortest form, bytes as base64, arrays and kvlists as compact JSON-like text.
 // An unresolved ValueRef renders as a placeholder,
-// "<stored value sha256:HEX, N bytes>", never as the stored string: callers
+// "<stored value sha256:HEX, N bytes>" ("<stored value in P pieces, first
+// sha256:HEX, N bytes>" for one stored as pieces), never as the stored string: callers
 // that need the text resolve the reference first.
 func (v Value) AsString() string {
 	switch v.Type {
 	case ValueRef:
+		if n := v.RefPieces(); n > 1 {
+			return "<stored value in " + strconv.Itoa(n) + " pieces, first sha256:" + hex.EncodeToString([]byte(v.Str[:32])) +
+				", " + strconv.FormatInt(v.Int, 10) + " bytes>"
+		}
 		return "<stored value sha256:" + hex.EncodeToString([]byte(v.Str)) + ", " + strconv.FormatInt(v.Int, 10) + " bytes>"
 	case ValueString:
 		return v.Str

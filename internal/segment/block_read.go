@@ -531,6 +531,11 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	var kd kvDec
+	table, err := r.valueRefTable()
+	if err != nil {
+		return nil, err
+	}
+	kd.table = table
 	kd.init(bd.cols[colAttrs])
 	for i := seek(colAttrs, &kd.dec); i < hi; i++ {
 		if i < lo {

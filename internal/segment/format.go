@@ -57,9 +57,14 @@ const (
 	// Optional: per-block service aggregates (RED per service, span name
 	// and minute; error groups) and per-project rollups, in parts read on
 	// demand; section 15 is their directory (ops_section.go).
-	sectionOpsAggregates  = 14
-	sectionOpsAggDir      = 15
-	lastKnownSection      = sectionLLMRollupDir
+	sectionOpsAggregates = 14
+	sectionOpsAggDir     = 15
+	// Optional (WriterOptions.StoreValue): the distinct stored-value hashes
+	// the blocks reference, in the order of their first reference; value tag
+	// 9 names them by position. Written instead of section 9, with
+	// sectionRequired set.
+	sectionValueRefTable  = 18
+	lastKnownSection      = sectionValueRefTable
 	sectionFirstUserRange = 64
 )
 
@@ -122,7 +127,14 @@ const (
 	tagKvList   = 6
 	tagBytes    = 7
 	tagValueRef = 8 // stored-value reference: SHA-256 (32 bytes) | uvarint length | original tag (1)
+	// Stored value in pieces, named by their position in section 18:
+	// uvarint n (>= 1) | n x uvarint position | uvarint length | original tag (1).
+	// The value is the concatenation of the pieces.
+	tagValuePieces = 9
 )
+
+// maxValuePieces bounds the pieces of one stored value.
+const maxValuePieces = 1 << 16
 
 // Limits that bound what a reader allocates or recurses on hostile input.
 const (

@@ -36,18 +36,28 @@ type WriterOptions struct {
 	// (the bench content corpus) they cost about 6% of the segment on disk,
 	// beyond the 5% budget of the whole token index.
 	RowGroupTokenFilters bool
-	// StoreValue, when set, stores a large string apart (in the value store)
-	// and returns its SHA-256. String values of span, event and link
-	// attributes (at any nesting depth) of at least ValueThreshold bytes are
-	// handed to it and written as stored-value references (value tag 8);
-	// section 9 lists the distinct references. Resource and scope attributes
-	// always stay inline. Token filters, attribute filters and LLM aggregates
-	// are computed from the full values. An error from StoreValue fails the
-	// write. Nil keeps every value inline.
+	// StoreValue, when set, stores a string apart (in the value store) and
+	// returns its SHA-256. String values of span, event and link attributes
+	// (at any nesting depth) of at least ValueThreshold bytes are cut into
+	// pieces (valuepieces.go: JSON arrays at their elements, long text by
+	// content), each handed to it, and written as stored-value references
+	// (value tag 9); section 18 lists the distinct references. Resource and
+	// scope attributes always stay inline. Token filters, attribute filters
+	// and LLM aggregates are computed from the full values. An error from
+	// StoreValue fails the write. Nil keeps every value inline.
 	StoreValue func(v string) ([32]byte, error)
 	// ValueThreshold is the length in bytes from which StoreValue is used;
 	// 0 selects DefaultValueThreshold. Ignored without StoreValue.
 	ValueThreshold int
+	// IsContent reports the span and event attribute keys that hold prompt
+	// or completion text (one attribute per message in several LLM
+	// dialects): their string values are stored apart from ContentThreshold
+	// bytes, so that a conversation that resends its history on every call
+	// stores each message once. Nil: no key is content.
+	IsContent func(key string) bool
+	// ContentThreshold is the length in bytes from which IsContent's values
+	// are stored apart; 0 selects DefaultContentThreshold.
+	ContentThreshold int
 	// AnyTraceOrder lets traces come in any order (each trace still in one
 	// run, its spans in (start, span id) order). Compaction needs it: a
 	// merged trace's earliest span may be dropped (retention, a newer copy
@@ -57,6 +67,9 @@ type WriterOptions struct {
 
 // DefaultValueThreshold is the default WriterOptions.ValueThreshold (1 KiB).
 const DefaultValueThreshold = 1024
+
+// DefaultContentThreshold is the default WriterOptions.ContentThreshold.
+const DefaultContentThreshold = 128
 
 // Validate reports options that cannot be used.
 func (o WriterOptions) Validate() error {
@@ -68,6 +81,9 @@ func (o WriterOptions) Validate() error {
 	}
 	if o.TokenFilterFP < 0 || o.TokenFilterFP > 0.5 || o.TokenFilterFP != o.TokenFilterFP {
 		return fmt.Errorf("segment writer: TokenFilterFP %v out of range (0, 0.5]", o.TokenFilterFP)
+	}
+	if o.ContentThreshold < 0 {
+		return fmt.Errorf("segment writer: ContentThreshold %d is negative", o.ContentThreshold)
 	}
 	if o.ValueThreshold < 0 {
 		return fmt.Errorf("segment writer: ValueThreshold %d is negative", o.ValueThreshold)
@@ -84,6 +100,9 @@ func (o WriterOptions) withDefaults() WriterOptions {
 	}
 	if o.TokenFilterFP == 0 {
 		o.TokenFilterFP = DefaultTokenFilterFP
+	}
+	if o.ContentThreshold == 0 {
+		o.ContentThreshold = DefaultContentThreshold
 	}
 	if o.ValueThreshold == 0 {
 		o.ValueThreshold = DefaultValueThreshold

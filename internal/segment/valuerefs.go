@@ -3,6 +3,7 @@ package segment
 import (
 	"bytes"
 	"slices"
+	"sync"
 )
 
 // valueRefLen is the size of one entry of section 9: a SHA-256.
@@ -24,17 +25,37 @@ func encodeValueRefs(refs map[[32]byte]struct{}) []byte {
 	return out
 }
 
-// valueRefsIndex locates section 9. Damage found at Open (a bad TOC entry) is
-// kept in err and returned by ValueRefs only, so blocks stay readable.
+// encodeValueRefTable builds section 18: the distinct stored-value hashes
+// the blocks reference, n x 32 bytes, in the order of their first reference
+// (value tag 9 names them by position), no duplicates.
+func encodeValueRefTable(table [][32]byte) []byte {
+	out := make([]byte, 0, len(table)*valueRefLen)
+	for _, h := range table {
+		out = append(out, h[:]...)
+	}
+	return out
+}
+
+// valueRefsIndex locates section 9 (sorted hashes, files whose blocks hold
+// the hashes themselves) or section 18 (the table tag 9 indexes). Damage
+// found at Open (a bad TOC entry) is kept in err and returned by ValueRefs
+// and the blocks that need the table only, so the rest stays readable.
 type valueRefsIndex struct {
 	present bool
+	table   bool // section 18
 	entry   tocEntry
 	err     error
+
+	mu     sync.Mutex // guards loaded and data: section 18, read for the blocks
+	loaded bool
+	data   string
 }
 
 func (r *Reader) openValueRefs(sections map[uint32]tocEntry) {
-	e, ok := sections[sectionValueRefs]
-	if !ok {
+	e, ok := sections[sectionValueRefTable]
+	if ok {
+		r.vrefs.table = true
+	} else if e, ok = sections[sectionValueRefs]; !ok {
 		return
 	}
 	r.vrefs.present, r.vrefs.entry = true, e
@@ -62,6 +83,18 @@ func (r *Reader) ValueRefs(yield func([32]byte) bool) error {
 	if !r.vrefs.present {
 		return nil
 	}
+	if r.vrefs.table {
+		t, err := r.valueRefTable()
+		if err != nil {
+			return err
+		}
+		for i := 0; i < len(t); i += valueRefLen {
+			if !yield([32]byte([]byte(t[i : i+valueRefLen]))) {
+				return nil
+			}
+		}
+		return nil
+	}
 	if r.vrefs.err != nil {
 		return r.vrefs.err
 	}
@@ -87,4 +120,34 @@ func (r *Reader) ValueRefs(yield func([32]byte) bool) error {
 		}
 	}
 	return nil
+}
+
+// valueRefTable returns section 18, read on first use and kept while the
+// reader is open: the blocks' tag 9 values index it. A segment without it
+// returns "". A failed read (an I/O error) is tried again by the next call.
+func (r *Reader) valueRefTable() (string, error) {
+	if !r.vrefs.table {
+		return "", nil
+	}
+	if r.vrefs.err != nil {
+		return "", r.vrefs.err
+	}
+	r.vrefs.mu.Lock()
+	defer r.vrefs.mu.Unlock()
+	if r.vrefs.loaded {
+		return r.vrefs.data, nil
+	}
+	e := r.vrefs.entry
+	if e.Length > maxSectionBytes {
+		return "", r.corrupt(int64(e.Offset), "value reference table of %d bytes exceeds the limit", e.Length)
+	}
+	b, err := r.readAt(int64(e.Offset), int64(e.Length))
+	if err != nil {
+		return "", err
+	}
+	if crc(b) != e.CRC {
+		return "", r.corrupt(int64(e.Offset), "value reference table checksum mismatch")
+	}
+	r.vrefs.loaded, r.vrefs.data = true, string(b)
+	return r.vrefs.data, nil
 }

@@ -38,11 +38,18 @@ func (m *memValues) put(v string) ([32]byte, error) {
 func (m *memValues) resolveValue(t testing.TB, v model.Value) model.Value {
 	switch v.Type {
 	case model.ValueRef:
-		s, ok := m.vals[v.Ref()]
-		if !ok || int64(len(s)) != v.Int {
-			t.Fatalf("ref %x (length %d) not stored", v.Ref(), v.Int)
+		var b strings.Builder
+		for i := range v.RefPieces() {
+			p, ok := m.vals[v.RefPiece(i)]
+			if !ok {
+				t.Fatalf("piece %d %x of a ref not stored", i, v.RefPiece(i))
+			}
+			b.WriteString(p)
 		}
-		return model.StringValue(s)
+		if v.RefPieces() == 0 || int64(b.Len()) != v.Int {
+			t.Fatalf("ref of %d pieces resolves to %d bytes, length says %d", v.RefPieces(), b.Len(), v.Int)
+		}
+		return model.StringValue(b.String())
 	case model.ValueArray:
 		var out []model.Value
 		for _, e := range v.Elems() {
@@ -152,6 +159,16 @@ func addLargeValues(corpus map[string][]model.Span, seed uint64) {
 const testThreshold = 256
 
 func TestValueRefsRoundTrip(t *testing.T) {
+	t.Run("table", func(t *testing.T) { testValueRefsRoundTrip(t) })
+	// Files written before section 18 hold the hashes in the rows.
+	t.Run("sorted", func(t *testing.T) {
+		writeValueRefsSorted = true
+		defer func() { writeValueRefsSorted = false }()
+		testValueRefsRoundTrip(t)
+	})
+}
+
+func testValueRefsRoundTrip(t *testing.T) {
 	corpus := genCorpus(31, 2, 40, 20)
 	addLargeValues(corpus, 31)
 	_, want := expected(corpus)
@@ -174,7 +191,9 @@ func TestValueRefsRoundTrip(t *testing.T) {
 				if v.Int < testThreshold {
 					t.Fatalf("span %d: a %d-byte value stored apart", i, v.Int)
 				}
-				inBlocks[v.Ref()] = true
+				for j := range v.RefPieces() {
+					inBlocks[v.RefPiece(j)] = true
+				}
 			case v.Type == model.ValueString && len(v.Str) >= testThreshold && !resource:
 				t.Fatalf("span %d: %d-byte string kept inline", i, len(v.Str))
 			}
@@ -188,19 +207,25 @@ func TestValueRefsRoundTrip(t *testing.T) {
 		t.Errorf("the shared prompt was put %d times for %d values: expected repeats", mv.puts, len(mv.vals))
 	}
 
-	// Section 9 lists exactly the refs of the blocks, sorted, once each.
+	// The section lists exactly the refs of the blocks, once each (section
+	// 9 sorted, section 18 in the order of first use).
 	var listed [][32]byte
 	if err := r.ValueRefs(func(h [32]byte) bool { listed = append(listed, h); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(listed) != len(inBlocks) || info.ValueRefs != len(listed) || r.Info().ValueRefs != len(listed) || !r.HasValueRefs() {
-		t.Fatalf("section 9 lists %d refs (info %d, reader %d), blocks hold %d", len(listed), info.ValueRefs, r.Info().ValueRefs, len(inBlocks))
+		t.Fatalf("the section lists %d refs (info %d, reader %d), blocks hold %d", len(listed), info.ValueRefs, r.Info().ValueRefs, len(inBlocks))
 	}
+	seen := map[[32]byte]bool{}
 	for i, h := range listed {
 		if !inBlocks[h] {
-			t.Fatalf("section 9 lists %x, which no block references", h)
+			t.Fatalf("the section lists %x, which no block references", h)
 		}
-		if i > 0 && string(listed[i-1][:]) >= string(h[:]) {
+		if seen[h] {
+			t.Fatalf("the section lists %x twice", h)
+		}
+		seen[h] = true
+		if writeValueRefsSorted && i > 0 && string(listed[i-1][:]) >= string(h[:]) {
 			t.Fatalf("section 9 not strictly ascending at %d", i)
 		}
 	}
@@ -317,6 +342,10 @@ func TestStoreValueErrorFailsWrite(t *testing.T) {
 }
 
 func TestValueRefsSectionDamageIsIsolated(t *testing.T) {
+	// Section 9 (files written before section 18) is a list for garbage
+	// collection only: damage to it leaves the blocks readable.
+	writeValueRefsSorted = true
+	defer func() { writeValueRefsSorted = false }()
 	corpus := genCorpus(35, 1, 30, 10)
 	addLargeValues(corpus, 35)
 	mv := newMemValues()
@@ -345,6 +374,46 @@ func TestValueRefsSectionDamageIsIsolated(t *testing.T) {
 		err = r.ValueRefs(func([32]byte) bool { t.Fatal("yielded from a damaged section"); return false })
 		var ce *CorruptionError
 		if !errors.As(err, &ce) || ce.Offset < int64(e.Offset) || ce.Offset >= int64(e.Offset+e.Length) {
+			t.Fatalf("flip at %d: ValueRefs error %v", at, err)
+		}
+		r.Close()
+	}
+}
+
+// TestValueRefTableDamage: the blocks name stored values by their position
+// in section 18, so damage to it is reported, naming the section, by every
+// read of a block and by ValueRefs, and Open still succeeds (the trace index
+// and aggregates stay usable).
+func TestValueRefTableDamage(t *testing.T) {
+	corpus := genCorpus(36, 1, 30, 10)
+	addLargeValues(corpus, 36)
+	mv := newMemValues()
+	path, _ := writeCorpus(t, corpus, WriterOptions{StoreValue: mv.put, ValueThreshold: testThreshold})
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := tocEntryOf(t, orig, sectionValueRefTable)
+	if e.Flags&sectionRequired == 0 {
+		t.Fatalf("section 18 is not marked required: an older reader would skip it and fail on the blocks")
+	}
+	for _, at := range []uint64{e.Offset, e.Offset + e.Length - 1} {
+		data := append([]byte(nil), orig...)
+		data[at] ^= 0x01
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(path)
+		if err != nil {
+			t.Fatalf("damage to section 18 fails Open: %v", err)
+		}
+		_, err = r.ReadBlock(0)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.Offset != int64(e.Offset) {
+			t.Fatalf("flip at %d: block read error %v", at, err)
+		}
+		err = r.ValueRefs(func([32]byte) bool { t.Fatal("yielded from a damaged section"); return false })
+		if !errors.As(err, &ce) {
 			t.Fatalf("flip at %d: ValueRefs error %v", at, err)
 		}
 		r.Close()

@@ -13,20 +13,34 @@ import (
 // column's key dictionary. finish writes the dictionary, then the body.
 //
 // With store set and apart true (span, event and link attributes), string
-// values of at least threshold bytes are handed to store and written as
-// stored-value references (tag 8); refs collects every reference written,
-// across blocks (reset does not clear it).
+// values of at least threshold bytes (contentThreshold for the top-level
+// keys content says hold prompt or completion text) are cut into pieces
+// (valuepieces.go), each handed to store, and written as tag 9: positions in
+// table, the distinct references of every block in the order of their first
+// use (section 18; reset does not clear it).
 type kvEnc struct {
 	keyIdx map[string]uint64
 	keys   []string
 	body   []byte
 	err    error
 
-	store     func(string) ([32]byte, error)
-	threshold int
-	apart     bool
-	refs      map[[32]byte]struct{}
+	store            func(string) ([32]byte, error)
+	threshold        int
+	contentThreshold int
+	content          func(key string) bool
+	apart            bool
+	isContent        bool // the value being written is a top-level content key's
+	tablePos         map[[32]byte]uint64
+	table            [][32]byte
+	cuts             []int
+	pos              []uint64
+	sorted           map[[32]byte]struct{} // writeValueRefsSorted: the refs of section 9
 }
+
+// writeValueRefsSorted makes writers produce the stored-value references of
+// the files written before section 18 (whole values, the hash in the row,
+// tag 8, and section 9), so that tests check those files stay readable.
+var writeValueRefsSorted = false
 
 func (e *kvEnc) reset() {
 	if e.keyIdx == nil {
@@ -59,8 +73,10 @@ func (e *kvEnc) kvs(kvs []model.KeyValue, depth int) {
 	e.uvarint(uint64(len(kvs)))
 	for i := range kvs {
 		e.key(kvs[i].Key)
+		e.isContent = depth == 0 && e.content != nil && kvs[i].Value.Type == model.ValueString && e.content(kvs[i].Key)
 		e.value(&kvs[i].Value, depth)
 	}
+	e.isContent = false
 }
 
 func (e *kvEnc) value(v *model.Value, depth int) {
@@ -75,30 +91,27 @@ func (e *kvEnc) value(v *model.Value, depth int) {
 	case model.ValueEmpty:
 		e.body = append(e.body, tagEmpty)
 	case model.ValueString:
-		if e.apart && e.store != nil && len(v.Str) >= e.threshold {
-			ref, err := e.store(v.Str)
-			if err != nil {
-				if e.err == nil {
-					e.err = fmt.Errorf("store value of %d bytes apart: %w", len(v.Str), err)
-				}
-				e.body = append(e.body, tagEmpty)
-				return
-			}
-			e.ref(ref, int64(len(v.Str)))
+		if e.apart && e.store != nil && (len(v.Str) >= e.threshold || e.isContent && len(v.Str) >= e.contentThreshold) {
+			e.storePieces(v.Str)
 			return
 		}
 		e.body = append(e.body, tagString)
 		e.str(v.Str)
 	case model.ValueRef:
 		// A span read back from a segment (a rewrite): keep the reference.
-		if len(v.Str) != 32 || v.Int < 0 {
+		n := v.RefPieces()
+		if n == 0 || n > maxValuePieces || v.Int < 0 {
 			if e.err == nil {
-				e.err = fmt.Errorf("malformed stored-value reference (%d-byte hash, length %d)", len(v.Str), v.Int)
+				e.err = fmt.Errorf("malformed stored-value reference (%d bytes of hashes, length %d)", len(v.Str), v.Int)
 			}
 			e.body = append(e.body, tagEmpty)
 			return
 		}
-		e.ref(v.Ref(), v.Int)
+		e.pos = e.pos[:0]
+		for i := range n {
+			e.pos = append(e.pos, e.position(v.RefPiece(i)))
+		}
+		e.pieces(e.pos, v.Int)
 	case model.ValueBool:
 		// Value.Int holds the bool; keep it exactly (normally 0 or 1).
 		e.body = append(e.body, tagBool)
@@ -135,17 +148,72 @@ func (e *kvEnc) value(v *model.Value, depth int) {
 	}
 }
 
-// ref writes a stored-value reference: tag 8 | 32-byte SHA-256 | uvarint
-// length | original tag (1 = string).
-func (e *kvEnc) ref(h [32]byte, n int64) {
-	e.body = append(e.body, tagValueRef)
-	e.body = append(e.body, h[:]...)
-	e.body = binary.AppendUvarint(e.body, uint64(n))
-	e.body = append(e.body, tagString)
-	if e.refs == nil {
-		e.refs = make(map[[32]byte]struct{})
+// storePieces stores v apart, cut into pieces, and writes its reference.
+func (e *kvEnc) storePieces(v string) {
+	if writeValueRefsSorted {
+		ref, err := e.store(v)
+		if err != nil {
+			if e.err == nil {
+				e.err = fmt.Errorf("store value of %d bytes apart: %w", len(v), err)
+			}
+			e.body = append(e.body, tagEmpty)
+			return
+		}
+		e.body = append(e.body, tagValueRef)
+		e.body = append(e.body, ref[:]...)
+		e.uvarint(uint64(len(v)))
+		e.body = append(e.body, tagString)
+		if e.sorted == nil {
+			e.sorted = make(map[[32]byte]struct{})
+		}
+		e.sorted[ref] = struct{}{}
+		return
 	}
-	e.refs[h] = struct{}{}
+	e.cuts = cutPieces(v, e.cuts)
+	if len(e.cuts) > maxValuePieces {
+		e.cuts = append(e.cuts[:0], len(v)) // cannot happen below MaxValueBytes; stay correct anyway
+	}
+	e.pos = e.pos[:0]
+	start := 0
+	for _, end := range e.cuts {
+		ref, err := e.store(v[start:end])
+		if err != nil {
+			if e.err == nil {
+				e.err = fmt.Errorf("store value of %d bytes apart: %w", len(v), err)
+			}
+			e.body = append(e.body, tagEmpty)
+			return
+		}
+		e.pos = append(e.pos, e.position(ref))
+		start = end
+	}
+	e.pieces(e.pos, int64(len(v)))
+}
+
+// position returns h's position in the reference table, adding it.
+func (e *kvEnc) position(h [32]byte) uint64 {
+	if i, ok := e.tablePos[h]; ok {
+		return i
+	}
+	if e.tablePos == nil {
+		e.tablePos = make(map[[32]byte]uint64)
+	}
+	i := uint64(len(e.table))
+	e.tablePos[h] = i
+	e.table = append(e.table, h)
+	return i
+}
+
+// pieces writes a stored-value reference: tag 9 | uvarint n | n x uvarint
+// position | uvarint length | original tag (1 = string).
+func (e *kvEnc) pieces(pos []uint64, n int64) {
+	e.body = append(e.body, tagValuePieces)
+	e.uvarint(uint64(len(pos)))
+	for _, p := range pos {
+		e.uvarint(p)
+	}
+	e.uvarint(uint64(n))
+	e.body = append(e.body, tagString)
 }
 
 // finish appends the key dictionary and the body to dst.
@@ -162,6 +230,9 @@ func (e *kvEnc) finish(dst []byte) []byte {
 type kvDec struct {
 	dec
 	keys []string
+	// table is section 18 (n x 32 bytes), which tag 9 values index; loaded
+	// by the block reader when the segment has it.
+	table string
 }
 
 func (d *kvDec) init(s string) {
@@ -246,6 +317,38 @@ func (d *kvDec) value(v *model.Value, depth int) {
 		v.Type = model.ValueRef
 		v.Str = h // aliases the block like strings do
 		v.Int = n
+	case tagValuePieces:
+		n := d.count(1)
+		entries := len(d.table) / valueRefLen
+		switch {
+		case d.err != nil:
+			return
+		case n == 0 || n > maxValuePieces:
+			d.fail(fmt.Errorf("stored value of %d pieces", n))
+			return
+		case entries == 0:
+			d.failf("stored value by position in a segment without a value reference table")
+			return
+		}
+		if n == 1 {
+			i := d.index(entries)
+			v.Str = d.table[i*valueRefLen : i*valueRefLen+valueRefLen] // aliases the table
+		} else {
+			b := make([]byte, 0, n*valueRefLen)
+			for range n {
+				i := d.index(entries)
+				b = append(b, d.table[i*valueRefLen:i*valueRefLen+valueRefLen]...)
+			}
+			v.Str = string(b)
+		}
+		v.Type = model.ValueRef
+		v.Int = d.i64()
+		if orig := d.byte1(); orig != tagString && d.err == nil {
+			d.fail(fmt.Errorf("stored-value reference to a value of tag %d: %w", orig, ErrUnsupported))
+		}
+		if d.err != nil {
+			v.Str = ""
+		}
 	default:
 		if d.err == nil {
 			d.fail(fmt.Errorf("unknown value tag %d", tag))
@@ -287,6 +390,15 @@ func (d *kvDec) skipValue(depth int) {
 		}
 	case tagValueRef:
 		d.fixed(32)
+		d.uvarint()
+		if orig := d.byte1(); orig != tagString && d.err == nil {
+			d.fail(fmt.Errorf("stored-value reference to a value of tag %d: %w", orig, ErrUnsupported))
+		}
+	case tagValuePieces:
+		n := d.count(1)
+		for i := 0; i < n && d.err == nil; i++ {
+			d.uvarint()
+		}
 		d.uvarint()
 		if orig := d.byte1(); orig != tagString && d.err == nil {
 			d.fail(fmt.Errorf("stored-value reference to a value of tag %d: %w", orig, ErrUnsupported))

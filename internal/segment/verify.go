@@ -223,7 +223,9 @@ func openLenient(path string, v *Verification) (*Reader, map[uint32]tocEntry, er
 		e := tocEntry{Type: le.Uint32(p[0:]), Flags: le.Uint32(p[4:]), Codec: le.Uint32(p[8:]), CRC: le.Uint32(p[12:]),
 			Offset: le.Uint64(p[16:]), Length: le.Uint64(p[24:]), RawLen: le.Uint64(p[32:])}
 		entOff := int64(tocOff + 4 + i*tocEntryLen)
-		derivable := e.Type > sectionBlockIndex // everything but the summary and the block index is rebuilt
+		// Everything but the summary, the block index and the table that the
+		// blocks' stored-value references index is rebuilt.
+		derivable := e.Type > sectionBlockIndex && e.Type != sectionValueRefTable
 		if e.Offset < headerLen || e.Length > tocOff || e.Offset > tocOff-e.Length {
 			x.add(entOff, derivable, "section type %d range [%d, +%d) outside the file body", e.Type, e.Offset, e.Length)
 			continue
@@ -273,6 +275,7 @@ func openLenient(path string, v *Verification) (*Reader, map[uint32]tocEntry, er
 	for i := range r.blocks {
 		r.metas[i] = r.blocks[i].Meta
 	}
+	r.openValueRefs(sections) // the blocks need section 18
 	return r, sections, nil
 }
 
@@ -337,7 +340,8 @@ func sectionName(t uint32) string {
 		sectionTokenSummary: "token summary", sectionValueRefs: "value references", sectionLLMAggDir: "LLM aggregates directory",
 		sectionTokenPages: "token disk summary", sectionTokenGroups: "row-group token filters", sectionTokenGroupDir: "token group directory",
 		sectionOpsAggregates: "service aggregates", sectionOpsAggDir: "service aggregates directory",
-		sectionLLMRollups: "LLM rollups", sectionLLMRollupDir: "LLM rollups directory"}
+		sectionLLMRollups: "LLM rollups", sectionLLMRollupDir: "LLM rollups directory",
+		sectionValueRefTable: "value reference table"}
 	if n, ok := names[t]; ok {
 		return n
 	}
@@ -586,7 +590,9 @@ func spanRefs(s *model.Span, refs map[[32]byte]struct{}) {
 	value = func(v *model.Value) {
 		switch v.Type {
 		case model.ValueRef:
-			refs[v.Ref()] = struct{}{}
+			for i := range v.RefPieces() {
+				refs[v.RefPiece(i)] = struct{}{}
+			}
 		case model.ValueArray:
 			for _, e := range v.Elems() {
 				value(&e)
@@ -859,11 +865,19 @@ func (x *verifier) traceIndex(sections map[uint32]tocEntry, rows *blockRows) err
 // exactly the refs the blocks hold.
 func (x *verifier) valueRefs(rows *blockRows) error {
 	r := x.r
-	r.openValueRefs(x.sections)
 	var listed [][32]byte
 	err := r.ValueRefs(func(h [32]byte) bool { listed = append(listed, h); return true })
 	if err != nil {
-		return x.addErr(err, true, "")
+		return x.addErr(err, !r.vrefs.table, "")
+	}
+	if r.vrefs.table {
+		slices.SortFunc(listed, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
+		for i := 1; i < len(listed); i++ {
+			if listed[i] == listed[i-1] {
+				x.add(int64(r.vrefs.entry.Offset), false, "value reference table lists a hash twice")
+				break
+			}
+		}
 	}
 	if rows == nil {
 		return nil

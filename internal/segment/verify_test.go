@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +53,7 @@ func TestVerifyCleanSegment(t *testing.T) {
 	if err := r.ValueRefs(func(h [32]byte) bool { want = append(want, h); return true }); err != nil {
 		t.Fatal(err)
 	}
+	slices.SortFunc(want, func(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) })
 	if len(want) == 0 || !slices.Equal(v.ValueRefs, want) {
 		t.Fatalf("value refs: got %d, section 9 lists %d", len(v.ValueRefs), len(want))
 	}
@@ -78,9 +80,11 @@ func TestVerifyFindsEveryBitFlip(t *testing.T) {
 			continue
 		}
 		// Parts a rewrite cannot rebuild: the frame, the summary, the block
-		// index and the blocks themselves.
+		// index, the blocks themselves and the table of stored-value hashes
+		// the blocks index.
 		fatal := isBlock || p.name == "footer" || p.name == "toc" ||
-			p.name == fmt.Sprintf("section %d", sectionInfo) || p.name == fmt.Sprintf("section %d", sectionBlockIndex)
+			p.name == fmt.Sprintf("section %d", sectionInfo) || p.name == fmt.Sprintf("section %d", sectionBlockIndex) ||
+			p.name == fmt.Sprintf("section %d", sectionValueRefTable)
 		for _, at := range []int64{p.start, (p.start + p.end) / 2, p.end - 1} {
 			data := slices.Clone(orig)
 			data[at] ^= 0x04

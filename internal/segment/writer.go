@@ -121,6 +121,7 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(), ops: newOpsWriter(),
 		tokens: newTokenWriter(opts)}
 	w.enc.kv.store, w.enc.kv.threshold = opts.StoreValue, opts.ValueThreshold
+	w.enc.kv.content, w.enc.kv.contentThreshold = opts.IsContent, opts.ContentThreshold
 	if err := w.write(appendHeader(nil)); err != nil {
 		w.Abort()
 		return nil, err
@@ -390,13 +391,19 @@ func (w *Writer) close() (Info, error) {
 		section(sectionTokenGroupDir, dir, true)
 		info.Tokens = st
 	}
-	if refs := w.enc.kv.refs; len(refs) > 0 {
+	if refs := w.enc.kv.sorted; len(refs) > 0 { // writeValueRefsSorted
+		flags = sectionRequired
+		section(sectionValueRefs, encodeValueRefs(refs), false)
+		flags = 0
+		info.ValueRefs = len(refs)
+	}
+	if table := w.enc.kv.table; len(table) > 0 {
 		// Required: a reader that does not know stored-value references
 		// must refuse the file rather than fail on its blocks later.
 		flags = sectionRequired
-		section(sectionValueRefs, encodeValueRefs(refs), false) // hashes do not compress
+		section(sectionValueRefTable, encodeValueRefTable(table), false) // hashes do not compress
 		flags = 0
-		info.ValueRefs = len(refs)
+		info.ValueRefs = len(table)
 	}
 	if werr != nil {
 		return Info{}, werr

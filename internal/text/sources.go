@@ -112,6 +112,15 @@ func walkMode(s *model.Span, minLen int, rawJSON bool, emit func(label, text str
 	return true
 }
 
+// IsMessageKey reports the attribute keys that hold prompt or completion
+// text in the LLM dialects (gen_ai.input.messages, gen_ai.prompt.0.content,
+// llm.output_messages.0.message.content, input.value, ...): the values a
+// conversation repeats on every call.
+func IsMessageKey(k string) bool {
+	label, _ := classify(k)
+	return label == SourceInput || label == SourceOutput
+}
+
 // mayBeText is a cheap test that rules out most keys classify would not
 // recognise.
 func mayBeText(k string) bool {
