@@ -17,10 +17,12 @@ import (
 type clientFlags struct {
 	server  string
 	project string
+	token   string
 	json    bool
 }
 
-// The defaults come from RASTRO_SERVER and RASTRO_PROJECT when they are set.
+// The defaults come from RASTRO_SERVER, RASTRO_PROJECT and RASTRO_TOKEN
+// when they are set.
 func (c *clientFlags) register(fs *flag.FlagSet, env *Env) {
 	server, project := "http://127.0.0.1:4318", ""
 	if v, ok := env.LookupEnv("RASTRO_SERVER"); ok && v != "" {
@@ -29,9 +31,31 @@ func (c *clientFlags) register(fs *flag.FlagSet, env *Env) {
 	if v, ok := env.LookupEnv("RASTRO_PROJECT"); ok {
 		project = v
 	}
-	fs.StringVar(&c.server, "server", server, "URL of the rastro server (RASTRO_SERVER)")
-	fs.StringVar(&c.project, "project", project, "project (tenant) to query; empty means the server's default (RASTRO_PROJECT)")
+	fs.StringVar(&c.server, "server", server, "URL of the rastro server (RASTRO_SERVER); https:// for a server with --tls-cert (a private CA: SSL_CERT_FILE)")
+	fs.StringVar(&c.project, "project", project, "project (tenant) to query; empty means the server's default, or the token's only project (RASTRO_PROJECT)")
+	registerToken(fs, env, &c.token)
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON response instead of a table")
+}
+
+// registerToken declares --token, whose default is RASTRO_TOKEN. The
+// variable is the better place for it: a flag is visible to every user of
+// the machine in the process list.
+func registerToken(fs *flag.FlagSet, env *Env, token *string) {
+	def, _ := env.LookupEnv("RASTRO_TOKEN")
+	fs.StringVar(token, "token", "", "bearer token for a server with --auth-file (default: RASTRO_TOKEN, which keeps it out of the process list)")
+	if def != "" {
+		*token = def
+	}
+}
+
+// setAuth adds the request's Authorization and X-Scope-OrgID headers.
+func (c *clientFlags) setAuth(h http.Header) {
+	if c.project != "" {
+		h.Set("X-Scope-OrgID", c.project)
+	}
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // get fetches path?params from the server and returns the body of a 2xx
@@ -77,9 +101,7 @@ func (c *clientFlags) do(ctx context.Context, method, path string, params url.Va
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.project != "" {
-		req.Header.Set("X-Scope-OrgID", c.project)
-	}
+	c.setAuth(req.Header)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the server at %s (is 'rastro serve' running?): %w", c.server, err)
@@ -103,6 +125,9 @@ func responseError(resp *http.Response) error {
 		Error string `json:"error"`
 	}
 	if json.Unmarshal(out, &e) == nil && e.Error != "" {
+		if resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("server answered %s: %s (give the token with RASTRO_TOKEN or --token)", resp.Status, e.Error)
+		}
 		return fmt.Errorf("server answered %s: %s", resp.Status, e.Error)
 	}
 	return fmt.Errorf("server answered %s", resp.Status)

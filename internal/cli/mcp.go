@@ -27,6 +27,9 @@ func runMCP(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	api := &mcpserver.API{Base: strings.TrimRight(c.server, "/"), Project: c.project, UI: hasUI(ctx, c.server)}
+	if c.token != "" {
+		api.Header = http.Header{"Authorization": {"Bearer " + c.token}}
+	}
 	if *pricesFile != "" {
 		p, err := llm.LoadPrices(*pricesFile)
 		if err != nil {

@@ -7,8 +7,11 @@ import (
 	"github.com/rastro-dev/rastro/internal/ui"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +31,8 @@ type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
 	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pricesFile                                        string
+	authFile, tlsCert, tlsKey, tlsClientCA            string
+	insecure                                          bool
 	ui                                                bool
 	mcp                                               bool
 	noContentIndex                                    bool
@@ -78,6 +83,11 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.eraseDelay, "erase-delay", 10*time.Second, "the most an acknowledged erasure waits before its spans are physically removed (requests within it share one pass)")
 	fs.DurationVar(&c.lifecycleInterval, "lifecycle-interval", 10*time.Second, "how often the background loop looks for merges, expired segments and due erasures")
 	fs.StringVar(&c.pricesFile, "prices", "", "JSON price table overriding and extending the built-in LLM prices (format: docs/llm.md)")
+	fs.StringVar(&c.authFile, "auth-file", "", "JSON file of access tokens with roles and projects (format: docs/security.md); reloaded on SIGHUP; empty: no access control, allowed on loopback addresses only")
+	fs.BoolVar(&c.insecure, "insecure", false, "allow non-loopback addresses without --auth-file (when a proxy or firewall in front controls access)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate (chain) for TLS on the HTTP and gRPC ports; with --tls-key; reloaded on SIGHUP; empty: plain text")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM bundle of CAs whose client certificates are required on every connection (mutual TLS); reloaded on SIGHUP; empty: none asked")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -148,6 +158,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if c.ui {
 		webUI = ui.Handler()
 	}
+	// SIGHUP reloads the auth file and the certificate. It is caught from
+	// here on, before anything listens: its default action ends the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		ExtraHTTPAddrs: []string{c.tempoAddr, c.jaegerAddr, c.zipkinAddr},
@@ -156,15 +171,48 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Prices:     prices,
 		UI:         webUI,
 		NoMCP:      !c.mcp,
+		AuthFile:   c.authFile, Insecure: c.insecure,
+		TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSClientCA: c.tlsClientCA,
 	})
 	if err != nil {
-		return err
+		// Bad settings, an auth file or certificate that does not load:
+		// refused before anything listens.
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err := srv.Start(); err != nil {
 		return err
 	}
+	scheme := "http"
+	if c.tlsCert != "" {
+		scheme = "https"
+	}
+	switch {
+	case c.authFile != "":
+		log.Info("access control on", "auth_file", c.authFile)
+	case c.insecure:
+		log.Warn("access control off on a non-loopback address (--insecure): anyone who reaches the ports can read, write and erase every project")
+	}
+	// The reload loop ends when runServe returns, which waits for it.
+	reloadCtx, stopReload := context.WithCancel(ctx)
+	reloaded := make(chan struct{})
+	go func() {
+		defer close(reloaded)
+		for {
+			select {
+			case <-reloadCtx.Done():
+				return
+			case <-hup:
+				if err := srv.Reload(); err != nil {
+					log.Error("reload on SIGHUP failed: the tokens and certificate loaded before stay in use", "err", err)
+					continue
+				}
+				log.Info("reloaded on SIGHUP", "auth_file", c.authFile, "tls_cert", c.tlsCert)
+			}
+		}
+	}()
+	defer func() { stopReload(); <-reloaded }()
 	if c.ui {
-		log.Info("web UI", "url", "http://"+srv.HTTPAddr()+"/")
+		log.Info("web UI", "url", scheme+"://"+srv.HTTPAddr()+"/")
 	}
 	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir, "durability", c.durability)
 

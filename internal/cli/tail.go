@@ -33,9 +33,7 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --server %q: %v", errUsage, c.server, err)
 	}
-	if c.project != "" {
-		req.Header.Set("X-Scope-OrgID", c.project)
-	}
+	c.setAuth(req.Header)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -267,3 +267,10 @@ func HashToken(token string) string {
 	h := sha256.Sum256([]byte(token))
 	return hashPrefix + hex.EncodeToString(h[:])
 }
+
+// CheckAuthFile parses an auth file's bytes as the server would, and
+// returns the error it would give.
+func CheckAuthFile(b []byte) error {
+	_, err := parseAuthFile(b)
+	return err
+}
