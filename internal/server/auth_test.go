@@ -387,3 +387,40 @@ func TestSecretsStayOutOfLogsAndMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIDocumentsAccess: in docs/openapi.json every documented route
+// that needs a token lists 401 and 403, and every public one says it needs
+// no token (security: []), as the route table's access rules decide.
+func TestOpenAPIDocumentsAccess(t *testing.T) {
+	doc, _ := loadOpenAPI(t)
+	s, err := New(Options{HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range s.routeTable() {
+		if !rt.documented {
+			continue
+		}
+		r := parsePattern(rt.method + " " + rt.pattern)
+		raw, ok := doc.Paths[r.path][strings.ToLower(r.method)]
+		if !ok {
+			continue // TestOpenAPIMatchesRoutes reports it
+		}
+		var op struct {
+			Responses map[string]any `json:"responses"`
+			Security  *[]any         `json:"security"`
+		}
+		if err := json.Unmarshal(raw, &op); err != nil {
+			t.Fatal(err)
+		}
+		public := rt.access == accessPublic
+		_, has401 := op.Responses["401"]
+		_, has403 := op.Responses["403"]
+		switch {
+		case public && (op.Security == nil || len(*op.Security) != 0 || has401 || has403):
+			t.Errorf("%s is public: want security [] and no 401/403", r)
+		case !public && (!has401 || !has403):
+			t.Errorf("%s needs a token (%s): want 401 and 403 documented", r, rt.access)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
@@ -236,5 +240,53 @@ func TestRefusesNonLoopbackWithoutTokens(t *testing.T) {
 	auth := writeAuthFile(t, filepath.Join(t.TempDir(), "auth.json"), tokReadA)
 	if _, err := New(Options{HTTPAddr: "0.0.0.0:0", AuthFile: auth}); err != nil {
 		t.Errorf("0.0.0.0 with an auth file: %v", err)
+	}
+}
+
+// TestSDKExportersWithTokenFromEnvironment: the OpenTelemetry SDK's OTLP
+// exporters, configured only by the environment variables docs/security.md
+// gives (OTEL_EXPORTER_OTLP_HEADERS with a URL-encoded "Bearer%20TOKEN",
+// OTEL_EXPORTER_OTLP_CERTIFICATE for a private CA), reach a server with an
+// auth file and TLS over HTTP and gRPC.
+func TestSDKExportersWithTokenFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, "ca")
+	c, k := ca.issue(t, 1, false)
+	writeFiles(t, dir, map[string][]byte{"cert.pem": c, "key.pem": k, "ca.pem": ca.pem})
+	ts := startAuthServer(t, Options{TLSCert: filepath.Join(dir, "cert.pem"), TLSKey: filepath.Join(dir, "key.pem")})
+	t.Setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20"+tokMulti.secret+",X-Scope-OrgID=b")
+	t.Setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", filepath.Join(dir, "ca.pem"))
+	ctx := context.Background()
+	for _, proto := range []string{"http", "grpc"} {
+		var exp sdktrace.SpanExporter
+		var err error
+		if proto == "http" {
+			exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(ts.srv.HTTPAddr()))
+		} else {
+			exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(ts.srv.GRPCAddr()))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		_, span := tp.Tracer("auth-test").Start(ctx, "op-"+proto)
+		span.End()
+		if err := tp.ForceFlush(ctx); err != nil {
+			t.Fatalf("%s: export: %v", proto, err)
+		}
+		tp.Shutdown(ctx)
+		// The span is in project b, read back over TLS with b's read token.
+		req, _ := http.NewRequest("GET", "https://"+ts.srv.HTTPAddr()+"/api/v1/traces/"+span.SpanContext().TraceID().String(), nil)
+		req.Header.Set("Authorization", bearerHdr(tokReadB))
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool()}}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: the exported span is not in project b: %s", proto, resp.Status)
+		}
 	}
 }
