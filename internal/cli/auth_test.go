@@ -74,7 +74,7 @@ func TestClientCommandsSendTheToken(t *testing.T) {
 	}
 	auth := filepath.Join(t.TempDir(), "auth.json")
 	os.WriteFile(auth, []byte(`{"tokens": [{"name": "cli", "secret": "`+hash+`", "roles": ["read", "ingest"], "projects": ["p"]}]}`), 0o600)
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", AuthFile: auth})
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +146,55 @@ func TestClientCommandsSendTheToken(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("tail with RASTRO_TOKEN: %v; stderr %s", err, errb.String())
+	}
+}
+
+// TestLoadSendsTheTokenOverGRPC: rastro load sends the token as gRPC
+// metadata, and refuses one for an HTTP protocol (its sender has no header).
+func TestLoadSendsTheTokenOverGRPC(t *testing.T) {
+	token, hash, err := server.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := filepath.Join(t.TempDir(), "auth.json")
+	os.WriteFile(auth, []byte(`{"tokens": [{"name": "load", "secret": "`+hash+`", "roles": ["ingest"], "projects": ["p"]}]}`), 0o600)
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBackend(eng)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		eng.Close()
+	})
+	load := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(t.Context(), append([]string{"load", "--spans", "200", "--batch", "100", "--concurrency", "1", "--progress", "0", "--json"}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := load("--protocol", "otlp-grpc", "--endpoint", srv.GRPCAddr(), "--token", token)
+	var res struct {
+		Accepted int64 `json:"accepted_spans"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Accepted != 200 {
+		t.Fatalf("load over gRPC with a token: exit %d, %s %s", code, out, errs)
+	}
+	// Without the token every batch is refused (UNAUTHENTICATED).
+	res.Accepted = -1
+	if _, out, _ := load("--protocol", "otlp-grpc", "--endpoint", srv.GRPCAddr()); json.Unmarshal([]byte(out), &res) != nil || res.Accepted != 0 ||
+		!strings.Contains(out, "Unauthenticated") {
+		t.Fatalf("load without a token: %s", out)
+	}
+	if code, _, errs := load("--protocol", "otlp-proto", "--endpoint", "http://"+srv.HTTPAddr(), "--token", token); code != 2 || !strings.Contains(errs, "otlp-grpc") {
+		t.Fatalf("a token over HTTP: exit %d, %s", code, errs)
 	}
 }
