@@ -84,12 +84,11 @@ func forbidden(reason, msg string) *authError {
 // auth file every request is let in (the project still comes from the
 // header). This is the only place a request's project is decided.
 func (s *Server) authorize(rule access, authz, orgID string) (string, *authError) {
-	set := s.auth.Load()
 	if rule == accessPublic {
 		return "", nil
 	}
 	var tok *authToken
-	if set != nil {
+	if set := s.auth.Load(); set != nil {
 		secret, ok := bearer(authz)
 		if !ok {
 			return "", unauthenticated("missing_token", "this server requires a token: send the header \"Authorization: Bearer TOKEN\" (docs/security.md)")
