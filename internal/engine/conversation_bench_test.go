@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/store"
@@ -37,7 +40,8 @@ func BenchmarkConversationStorage(b *testing.B) {
 		threshold int
 		content   int
 		compact   bool
-	}{{"values-apart", 0, 0, false}, {"values-apart-compacted", 0, 0, true}} {
+	}{{"values-apart", 0, 0, false}, {"values-apart-compacted", 0, 0, true}, {"whole-values-apart", 0, -1, false},
+		{"inline", -1, 0, false}, {"inline-compacted", -1, 0, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				dir := b.TempDir()
@@ -83,6 +87,29 @@ func BenchmarkConversationStorage(b *testing.B) {
 				b.ReportMetric(float64(st.SegmentBytes+st.ValueBytes)/n, "disk-B/span")
 				b.ReportMetric(float64(e.ValueStats().Values)/n, "stored-values/span")
 				b.ReportMetric(float64(raw)/n, "raw-B/span")
+				// A session's turn read back whole: 1,000 traces, after one
+				// pass to warm the caches, as a user browsing sessions does.
+				r := rand.New(rand.NewPCG(1, 2))
+				ids := make([]model.TraceID, 1000)
+				for i := range ids {
+					ids[i] = spans[r.IntN(len(spans))].TraceID
+				}
+				lat := make([]time.Duration, 0, len(ids))
+				for pass := range 2 {
+					for _, id := range ids {
+						t0 := time.Now()
+						got, _, err := e.Trace(context.Background(), "default", id)
+						if err != nil || len(got) == 0 {
+							b.Fatalf("trace %s: %d spans, %v", id, len(got), err)
+						}
+						if pass == 1 {
+							lat = append(lat, time.Since(t0))
+						}
+					}
+				}
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "trace-p50-us")
+				b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds()), "trace-p95-us")
 				if err := e.Close(); err != nil {
 					b.Fatal(fmt.Errorf("close: %w", err))
 				}

@@ -18,12 +18,13 @@ import (
 // value inline (negative threshold). It logs both figures and their ratio
 // and asserts that every distinct large value is stored exactly once.
 //
-// Measured (seed 9, 20,000 spans): 146 B/span stored apart versus 136 B/span
-// inline, 0.93x: the 3x target is not met on this corpus. Its large values
-// are 1-2 KiB, only 10 of 424 distinct ones repeat whole, and the unique
-// ones embed a shared system prompt, which the blocks' zstd already removes
-// when the values are inline; compressed one by one in the value store they
-// cost more. See docs/architecture.md.
+// Measured (seed 9, 20,000 spans, 2026-12-02): 230 B/span stored apart
+// versus 189 B/span inline, 0.82x: the 3x target is not met on this corpus,
+// and storing apart costs disk here. Its calls do not resend a history: the
+// messages are unique, and compressed one by one in the value store (about
+// 100 bytes of header and index per piece) they cost more than in a block's
+// zstd frame. Conversations that resend their history are the case it is
+// for (BenchmarkConversationStorage: 2.5x smaller). See docs/architecture.md.
 func TestLLMCorpusBytesPerSpan(t *testing.T) {
 	spans, err := bench.Generate("llm", bench.CorpusOptions{Seed: 9, Spans: 20000,
 		Start: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC), Window: time.Hour})
