@@ -62,3 +62,8 @@ func preparePayload(spans []model.Span, p Protocol, gz bool) (Payload, error) {
 func metadataContext(ctx context.Context, project string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "x-scope-orgid", project)
 }
+
+// tokenContext adds a bearer token to a gRPC call's metadata.
+func tokenContext(ctx context.Context, token string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+}

@@ -92,6 +92,7 @@ type LoadOptions struct {
 	Gzip      bool          // payloads were gzipped by Prepare: send Content-Encoding gzip / the gRPC gzip compressor
 	KeepAlive bool          // reuse HTTP connections
 	Project   string        // X-Scope-OrgID; empty sends no header
+	Token     string        // bearer token (Authorization header / gRPC metadata); empty sends none
 	Timeout   time.Duration // per request; default 30s
 	// Retry429, when set, re-sends a payload answered 429 (gRPC
 	// RESOURCE_EXHAUSTED) after a backoff, as OTLP exporters do, until it is
@@ -401,7 +402,7 @@ func newSender(o LoadOptions) (sender, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpc client for %s: %w", o.Endpoint, err)
 		}
-		return &grpcSender{cc: cc, client: coltracepb.NewTraceServiceClient(cc), gzip: o.Gzip, project: o.Project}, nil
+		return &grpcSender{cc: cc, client: coltracepb.NewTraceServiceClient(cc), gzip: o.Gzip, project: o.Project, token: o.Token}, nil
 	}
 	tr := &http.Transport{
 		Proxy:               nil, // loopback only: never through a proxy
@@ -441,6 +442,9 @@ func (h *httpSender) send(ctx context.Context, p *Payload) outcome {
 	}
 	if h.o.Project != "" {
 		req.Header.Set("X-Scope-OrgID", h.o.Project)
+	}
+	if h.o.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.o.Token)
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -497,6 +501,7 @@ type grpcSender struct {
 	client  coltracepb.TraceServiceClient
 	gzip    bool
 	project string
+	token   string
 }
 
 func (g *grpcSender) close() { g.cc.Close() }
@@ -508,6 +513,9 @@ func (g *grpcSender) send(ctx context.Context, p *Payload) outcome {
 	}
 	if g.project != "" {
 		ctx = metadataContext(ctx, g.project)
+	}
+	if g.token != "" {
+		ctx = tokenContext(ctx, g.token)
 	}
 	resp, err := g.client.Export(ctx, p.grpcReq, opts...)
 	if err != nil {

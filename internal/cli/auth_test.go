@@ -149,9 +149,9 @@ func TestClientCommandsSendTheToken(t *testing.T) {
 	}
 }
 
-// TestLoadSendsTheTokenOverGRPC: rastro load sends the token as gRPC
-// metadata, and refuses one for an HTTP protocol (its sender has no header).
-func TestLoadSendsTheTokenOverGRPC(t *testing.T) {
+// TestLoadSendsTheToken: rastro load sends the token as gRPC metadata and
+// as an Authorization header over HTTP; without it every batch is refused.
+func TestLoadSendsTheToken(t *testing.T) {
 	token, hash, err := server.NewToken()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +194,14 @@ func TestLoadSendsTheTokenOverGRPC(t *testing.T) {
 		!strings.Contains(out, "Unauthenticated") {
 		t.Fatalf("load without a token: %s", out)
 	}
-	if code, _, errs := load("--protocol", "otlp-proto", "--endpoint", "http://"+srv.HTTPAddr(), "--token", token); code != 2 || !strings.Contains(errs, "otlp-grpc") {
-		t.Fatalf("a token over HTTP: exit %d, %s", code, errs)
+	res.Accepted = -1
+	if code, out, errs := load("--protocol", "otlp-proto", "--endpoint", "http://"+srv.HTTPAddr(), "--token", token); code != 0 ||
+		json.Unmarshal([]byte(out), &res) != nil || res.Accepted != 200 {
+		t.Fatalf("load over HTTP with a token: exit %d, %s %s", code, out, errs)
+	}
+	res.Accepted = -1
+	if _, out, _ := load("--protocol", "otlp-proto", "--endpoint", "http://"+srv.HTTPAddr()); json.Unmarshal([]byte(out), &res) != nil ||
+		res.Accepted != 0 || !strings.Contains(out, "401") {
+		t.Fatalf("load over HTTP without a token: %s", out)
 	}
 }

@@ -28,6 +28,9 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	liveFor := fs.Duration("live-for", 0, "stop the live trickle after this long; 0 = until interrupted")
 	project := fs.String("project", "", "project to write to (X-Scope-OrgID); empty = server default")
 	seed := fs.Uint64("seed", 1, "corpus seed")
+	var token string
+	registerToken(fs, env, &token)
+	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file (default: RASTRO_TOKEN)"
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,7 +62,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 		payloads = append(payloads, pl...)
 	}
 	fmt.Fprintf(env.Stdout, "backfilling %.1f h of llm and api traces (%d spans) into %s at %.0f spans/s\n", *hours, 2*n, *endpoint, *rate)
-	o := bench.LoadOptions{Endpoint: *endpoint, Protocol: bench.ProtoOTLPProto, Concurrency: 2, Rate: *rate, KeepAlive: true, Project: *project}
+	o := bench.LoadOptions{Endpoint: *endpoint, Protocol: bench.ProtoOTLPProto, Concurrency: 2, Rate: *rate, KeepAlive: true, Project: *project, Token: token}
 	res, err := bench.Load(ctx, o, payloads)
 	if err != nil {
 		return fmt.Errorf("backfill: %w", err)

@@ -7,8 +7,6 @@ import (
 	"io"
 	"time"
 
-	"google.golang.org/grpc/metadata"
-
 	"github.com/rastro-dev/rastro/internal/bench"
 )
 
@@ -35,7 +33,7 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	project := fs.String("project", "", "project to write to (X-Scope-OrgID header); empty = server default")
 	var token string
 	registerToken(fs, env, &token)
-	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file, sent over otlp-grpc only for now (default: RASTRO_TOKEN)"
+	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file (default: RASTRO_TOKEN)"
 	seed := fs.Uint64("seed", 1, "corpus seed: the same seed sends the same bytes")
 	window := fs.Duration("window", time.Hour, "span start times are spread over the window ending now")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
@@ -66,12 +64,6 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if err := bench.CheckLoopback(ep); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if token != "" {
-		if p != bench.ProtoOTLPGRPC {
-			return fmt.Errorf("%w: a token (--token, RASTRO_TOKEN) is sent over --protocol otlp-grpc only: the HTTP load generator sends no Authorization header yet", errUsage)
-		}
-		ctx = grpcTokenContext(ctx, token)
-	}
 	s, err := bench.Generate(*corpus, bench.CorpusOptions{Seed: *seed, Spans: *spans, Start: time.Now().Add(-*window), Window: *window})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -82,7 +74,7 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	o := bench.LoadOptions{
 		Endpoint: ep, Protocol: p, Concurrency: *concurrency, Rate: *rate, Duration: *duration, Loop: *duration > 0,
-		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, ProgressEvery: *progress,
+		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, Token: token, ProgressEvery: *progress,
 	}
 	if *progress > 0 {
 		o.Progress = env.Stderr
@@ -122,10 +114,4 @@ func printLoad(w io.Writer, ep string, o bench.LoadOptions, batch int, r bench.L
 	if r.FirstError != "" {
 		fmt.Fprintf(w, "first error  %s\n", r.FirstError)
 	}
-}
-
-// grpcTokenContext carries a bearer token to every gRPC call made with the
-// context (the server reads the authorization metadata).
-func grpcTokenContext(ctx context.Context, token string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 }
