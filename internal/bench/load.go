@@ -99,6 +99,9 @@ type LoadOptions struct {
 	// acknowledged or the run ends; such answers count in
 	// LoadResult.Retried429, not Status429. Latency runs to the final answer.
 	Retry429 bool
+	// OnAck, when set, is called with the index of each payload the server
+	// acknowledged (from the worker goroutines, concurrently).
+	OnAck func(payload int)
 	// Progress, when set, receives a progress line every ProgressEvery (default 1s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -124,6 +127,7 @@ type LoadResult struct {
 	WireBytes      int64         `json:"wire_bytes"`
 	LateSends      int           `json:"late_sends"` // open loop: sends that started after their scheduled time + 1ms
 	Latency        Latency       `json:"latency"`
+	AckedLatency   Latency       `json:"acked_latency"` // acknowledged requests only
 	SpansPerSecond float64       `json:"spans_per_second"`
 	FirstError     string        `json:"first_error,omitempty"`
 }
@@ -263,6 +267,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		firstErr                                string
 	)
 	lat := make([][]time.Duration, o.Concurrency)
+	ackLat := make([][]time.Duration, o.Concurrency)
 	start := time.Now()
 	var deadline time.Time
 	if o.Duration > 0 {
@@ -347,13 +352,18 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				if runCtx.Err() != nil && !out.ok {
 					return // interrupted, not a server failure
 				}
-				lat[w] = append(lat[w], time.Since(sendAt))
+				took := time.Since(sendAt)
+				lat[w] = append(lat[w], took)
 				requests.Add(1)
 				sent.Add(int64(p.Spans))
 				wire.Add(int64(len(p.Body)))
 				switch {
 				case out.ok:
 					acked.Add(1)
+					ackLat[w] = append(ackLat[w], took)
+					if o.OnAck != nil {
+						o.OnAck(i % len(payloads))
+					}
 					r := min(out.rejected, int64(p.Spans))
 					rejected.Add(r)
 					accepted.Add(int64(p.Spans) - r)
@@ -375,16 +385,17 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 	close(stopProgress)
 	<-progressDone
 
-	var all []time.Duration
-	for _, l := range lat {
-		all = append(all, l...)
+	var all, ackAll []time.Duration
+	for w := range lat {
+		all = append(all, lat[w]...)
+		ackAll = append(ackAll, ackLat[w]...)
 	}
 	r := LoadResult{
 		Protocol: o.Protocol, Concurrency: o.Concurrency, OpenLoop: o.Rate > 0,
 		Elapsed: elapsed, Requests: int(requests.Load()), AckedRequests: int(acked.Load()),
 		SentSpans: sent.Load(), AcceptedSpans: accepted.Load(), RejectedSpans: rejected.Load(),
 		Status429: int(n429.Load()), Retried429: int(retried.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
-		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all),
+		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all), AckedLatency: SummarizeLatency(ackAll),
 		FirstError: firstErr,
 	}
 	if elapsed > 0 {
