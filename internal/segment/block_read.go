@@ -390,6 +390,9 @@ func (m *markTable) from(id uint32, hi int, rawLen uint64) uint64 {
 // colErr turns a column decoding failure into a CorruptionError (or an
 // unsupported-feature error) located at the column.
 func (r *Reader) colErr(bd *blockData, id uint32, err error) error {
+	if te, ok := err.(refTableError); ok {
+		return te.err
+	}
 	c, _ := bd.entry.col(id)
 	off := int64(bd.entry.Offset + c.Offset)
 	if errors.Is(err, ErrUnsupported) {
@@ -531,11 +534,7 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 	}
 
 	var kd kvDec
-	table, err := r.valueRefTable()
-	if err != nil {
-		return nil, err
-	}
-	kd.table = table
+	kd.table = r.valueRefTable()
 	kd.init(bd.cols[colAttrs])
 	for i := seek(colAttrs, &kd.dec); i < hi; i++ {
 		if i < lo {

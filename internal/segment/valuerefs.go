@@ -25,15 +25,41 @@ func encodeValueRefs(refs map[[32]byte]struct{}) []byte {
 	return out
 }
 
+// Section 18 is read a page at a time: pages of refTablePageRefs hashes,
+// each followed by the CRC-32C of its hashes.
+const (
+	refTablePageRefs  = 128
+	refTablePageBytes = refTablePageRefs*valueRefLen + 4
+	// refTableCachePages bounds the pages a reader keeps (512 KiB).
+	refTableCachePages = 128
+)
+
 // encodeValueRefTable builds section 18: the distinct stored-value hashes
-// the blocks reference, n x 32 bytes, in the order of their first reference
-// (value tag 9 names them by position), no duplicates.
+// the blocks reference, in the order of their first reference (value tag 9
+// names them by position), no duplicates, in checksummed pages.
 func encodeValueRefTable(table [][32]byte) []byte {
-	out := make([]byte, 0, len(table)*valueRefLen)
-	for _, h := range table {
-		out = append(out, h[:]...)
+	out := make([]byte, 0, len(table)*valueRefLen+(len(table)/refTablePageRefs+1)*4)
+	for i := 0; i < len(table); i += refTablePageRefs {
+		start := len(out)
+		for _, h := range table[i:min(i+refTablePageRefs, len(table))] {
+			out = append(out, h[:]...)
+		}
+		out = le.AppendUint32(out, crc(out[start:]))
 	}
 	return out
+}
+
+// refTableEntries returns the number of hashes of a section 18 of n bytes.
+func refTableEntries(n uint64) (int, bool) {
+	full, rest := n/refTablePageBytes, n%refTablePageBytes
+	if rest != 0 && (rest <= 4 || (rest-4)%valueRefLen != 0) {
+		return 0, false
+	}
+	entries := full * refTablePageRefs
+	if rest != 0 {
+		entries += (rest - 4) / valueRefLen
+	}
+	return int(entries), true
 }
 
 // valueRefsIndex locates section 9 (sorted hashes, files whose blocks hold
@@ -46,9 +72,9 @@ type valueRefsIndex struct {
 	entry   tocEntry
 	err     error
 
-	mu     sync.Mutex // guards loaded and data: section 18, read for the blocks
-	loaded bool
-	data   string
+	entries int // section 18's hashes
+	mu      sync.Mutex
+	pages   map[int]string // section 18's pages read for the blocks (hashes only), at most refTableCachePages
 }
 
 func (r *Reader) openValueRefs(sections map[uint32]tocEntry) {
@@ -59,9 +85,15 @@ func (r *Reader) openValueRefs(sections map[uint32]tocEntry) {
 		return
 	}
 	r.vrefs.present, r.vrefs.entry = true, e
+	n, tableOK := refTableEntries(e.Length)
 	switch {
 	case e.Codec != codecNone || e.RawLen != e.Length:
 		r.vrefs.err = r.corrupt(int64(e.Offset), "value references section must be stored uncompressed")
+	case r.vrefs.table && !tableOK:
+		r.vrefs.err = r.corrupt(int64(e.Offset), "value reference table of %d bytes is not a whole number of entries", e.Length)
+	case r.vrefs.table:
+		r.vrefs.entries = n
+		r.info.ValueRefs = n
 	case e.Length%valueRefLen != 0:
 		r.vrefs.err = r.corrupt(int64(e.Offset), "value references section of %d bytes is not a multiple of %d", e.Length, valueRefLen)
 	default:
@@ -84,13 +116,27 @@ func (r *Reader) ValueRefs(yield func([32]byte) bool) error {
 		return nil
 	}
 	if r.vrefs.table {
-		t, err := r.valueRefTable()
+		if r.vrefs.err != nil {
+			return r.vrefs.err
+		}
+		e := r.vrefs.entry
+		if e.Length > maxSectionBytes {
+			return r.corrupt(int64(e.Offset), "value reference table of %d bytes exceeds the limit", e.Length)
+		}
+		b, err := r.readAt(int64(e.Offset), int64(e.Length))
 		if err != nil {
 			return err
 		}
-		for i := 0; i < len(t); i += valueRefLen {
-			if !yield([32]byte([]byte(t[i : i+valueRefLen]))) {
-				return nil
+		if crc(b) != e.CRC {
+			return r.corrupt(int64(e.Offset), "value reference table checksum mismatch")
+		}
+		for off := 0; off < len(b); off += refTablePageBytes {
+			page := b[off:min(off+refTablePageBytes, len(b))]
+			hashes := page[:len(page)-4]
+			for i := 0; i < len(hashes); i += valueRefLen {
+				if !yield([32]byte(hashes[i : i+valueRefLen])) {
+					return nil
+				}
 			}
 		}
 		return nil
@@ -122,32 +168,54 @@ func (r *Reader) ValueRefs(yield func([32]byte) bool) error {
 	return nil
 }
 
-// valueRefTable returns section 18, read on first use and kept while the
-// reader is open: the blocks' tag 9 values index it. A segment without it
-// returns "". A failed read (an I/O error) is tried again by the next call.
-func (r *Reader) valueRefTable() (string, error) {
+// refTable is the view of section 18 the block decoder uses.
+type refTable struct{ r *Reader }
+
+// valueRefTable returns the reader's section 18 (nil without one).
+func (r *Reader) valueRefTable() *refTable {
 	if !r.vrefs.table {
-		return "", nil
+		return nil
 	}
-	if r.vrefs.err != nil {
-		return "", r.vrefs.err
+	return &refTable{r}
+}
+
+// hash returns entry i of section 18 (32 bytes), reading its page on first
+// use and keeping at most refTableCachePages pages. A page whose checksum
+// fails is a *CorruptionError at the page; a failed read (an I/O error) is
+// tried again by the next call.
+func (t *refTable) hash(i int) (string, error) {
+	v := &t.r.vrefs
+	if v.err != nil {
+		return "", v.err
 	}
-	r.vrefs.mu.Lock()
-	defer r.vrefs.mu.Unlock()
-	if r.vrefs.loaded {
-		return r.vrefs.data, nil
+	pg := i / refTablePageRefs
+	v.mu.Lock()
+	page, ok := v.pages[pg]
+	v.mu.Unlock()
+	if !ok {
+		off := int64(v.entry.Offset) + int64(pg)*refTablePageBytes
+		n := min(refTablePageRefs, v.entries-pg*refTablePageRefs)
+		b, err := t.r.readAt(off, int64(n*valueRefLen+4))
+		if err != nil {
+			return "", err
+		}
+		if crc(b[:len(b)-4]) != le.Uint32(b[len(b)-4:]) {
+			return "", t.r.corrupt(off, "value reference table page %d checksum mismatch", pg)
+		}
+		page = string(b[:len(b)-4])
+		v.mu.Lock()
+		if v.pages == nil {
+			v.pages = make(map[int]string)
+		}
+		if len(v.pages) >= refTableCachePages {
+			for k := range v.pages { // evict one page, any
+				delete(v.pages, k)
+				break
+			}
+		}
+		v.pages[pg] = page
+		v.mu.Unlock()
 	}
-	e := r.vrefs.entry
-	if e.Length > maxSectionBytes {
-		return "", r.corrupt(int64(e.Offset), "value reference table of %d bytes exceeds the limit", e.Length)
-	}
-	b, err := r.readAt(int64(e.Offset), int64(e.Length))
-	if err != nil {
-		return "", err
-	}
-	if crc(b) != e.CRC {
-		return "", r.corrupt(int64(e.Offset), "value reference table checksum mismatch")
-	}
-	r.vrefs.loaded, r.vrefs.data = true, string(b)
-	return r.vrefs.data, nil
+	j := (i % refTablePageRefs) * valueRefLen
+	return page[j : j+valueRefLen], nil
 }

@@ -381,9 +381,9 @@ func TestValueRefsSectionDamageIsIsolated(t *testing.T) {
 }
 
 // TestValueRefTableDamage: the blocks name stored values by their position
-// in section 18, so damage to it is reported, naming the section, by every
-// read of a block and by ValueRefs, and Open still succeeds (the trace index
-// and aggregates stay usable).
+// in section 18, so damage to a page of it is reported, naming the page, by
+// the reads of the blocks that use the page, and by ValueRefs; Open still
+// succeeds (the trace index and aggregates stay usable).
 func TestValueRefTableDamage(t *testing.T) {
 	corpus := genCorpus(36, 1, 30, 10)
 	addLargeValues(corpus, 36)
@@ -409,7 +409,7 @@ func TestValueRefTableDamage(t *testing.T) {
 		}
 		_, err = r.ReadBlock(0)
 		var ce *CorruptionError
-		if !errors.As(err, &ce) || ce.Offset != int64(e.Offset) {
+		if !errors.As(err, &ce) || ce.Offset < int64(e.Offset) || ce.Offset >= int64(e.Offset+e.Length) {
 			t.Fatalf("flip at %d: block read error %v", at, err)
 		}
 		err = r.ValueRefs(func([32]byte) bool { t.Fatal("yielded from a damaged section"); return false })

@@ -230,9 +230,8 @@ func (e *kvEnc) finish(dst []byte) []byte {
 type kvDec struct {
 	dec
 	keys []string
-	// table is section 18 (n x 32 bytes), which tag 9 values index; loaded
-	// by the block reader when the segment has it.
-	table string
+	// table is section 18, which tag 9 values index (nil without one).
+	table *refTable
 }
 
 func (d *kvDec) init(s string) {
@@ -319,25 +318,23 @@ func (d *kvDec) value(v *model.Value, depth int) {
 		v.Int = n
 	case tagValuePieces:
 		n := d.count(1)
-		entries := len(d.table) / valueRefLen
 		switch {
 		case d.err != nil:
 			return
 		case n == 0 || n > maxValuePieces:
 			d.fail(fmt.Errorf("stored value of %d pieces", n))
 			return
-		case entries == 0:
+		case d.table == nil:
 			d.failf("stored value by position in a segment without a value reference table")
 			return
 		}
+		entries := d.table.r.vrefs.entries
 		if n == 1 {
-			i := d.index(entries)
-			v.Str = d.table[i*valueRefLen : i*valueRefLen+valueRefLen] // aliases the table
+			v.Str = d.tableHash(d.index(entries)) // aliases the cached page
 		} else {
 			b := make([]byte, 0, n*valueRefLen)
 			for range n {
-				i := d.index(entries)
-				b = append(b, d.table[i*valueRefLen:i*valueRefLen+valueRefLen]...)
+				b = append(b, d.tableHash(d.index(entries))...)
 			}
 			v.Str = string(b)
 		}
@@ -355,6 +352,30 @@ func (d *kvDec) value(v *model.Value, depth int) {
 		}
 	}
 }
+
+// tableHash returns entry i of section 18, failing the decoder (and
+// returning a zero hash) when it cannot be read.
+func (d *kvDec) tableHash(i int) string {
+	if d.err != nil {
+		return zeroHash
+	}
+	h, err := d.table.hash(i)
+	if err != nil {
+		d.fail(refTableError{err})
+		return zeroHash
+	}
+	return h
+}
+
+// refTableError carries a failure to read section 18 through the block
+// decoder: the block read returns it as it is (the damaged page, or an I/O
+// error), not as damage to the column.
+type refTableError struct{ err error }
+
+func (e refTableError) Error() string { return e.err.Error() }
+func (e refTableError) Unwrap() error { return e.err }
+
+var zeroHash = string(make([]byte, valueRefLen))
 
 func (d *kvDec) skipKVs() {
 	n := d.count(2)
