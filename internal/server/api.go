@@ -38,7 +38,7 @@ func (s *Server) queryRoutes() []route {
 		{method: "GET", pattern: "/api/v1/sessions", access: accessRead, name: "sessions", handler: q(s.handleSessions), documented: true},
 		{method: "GET", pattern: "/api/v1/sessions/{session_id}", access: accessRead, name: "session", handler: q(s.handleSession), documented: true},
 		// A stream: not in the latency histogram.
-		{method: "GET", pattern: "/api/v1/tail", access: accessRead, handler: q(s.handleTail), documented: true},
+		{method: "GET", pattern: "/api/v1/tail", access: accessRead, handler: q(s.handleTail), documented: true, stream: true},
 		{method: "GET", pattern: "/api/v1/stats", access: accessRead, name: "stats", handler: q(s.handleStats), documented: true},
 		{method: "DELETE", pattern: "/api/v1/traces/{trace_id}", access: accessAdmin, name: "erase_trace", handler: q(s.handleEraseTrace), documented: true},
 		{method: "POST", pattern: "/api/v1/erase", access: accessAdmin, name: "erase", handler: q(s.handleErase), documented: true},
@@ -49,14 +49,16 @@ func (s *Server) queryRoutes() []route {
 }
 
 // failure chooses the answer to a failed query: a request the backend
-// refused as malformed is a 400, a cancelled query or a closing backend a
-// 503 (the latter with Retry-After), anything else (an I/O error, a bug) a
-// 500 that is logged.
+// refused as malformed is a 400; a query past its time budget, a cancelled
+// query or a closing backend a 503 (the last with Retry-After); anything
+// else (an I/O error, a bug) a 500 that is logged.
 func (s *Server) failure(err error) (code int, msg string, retry bool) {
 	switch {
 	case errors.Is(err, store.ErrBadRequest):
 		return http.StatusBadRequest, err.Error(), false
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, s.overBudget(), false
+	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "query cancelled: " + err.Error(), false
 	case errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "the store is closing: " + err.Error(), true
@@ -193,7 +195,7 @@ func wholeQuery(w http.ResponseWriter, r *http.Request) (q *query.Query, f query
 
 // queryTraces runs a whole TraceQL query (see store.QueryTraces).
 func (s *Server) queryTraces(w http.ResponseWriter, r *http.Request, b store.Backend, project string, q *query.Query, f *query.Filter, limit int) ([]store.TraceMatch, map[string]any, bool) {
-	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, limit, store.QueryBudget{})
+	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, limit, store.QueryBudget{Time: s.structuralBudget()})
 	if err != nil {
 		s.queryFailed(w, err)
 		return nil, nil, false

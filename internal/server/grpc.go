@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor OTel exporters use
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -82,8 +83,13 @@ func newGRPCServer(s *Server) *grpc.Server {
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.MaxRecvMsgSize(int(s.opts.MaxBodyBytes)),
 		// Each stream holds up to one message in memory before admission
-		// sees it; bounding streams bounds that memory.
-		grpc.MaxConcurrentStreams(64),
+		// sees it; bounding streams bounds that memory per connection.
+		grpc.MaxConcurrentStreams(s.opts.GRPCMaxStreams),
+		// A connection that does not finish its handshake (TLS and the
+		// HTTP/2 preface) in time is closed, as HTTP's read-header timeout
+		// does; one with no call for the idle timeout is sent away.
+		grpc.ConnectionTimeout(s.opts.ReadHeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
 	}
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config())))

@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -42,45 +43,95 @@ func badRequest(format string, a ...any) *ingestError {
 }
 
 // readBody reads the request body, decompressing gzip, and enforces the size
-// limit on both the wire bytes and the decompressed bytes (a gzip bomb is refused).
-func (s *Server) readBody(r *http.Request) ([]byte, *ingestError) {
+// limit on both the wire bytes and the decompressed bytes (a gzip bomb is
+// refused). The buffer's memory is admitted (admit) as it grows, doubling
+// from 32 KiB, never ahead of the bytes that arrived: a client that
+// declares a large body and sends it slowly holds only what it sent, for at
+// most the read timeout. held is what the caller releases once it is done
+// with the body, also on error.
+func (s *Server) readBody(r *http.Request) (body []byte, held int64, ierr *ingestError) {
 	limit := s.opts.MaxBodyBytes
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, 0, tooLarge(limit)
 	}
+	// most is the most the body can be: its declared length when it is
+	// not compressed (one spare byte reads the end), else the limit.
+	most := limit + 1
 	var src io.Reader = http.MaxBytesReader(nil, r.Body, limit)
 	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
 	case "", "identity":
+		if r.ContentLength >= 0 {
+			most = r.ContentLength + 1
+		}
 	case "gzip":
 		zr, err := gzip.NewReader(src)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, tooLarge(limit)
+			if ierr := readFailure(err, limit, s.opts.ReadTimeout); ierr != nil {
+				return nil, 0, ierr
 			}
-			return nil, badRequest("gzip body is invalid: %v", err)
+			return nil, 0, badRequest("gzip body is invalid: %v", err)
 		}
 		defer zr.Close()
 		src = zr
 	default:
-		return nil, &ingestError{http.StatusUnsupportedMediaType, "unsupported_encoding",
+		return nil, 0, &ingestError{http.StatusUnsupportedMediaType, "unsupported_encoding",
 			fmt.Sprintf("Content-Encoding %q is not supported: use gzip or none", enc)}
 	}
-	body, err := io.ReadAll(io.LimitReader(src, limit+1))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, tooLarge(limit)
+	const first = 32 << 10
+	for {
+		if len(body) == cap(body) {
+			if int64(len(body)) > limit {
+				return nil, held, tooLarge(limit)
+			}
+			grow := min(int64(max(cap(body), first)), most-int64(cap(body)))
+			if grow <= 0 { // the declared length has arrived: one more byte for the end
+				grow = 1
+			}
+			if !s.admit(grow) {
+				return nil, held, overloaded()
+			}
+			held += grow
+			body = append(make([]byte, 0, int64(cap(body))+grow), body...)
 		}
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
-			return nil, badRequest("gzip body is truncated or corrupt: %v", err)
+		n, err := src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			break
 		}
-		return nil, badRequest("read body: %v", err)
+		if err != nil {
+			if ierr := readFailure(err, limit, s.opts.ReadTimeout); ierr != nil {
+				return nil, held, ierr
+			}
+			if _, gz := src.(*gzip.Reader); gz && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader)) {
+				return nil, held, badRequest("gzip body is truncated or corrupt: %v", err)
+			}
+			return nil, held, badRequest("read body: %v", err)
+		}
 	}
 	if int64(len(body)) > limit {
-		return nil, tooLarge(limit)
+		return nil, held, tooLarge(limit)
 	}
-	return body, nil
+	return body, held, nil
+}
+
+// readFailure classifies a body read error that is the client's pace or
+// size rather than its content: past the limit (413) or past the read
+// timeout (408). Other errors give nil.
+func readFailure(err error, limit int64, timeout time.Duration) *ingestError {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(limit)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &ingestError{http.StatusRequestTimeout, "read_timeout",
+			fmt.Sprintf("the request body did not arrive within the read timeout of %v (--read-timeout): send it faster, or in smaller requests", timeout)}
+	}
+	return nil
+}
+
+func overloaded() *ingestError {
+	return &ingestError{http.StatusTooManyRequests, "overloaded",
+		"server is at its in-flight limit; retry after the Retry-After delay"}
 }
 
 func tooLarge(limit int64) *ingestError {
@@ -196,17 +247,10 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordT
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		return otlp.Batch{}, tooLarge(s.opts.MaxBodyBytes)
 	}
-	// Admission: bound the bytes in flight by what the body may grow to.
-	want := s.opts.MaxBodyBytes
-	if r.ContentLength >= 0 && r.Header.Get("Content-Encoding") == "" {
-		want = max(r.ContentLength, 1)
-	}
-	if !s.admit(want) {
-		return otlp.Batch{}, &ingestError{http.StatusTooManyRequests, "overloaded",
-			"server is at its in-flight limit; retry after the Retry-After delay"}
-	}
-	defer s.release(want)
-	body, ierr := s.readBody(r)
+	// Admission: the bytes in flight are bounded; readBody admits the
+	// body's buffer as it grows (a full server refuses at the first 32 KiB).
+	body, held, ierr := s.readBody(r)
+	defer s.release(held)
 	if ierr != nil {
 		return otlp.Batch{}, ierr
 	}

@@ -25,6 +25,13 @@ type metrics struct {
 	decodeNanos   *prometheus.CounterVec
 	queryDuration *prometheus.HistogramVec
 	authRefused   *prometheus.CounterVec
+
+	// Limits against hostile clients (limits.go).
+	queriesRunning prometheus.Gauge
+	queriesRefused prometheus.Counter
+	queryTimeouts  *prometheus.CounterVec
+	connections    *prometheus.GaugeVec
+	connsUnused    prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -50,7 +57,18 @@ func newMetrics() *metrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"route"}),
 		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_access_refused_total",
 			Help: "Requests refused by the access check (HTTP and gRPC), by reason: missing_token, unknown_token, wrong_role, wrong_project, bad_project."}, []string{"reason"}),
+		queriesRunning: prometheus.NewGauge(prometheus.GaugeOpts{Name: "rastro_queries_running",
+			Help: "Query requests running now (at most --max-concurrent-queries)."}),
+		queriesRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "rastro_queries_refused_total",
+			Help: "Query requests refused with 429 because --max-concurrent-queries were running."}),
+		queryTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_query_timeouts_total",
+			Help: "Query requests whose time budget (--query-timeout) ran out, by route."}, []string{"route"}),
+		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rastro_http_connections",
+			Help: "Open HTTP connections by state: new (no request read yet), active (serving a request), idle (kept alive between requests)."}, []string{"state"}),
+		connsUnused: prometheus.NewCounter(prometheus.CounterOpts{Name: "rastro_http_connections_unused_total",
+			Help: "HTTP connections closed before a whole request arrived: clients too slow to send their headers (--read-header-timeout), probes, aborted connects."}),
 	}
+	reg.MustRegister(m.queriesRunning, m.queriesRefused, m.queryTimeouts, m.connections, m.connsUnused)
 	reg.MustRegister(m.authRefused, m.requests, m.spans, m.bytes, m.rejected, m.rejectedSpans, m.normalized, m.decodeNanos, m.queryDuration)
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 

@@ -23,7 +23,16 @@ type route struct {
 	// access is who may call the route (auth.go); mux refuses a route
 	// without one.
 	access access
+	// stream: a long-lived answer (live tail), exempt from the query cap
+	// and time budget and from the server's read and write timeouts; it
+	// sets its own deadline per write (limits.go).
+	stream bool
 }
+
+// isQuery reports whether a route is a query, run under the query cap
+// and time budget (limits.go): every read route but streams. Ingest,
+// health, metrics, the UI and admin operations are not queries.
+func (rt *route) isQuery() bool { return rt.access == accessRead && !rt.stream }
 
 // routeTable lists every route the server answers, family by family.
 func (s *Server) routeTable() []route {
@@ -74,7 +83,8 @@ func (s *Server) routeTable() []route {
 
 // mux builds the handler of a route table. Every handler is wrapped in its
 // route's access rule here, the one place requests enter: a route without
-// a rule is a programming error and panics.
+// a rule is a programming error and panics. Query routes are wrapped in
+// the query cap and time budget here too.
 func (s *Server) mux(table []route) http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range table {
@@ -85,7 +95,12 @@ func (s *Server) mux(table []route) http.Handler {
 		if rt.access == accessUnset {
 			panic(fmt.Sprintf("server: route %q declares no access rule (every route must: see auth.go)", pattern))
 		}
-		h := s.guard(rt.access, rt.handler)
+		h := rt.handler
+		if rt.isQuery() {
+			// Inside the guard: a refused request takes no query slot.
+			h = s.limitQuery(rt.name, h)
+		}
+		h = s.guard(rt.access, h)
 		if rt.name != "" {
 			h = s.met.timed(rt.name, h)
 		}

@@ -72,6 +72,27 @@ type Options struct {
 	// listeners speak TLS only. TLSClientCA, a PEM bundle, makes clients
 	// present a certificate it signed.
 	TLSCert, TLSKey, TLSClientCA string
+
+	// Limits against slow and hostile clients (limits.go,
+	// docs/operations.md); zero takes the default.
+	ReadHeaderTimeout time.Duration // to receive a request's headers; default 10 s
+	ReadTimeout       time.Duration // to receive a whole request, body included; default 1 min
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of its answer; it must exceed QueryTimeout. Streams (live tail) set
+	// their own deadline per write. Default 2 min.
+	WriteTimeout   time.Duration
+	IdleTimeout    time.Duration // a kept-alive connection waiting for its next request; default 2 min
+	MaxHeaderBytes int           // request line and headers; default 64 KiB (above it: 431)
+	// MaxConcurrentQueries is how many query requests run at once; beyond
+	// it they are refused with 429 and Retry-After. Default 16.
+	MaxConcurrentQueries int
+	// QueryTimeout is a query request's time budget: its context ends
+	// then, and whole-trace queries stop early and answer partially
+	// before it. Default 30 s.
+	QueryTimeout time.Duration
+	// GRPCMaxStreams is the most concurrent calls on one gRPC connection;
+	// default 64.
+	GRPCMaxStreams uint32
 }
 
 // Validate checks the options and fills defaults.
@@ -93,6 +114,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := o.validateLimits(); err != nil {
+		return err
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
 		return errors.New("server: TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
@@ -145,6 +169,10 @@ type Server struct {
 	mcp http.Handler
 
 	inflight atomic.Int64
+	// querySlots holds one token per query request running (limits.go);
+	// its capacity is Options.MaxConcurrentQueries.
+	querySlots chan struct{}
+	conns      *connStates
 
 	httpLn, grpcLn net.Listener
 	extraLns       []net.Listener
@@ -165,6 +193,8 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
 	s.met = newMetrics()
+	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
+	s.conns = newConnStates(s.met)
 	for _, c := range opts.Collectors {
 		if err := s.met.reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: register metrics: %w", err)
@@ -188,10 +218,19 @@ func New(opts Options) (*Server, error) {
 	if !opts.NoMCP {
 		s.mcp = mcpserver.Handler(s.api, opts.UI != nil, opts.Prices)
 	}
+	api := gzipJSON(s.api)
 	s.http = &http.Server{
-		Handler:           gzipJSON(s.api),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served(r)
+			api.ServeHTTP(w, r)
+		}),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ConnState:         s.conns.track,
+		ConnContext:       s.conns.connContext,
 	}
 	if s.tls != nil {
 		s.http.TLSConfig = s.tls.config()

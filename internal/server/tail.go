@@ -67,6 +67,9 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 	ctx, cancel := contextUntil(r.Context(), s.stopping)
 	defer cancel()
 	rc := http.NewResponseController(w)
+	// The server's write timeout would cut the stream: each write sets its
+	// own deadline instead (write, below), and the read timeout is lifted.
+	streamDeadlines(rc)
 	stopDeadline := context.AfterFunc(ctx, func() { rc.SetWriteDeadline(time.Now()) })
 	defer func() {
 		// The connection may serve another request after the stream ends

@@ -344,7 +344,7 @@ func (s *Server) tempoStructuralSearch(w http.ResponseWriter, r *http.Request, b
 	if minDur != 0 || maxDur != 0 {
 		want = min(limit*5, 10000)
 	}
-	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, want, store.QueryBudget{})
+	matches, stats, res, err := store.QueryTraces(r.Context(), b, project, q, f, want, store.QueryBudget{Time: s.structuralBudget()})
 	if err != nil {
 		s.tempoFailed(w, err)
 		return

@@ -136,7 +136,7 @@ func (s *Server) handleTempoMetrics(instant bool) queryHandler {
 			}
 			exemplars = min(n, 100)
 		}
-		req := store.MetricsRequest{Start: uint64(start.UnixNano()), End: uint64(end.UnixNano()), Step: step, Exemplars: exemplars}
+		req := store.MetricsRequest{Start: uint64(start.UnixNano()), End: uint64(end.UnixNano()), Step: step, Exemplars: exemplars, MaxTime: s.structuralBudget()}
 		if instant {
 			// One bucket: the whole range.
 			req.Origin, req.Exemplars = req.Start, 0
@@ -235,7 +235,7 @@ func (s *Server) handleTraceQLMetrics(w http.ResponseWriter, r *http.Request, b 
 	if !ok {
 		return
 	}
-	ans, res, err := store.QueryMetrics(r.Context(), b, project, q, store.MetricsRequest{Start: f.Start, End: end, Step: step, Exemplars: exemplars})
+	ans, res, err := store.QueryMetrics(r.Context(), b, project, q, store.MetricsRequest{Start: f.Start, End: end, Step: step, Exemplars: exemplars, MaxTime: s.structuralBudget()})
 	if err != nil {
 		s.queryFailed(w, err)
 		return
