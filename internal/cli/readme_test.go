@@ -135,6 +135,8 @@ func TestServeRefusesBadSettingsBeforeListening(t *testing.T) {
 	for _, args := range [][]string{
 		{"--seal-age", "0s"}, {"--max-inflight-bytes", "0"}, {"--erase-delay", "-1s"},
 		{"--compaction-fanout", "1"},
+		{"--query-timeout", "0s"}, {"--max-concurrent-queries", "0"}, {"--max-header-bytes", "0"}, {"--grpc-max-streams", "-1"},
+		{"--write-timeout", "10s", "--query-timeout", "30s"}, {"--read-header-timeout", "2m"},
 	} {
 		var out, errb bytes.Buffer
 		// An address Listen refuses: reaching it would be exit 1, not 2.

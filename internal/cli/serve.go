@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/rastro-dev/rastro/internal/ui"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -47,6 +48,11 @@ type serveConfig struct {
 	retention                     days
 	retentionProject              projectDays
 	eraseDelay, lifecycleInterval time.Duration
+
+	// Limits against slow and hostile clients (server.Options).
+	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout, queryTimeout time.Duration
+	maxHeader                                                               byteSize
+	maxQueries, grpcMaxStreams                                              int
 }
 
 // newServeFlags declares rastro serve's flags; the README's configuration
@@ -55,7 +61,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
 		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: process.DefaultMergeHeadroom,
-		valueThreshold: engine.DefaultValueThreshold}
+		valueThreshold: engine.DefaultValueThreshold, maxHeader: server.DefaultMaxHeaderBytes}
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -88,6 +94,14 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "PEM certificate (chain) for TLS on the HTTP and gRPC ports; with --tls-key; reloaded on SIGHUP; empty: plain text")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM bundle of CAs whose client certificates are required on every connection (mutual TLS); reloaded on SIGHUP; empty: none asked")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: close a connection whose request headers have not all arrived in this time (slow clients); gRPC: the same for the connection handshake")
+	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "HTTP: the most a request may take to arrive, body included; a slower ingest body is answered 408")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "HTTP: the most a request may take from its headers to the end of its answer; must exceed --query-timeout; the live tail sets its own deadline per write")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close a kept-alive HTTP connection, or a gRPC connection, idle this long")
+	fs.Var(&c.maxHeader, "max-header-bytes", "largest HTTP request line and headers; beyond it the answer is 431")
+	fs.IntVar(&c.maxQueries, "max-concurrent-queries", server.DefaultMaxConcurrentQueries, "query requests run at once (search, traces, discovery, LLM, Tempo, Jaeger; not ingest, health or the live tail); beyond it they get 429 with Retry-After")
+	fs.DurationVar(&c.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "a query request's time budget: past it the query stops and answers 503 saying so (structural and pipeline queries stop at half of it and answer partially)")
+	fs.IntVar(&c.grpcMaxStreams, "grpc-max-streams", server.DefaultGRPCMaxStreams, "concurrent calls on one gRPC connection (each may hold one message of up to --max-body-bytes)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -107,10 +121,16 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	for name, v := range map[string]int64{"--max-body-bytes": int64(c.maxBody), "--max-inflight-bytes": int64(c.maxInflight),
 		"--seal-bytes": int64(c.sealBytes), "--sync-interval": int64(c.syncInterval), "--seal-age": int64(c.sealAge),
 		"--wal-max-bytes": int64(c.walMax), "--compaction-max-segment-bytes": int64(c.compactionMax),
-		"--erase-delay": int64(c.eraseDelay), "--lifecycle-interval": int64(c.lifecycleInterval)} {
+		"--erase-delay": int64(c.eraseDelay), "--lifecycle-interval": int64(c.lifecycleInterval),
+		"--read-header-timeout": int64(c.readHeaderTimeout), "--read-timeout": int64(c.readTimeout), "--write-timeout": int64(c.writeTimeout),
+		"--idle-timeout": int64(c.idleTimeout), "--query-timeout": int64(c.queryTimeout), "--max-header-bytes": int64(c.maxHeader),
+		"--max-concurrent-queries": int64(c.maxQueries), "--grpc-max-streams": int64(c.grpcMaxStreams)} {
 		if v <= 0 {
 			return fmt.Errorf("%w: %s must be above zero", errUsage, name)
 		}
+	}
+	if c.grpcMaxStreams > math.MaxUint32 {
+		return fmt.Errorf("%w: --grpc-max-streams %d is above %d", errUsage, c.grpcMaxStreams, uint32(math.MaxUint32))
 	}
 	var mode engine.Durability
 	switch c.durability {
@@ -173,6 +193,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		NoMCP:      !c.mcp,
 		AuthFile:   c.authFile, Insecure: c.insecure,
 		TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSClientCA: c.tlsClientCA,
+		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
+		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
 	})
 	if err != nil {
 		// Bad settings, an auth file or certificate that does not load:
