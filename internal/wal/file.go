@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rastro-dev/rastro/internal/durable"
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // file is the seam under the commit goroutine: what it needs from an open
@@ -20,19 +20,13 @@ type file interface {
 	Close() error
 }
 
-// osFile is a log file on the operating system's filesystem. Its Sync is
-// defined per platform (fdatasync on Linux).
-type osFile struct{ *os.File }
-
-// Sync flushes the file's data (fdatasync on Linux).
-func (f osFile) Sync() error { return durable.DataSync(f.File) }
-
-func createOSFile(path string) (file, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+// createFile creates a new, empty log file on fs, written at its end.
+func createFile(fs vfs.FS, path string) (file, error) {
+	f, err := fs.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return &vfs.Appender{F: f}, nil
 }
 
 // fileName returns the name of log file seq: 20 zero-padded digits + ".wal".
@@ -54,22 +48,28 @@ func parseFileName(name string) (seq uint64, ok bool) {
 }
 
 // listFiles returns the sequences of the log files in dir, ascending, and their sizes.
-func listFiles(dir string) ([]liveFile, error) {
-	entries, err := os.ReadDir(dir)
+func listFiles(fs vfs.FS, dir string) ([]liveFile, error) {
+	names, err := fs.List(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list wal dir %s: %w", dir, err)
 	}
 	var files []liveFile
-	for _, e := range entries {
-		seq, ok := parseFileName(e.Name())
-		if !ok || !e.Type().IsRegular() {
+	for _, name := range names {
+		seq, ok := parseFileName(name)
+		if !ok {
 			continue
 		}
-		info, err := e.Info()
+		path := filepath.Join(dir, name)
+		f, err := fs.OpenFile(path, os.O_RDONLY)
 		if err != nil {
-			return nil, fmt.Errorf("stat wal file %s: %w", filepath.Join(dir, e.Name()), err)
+			return nil, fmt.Errorf("stat wal file %s: %w", path, err)
 		}
-		files = append(files, liveFile{seq: seq, size: info.Size()})
+		size, err := f.Size()
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("stat wal file %s: %w", path, err)
+		}
+		files = append(files, liveFile{seq: seq, size: size})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].seq < files[j].seq })
 	return files, nil

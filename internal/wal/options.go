@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // Mode selects when Append acknowledges a record.
@@ -60,8 +62,12 @@ type Options struct {
 	// Logf receives warnings (torn tail cut, corruption skipped). Default: discard.
 	Logf func(format string, args ...any)
 
+	// FS is the filesystem under the log (internal/vfs); nil means the
+	// operating system's. Tests use a MemFS to cut power at any point.
+	FS vfs.FS
+
 	// createFile opens a new log file for writing; tests replace it to inject
-	// faults. nil means the operating system.
+	// faults. nil means FS.
 	createFile func(path string) (file, error)
 }
 
@@ -88,8 +94,10 @@ func (o *Options) Validate() error {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	o.FS = vfs.Or(o.FS)
 	if o.createFile == nil {
-		o.createFile = createOSFile
+		fs := o.FS
+		o.createFile = func(path string) (file, error) { return createFile(fs, path) }
 	}
 	return nil
 }

@@ -93,17 +93,16 @@ type replayer struct {
 // file replays one file; last selects repair (truncate) over skip.
 func (rd *replayer) file(seq uint64, last bool) error {
 	path := rd.w.path(seq)
-	f, err := os.Open(path)
+	f, err := rd.w.opts.FS.OpenFile(path, os.O_RDONLY)
 	if err != nil {
 		return fmt.Errorf("wal replay: open %s: %w", path, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		return fmt.Errorf("wal replay: stat %s: %w", path, err)
 	}
-	size := info.Size()
-	rd.br.Reset(f)
+	rd.br.Reset(io.NewSectionReader(f, 0, size))
 	rd.st.Files++
 
 	var sc *scanner
@@ -148,10 +147,7 @@ func (rd *replayer) file(seq uint64, last bool) error {
 		rd.st.Resyncs++
 		rd.st.SkippedBytes += cerr.Skipped
 		rd.w.opts.Logf("%v; skipped %d bytes, replay resumes at offset %d", cerr, cerr.Skipped, next)
-		if _, err := f.Seek(next, io.SeekStart); err != nil {
-			return fmt.Errorf("wal replay: seek %s to %d: %w", path, next, err)
-		}
-		rd.br.Reset(f)
+		rd.br.Reset(io.NewSectionReader(f, next, size-next))
 		off, cerr = next, nil
 	}
 	// No intact record follows the damage at off.
@@ -261,7 +257,7 @@ func (rd *replayer) records(path string, off, size int64) (end int64, cerr *Corr
 // left as it is, so that the next replay finds the same records.
 func (w *WAL) repair(seq uint64, off, size int64) error {
 	path := w.path(seq)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := w.opts.FS.OpenFile(path, os.O_RDWR)
 	if err != nil {
 		return fmt.Errorf("wal repair: open %s: %w", path, err)
 	}

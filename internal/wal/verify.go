@@ -3,8 +3,8 @@ package wal
 import (
 	"bufio"
 	"errors"
+	"github.com/rastro-dev/rastro/internal/vfs"
 	"io/fs"
-	"os"
 )
 
 // VerifyReport is what VerifyDir found in a WAL directory.
@@ -27,16 +27,22 @@ type VerifyReport struct {
 // last file, VerifyDir reports it in TornTail. A missing directory holds
 // nothing. The error is for I/O failures and unknown format versions.
 func VerifyDir(dir string) (*VerifyReport, error) {
+	return VerifyDirFS(nil, dir)
+}
+
+// VerifyDirFS is VerifyDir on a filesystem (nil: the operating system's).
+func VerifyDirFS(fsys vfs.FS, dir string) (*VerifyReport, error) {
+	fsys = vfs.Or(fsys)
 	rep := &VerifyReport{}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+	files, err := listFiles(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return rep, nil
 	}
-	files, err := listFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var st ReplayStats
-	w := &WAL{opts: Options{Dir: dir, Logf: func(string, ...any) {}}}
+	w := &WAL{opts: Options{Dir: dir, FS: fsys, Logf: func(string, ...any) {}}}
 	rd := &replayer{w: w, fn: func(Record) error { return nil }, st: &st, br: bufio.NewReaderSize(nil, 1<<16)}
 	for i, lf := range files {
 		before := len(st.Corruptions)

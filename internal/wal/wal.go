@@ -10,8 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/rastro-dev/rastro/internal/durable"
 )
 
 // WAL is an open write-ahead log. Its methods are safe for concurrent use.
@@ -96,10 +94,10 @@ func Open(opts Options) (*WAL, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("create wal dir %s: %w", opts.Dir, err)
 	}
-	files, err := listFiles(opts.Dir)
+	files, err := listFiles(opts.FS, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +139,11 @@ func (w *WAL) createLogFile(seq uint64) (file, error) {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = durable.SyncDir(w.opts.Dir)
+		err = w.opts.FS.SyncDir(w.opts.Dir)
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = os.Remove(path)
+		_ = w.opts.FS.Remove(path)
 		return nil, fmt.Errorf("create wal file %s: %w", path, err)
 	}
 	return f, nil
@@ -261,7 +259,7 @@ func (w *WAL) RemoveBefore(seq uint64) error {
 	var errs []error
 	var failed []liveFile
 	for _, lf := range victims {
-		err := os.Remove(w.path(lf.seq))
+		err := w.opts.FS.Remove(w.path(lf.seq))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove wal file: %w", err))
 			failed = append(failed, lf)
@@ -275,7 +273,7 @@ func (w *WAL) RemoveBefore(seq uint64) error {
 		sort.Slice(w.files, func(i, j int) bool { return w.files[i].seq < w.files[j].seq })
 		w.mu.Unlock()
 	}
-	if err := durable.SyncDir(w.opts.Dir); err != nil {
+	if err := w.opts.FS.SyncDir(w.opts.Dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/rastro-dev/rastro/internal/vfs"
 	"hash/crc32"
 	"os"
 	"sync"
@@ -141,7 +142,7 @@ func TestGroupCommitOneBatch(t *testing.T) {
 	var armed atomic.Bool
 	opts := Options{Dir: t.TempDir(), Mode: ModeSync}
 	opts.createFile = func(path string) (file, error) {
-		f, err := createOSFile(path)
+		f, err := createFile(vfs.OS{}, path)
 		if err != nil {
 			return nil, err
 		}
@@ -289,7 +290,7 @@ func TestRotateOrdering(t *testing.T) {
 // dirSize sums the sizes of the log files on disk.
 func dirSize(t *testing.T, dir string) (int64, []uint64) {
 	t.Helper()
-	files, err := listFiles(dir)
+	files, err := listFiles(vfs.OS{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestFailure(t *testing.T) {
 			var armed atomic.Bool
 			opts := Options{Dir: t.TempDir(), Mode: ModeSync}
 			opts.createFile = func(path string) (file, error) {
-				f, err := createOSFile(path)
+				f, err := createFile(vfs.OS{}, path)
 				if err != nil {
 					return nil, err
 				}
@@ -551,7 +552,7 @@ func TestBufferedSyncFailure(t *testing.T) {
 	var armed atomic.Bool
 	opts := Options{Dir: t.TempDir(), Mode: ModeBuffered, SyncInterval: time.Millisecond}
 	opts.createFile = func(path string) (file, error) {
-		f, err := createOSFile(path)
+		f, err := createFile(vfs.OS{}, path)
 		if err != nil {
 			return nil, err
 		}
