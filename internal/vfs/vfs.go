@@ -135,6 +135,15 @@ func (a *Appender) Write(p []byte) (int, error) {
 // Sync syncs the file.
 func (a *Appender) Sync() error { return a.F.Sync() }
 
+// Truncate cuts the file to n bytes; the next Write goes there.
+func (a *Appender) Truncate(n int64) error {
+	if err := a.F.Truncate(n); err != nil {
+		return err
+	}
+	a.Off = n
+	return nil
+}
+
 // Close closes the file.
 func (a *Appender) Close() error { return a.F.Close() }
 

@@ -17,6 +17,8 @@ type file interface {
 	Write(p []byte) (int, error)
 	// Sync makes everything written so far durable (fdatasync where available).
 	Sync() error
+	// Truncate cuts the file to size bytes; the next Write goes there.
+	Truncate(size int64) error
 	Close() error
 }
 

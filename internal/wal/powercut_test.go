@@ -1,11 +1,13 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/rastro-dev/rastro/internal/vfs"
@@ -162,5 +164,66 @@ func TestPowerCutAtEverySyncPoint(t *testing.T) {
 	}
 	if names := m.Names(".wal"); len(names) == 0 || filepath.Dir(names[0]) != dir {
 		t.Fatalf("log files: %v", names)
+	}
+}
+
+// TestDiskFullRefusesTheBatchAndResumes: a write that finds the disk full
+// fails its batch with ErrNoSpace and leaves no partial record; the log keeps
+// working, later appends succeed once space is back, and replay returns
+// exactly the acknowledged records.
+func TestDiskFullRefusesTheBatchAndResumes(t *testing.T) {
+	m := vfs.NewMemFS()
+	disk := vfs.NewDisk(1 << 20)
+	fs := &vfs.Faulty{FS: m, Inject: disk.Inject}
+	for _, mode := range []Mode{ModeSync, ModeBuffered} {
+		dir := fmt.Sprintf("/data/wal-%s", mode)
+		disk.SetFree(1 << 20)
+		w, err := Open(Options{Dir: dir, FS: fs, Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acked []string
+		app := func(body string) error {
+			err := w.Append(Record{Type: 1, Project: "p", Body: []byte(body)}, func() {})
+			if err == nil {
+				acked = append(acked, body)
+			}
+			return err
+		}
+		for i := range 3 {
+			if err := app(fmt.Sprintf("before-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		disk.SetFree(10) // the next record's header fits, its body does not
+		err = app("refused-" + string(make([]byte, 100)))
+		if !errors.Is(err, ErrNoSpace) || !errors.Is(err, syscall.ENOSPC) || errors.Is(err, ErrFailed) {
+			t.Fatalf("%s: append on a full disk: %v; want ErrNoSpace wrapping ENOSPC, not ErrFailed", mode, err)
+		}
+		if st := w.Stats(); st.NoSpace != 1 {
+			t.Fatalf("%s: NoSpace = %d", mode, st.NoSpace)
+		}
+		disk.SetFree(1 << 20)
+		for i := range 3 {
+			if err := app(fmt.Sprintf("after-%d", i)); err != nil {
+				t.Fatalf("%s: append once space is back: %v", mode, err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		w2, err := Open(Options{Dir: dir, FS: m.Crash(vfs.CrashOptions{}), Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		st, err := w2.Replay(0, func(r Record) error { got = append(got, string(r.Body)); return nil })
+		if err != nil || len(st.Corruptions) > 0 {
+			t.Fatalf("%s: replay: %v, corruptions %v", mode, err, st.Corruptions)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(acked) {
+			t.Fatalf("%s: replayed %q, acknowledged %q", mode, got, acked)
+		}
+		w2.Close()
 	}
 }

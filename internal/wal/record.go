@@ -40,6 +40,11 @@ var (
 	// ErrFailed wraps the first write or fsync error; once returned, the WAL
 	// accepts nothing more until it is reopened.
 	ErrFailed = errors.New("wal: failed")
+	// ErrNoSpace is returned by Append when the disk was full: the batch was
+	// not stored (the file was cut back to before it), and the WAL takes the
+	// next batch as usual, so writes resume by themselves once space is free.
+	// It wraps the filesystem's error (errors.Is(err, syscall.ENOSPC)).
+	ErrNoSpace = errors.New("wal: no space left on the device")
 	// ErrUnsupportedVersion is returned by Replay when a file was written by a
 	// newer format version; the file is left untouched.
 	ErrUnsupportedVersion = errors.New("wal: unsupported file version")

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -48,7 +49,7 @@ type WAL struct {
 
 	size  atomic.Int64 // bytes in live files
 	stats struct {
-		records, batches, syncs, bytes, writeNanos, syncNanos atomic.Uint64
+		records, batches, syncs, bytes, writeNanos, syncNanos, noSpace atomic.Uint64
 	}
 }
 
@@ -81,6 +82,7 @@ type Stats struct {
 	BytesWritten uint64 // bytes written by group commits
 	WriteNanos   uint64 // time spent in write(2)
 	SyncNanos    uint64 // time spent in fsync
+	NoSpace      uint64 // batches refused because the disk was full (ErrNoSpace)
 }
 
 // Open opens or creates the log in opts.Dir. It always starts a new file for
@@ -291,6 +293,7 @@ func (w *WAL) Stats() Stats {
 		BytesWritten: w.stats.bytes.Load(),
 		WriteNanos:   w.stats.writeNanos.Load(),
 		SyncNanos:    w.stats.syncNanos.Load(),
+		NoSpace:      w.stats.noSpace.Load(),
 	}
 }
 
@@ -413,6 +416,16 @@ func (w *WAL) commit(b *batch) {
 	w.stats.writeNanos.Add(uint64(time.Since(start)))
 	if err == nil && n < len(b.buf) {
 		err = io.ErrShortWrite
+	}
+	if err != nil && errors.Is(err, syscall.ENOSPC) {
+		// A full disk: cut back what part of the batch was written, so the
+		// file ends with the last whole batch, and refuse this batch only.
+		// A failed cut leaves a torn tail: fail-stop as for any write error.
+		if terr := w.f.Truncate(w.fsize); terr == nil {
+			w.stats.noSpace.Add(1)
+			b.err = fmt.Errorf("write wal file %s: %w: %w", w.path(w.fseq), ErrNoSpace, err)
+			return
+		}
 	}
 	w.fsize += int64(n)
 	w.size.Add(int64(n))
