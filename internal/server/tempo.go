@@ -509,6 +509,10 @@ func tagsQuery(tags string) (string, error) {
 		case "name":
 			conds = append(conds, "name = "+quoted)
 		case "status", "status.code":
+			// The value becomes TraceQL as it is: only a status may.
+			if _, ok := model.ParseStatusCode(val); !ok {
+				return "", fmt.Errorf("invalid tags: %s=%q is not a status: want ok, error or unset", key, val)
+			}
 			conds = append(conds, "status = "+val)
 		default:
 			k := "." + strconv.Quote(key)
