@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -184,7 +183,7 @@ func (e *Engine) rewrite(ctx context.Context, run []*segHandle, drop dropFunc) (
 	var err error
 	e.runMerge(func() { res, err = e.merge(ctx, run, name, drop) })
 	if err != nil {
-		os.Remove(filepath.Join(e.dir, name))
+		e.fs.Remove(filepath.Join(e.dir, name))
 		return res, err
 	}
 	e.m.mergeBytes.Add(res.info.Bytes)
@@ -240,7 +239,7 @@ func (e *Engine) replaceSegments(run []*segHandle, out *segHandle) error {
 		next.Segments = append(next.Segments, out.name)
 	}
 	next.Segments = append(next.Segments, e.manifest.Segments[at+len(run):]...)
-	renamed, err := writeManifest(e.opts.Dir, next)
+	renamed, err := writeManifestFS(e.fs, e.opts.Dir, next)
 	if err != nil && !renamed {
 		return err
 	}
@@ -273,7 +272,7 @@ func (e *Engine) retire(hs []*segHandle, remove bool) {
 	for _, h := range hs {
 		e.cache.dropSegment(h)
 		if remove {
-			if err := os.Remove(filepath.Join(e.dir, h.name)); err != nil {
+			if err := e.fs.Remove(filepath.Join(e.dir, h.name)); err != nil {
 				e.log.Warn("could not remove retired segment", "segment", h.name, "err", err)
 			}
 		}

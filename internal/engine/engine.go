@@ -18,9 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"golang.org/x/sync/singleflight"
-	"io/fs"
+	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -35,6 +34,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/text"
 	"github.com/rastro-dev/rastro/internal/valuestore"
+	"github.com/rastro-dev/rastro/internal/vfs"
 	"github.com/rastro-dev/rastro/internal/wal"
 )
 
@@ -119,6 +119,12 @@ type Options struct {
 	// now replaces the clock (tests); nil means time.Now.
 	now func() time.Time
 
+	// FS is the filesystem under the data directory (internal/vfs): the
+	// WAL, the segments, the manifest, the erasure list and the value store.
+	// nil means the operating system's; tests cut power with a vfs.MemFS.
+	// The directory lock (flock) is taken on the operating system's only.
+	FS vfs.FS
+
 	// valueFS replaces the value store's filesystem (tests inject faults).
 	valueFS valuestore.FS
 	// openSegment replaces segment.Open (tests inject read faults).
@@ -194,9 +200,6 @@ func (o *Options) Validate() error {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	if o.openSegment == nil {
-		o.openSegment = segment.Open
-	}
 	return nil
 }
 
@@ -223,7 +226,8 @@ type Engine struct {
 	log  *slog.Logger
 	wal  *wal.WAL
 	dir  string // segments directory
-	lock *os.File
+	lock io.Closer
+	fs   vfs.FS
 
 	mu     sync.RWMutex // guards the read view below
 	active *memtable
@@ -328,29 +332,36 @@ func Open(opts Options) (*Engine, error) {
 	segDir := filepath.Join(opts.Dir, "segments")
 	walDir := filepath.Join(opts.Dir, "wal")
 	valDir := filepath.Join(opts.Dir, "values")
+	fsys := vfs.Or(opts.FS)
+	if opts.openSegment == nil {
+		opts.openSegment = func(path string) (*segment.Reader, error) { return segment.OpenFS(opts.FS, path) }
+	}
+	if opts.valueFS == nil {
+		opts.valueFS = opts.FS
+	}
 	for _, d := range []string{opts.Dir, segDir, walDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := fsys.MkdirAll(d); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	lock, err := lockDir(opts.Dir)
+	lock, err := lockDirFS(fsys, opts.Dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkManifestPresent(opts.Dir, segDir); err != nil {
+	if err := checkManifestPresent(fsys, opts.Dir, segDir); err != nil {
 		lock.Close()
 		return nil, err
 	}
-	man, err := readManifest(opts.Dir)
+	man, err := readManifestFS(fsys, opts.Dir)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(opts.Dir, manifestName)); errors.Is(err, fs.ErrNotExist) {
+	if !fileExists(fsys, filepath.Join(opts.Dir, manifestName)) {
 		// A new store gets its manifest before anything else, so that a
 		// segment file without a manifest beside it always means a lost
 		// manifest (refused above), never a crash before the first seal.
-		if _, err := writeManifest(opts.Dir, man); err != nil {
+		if _, err := writeManifestFS(fsys, opts.Dir, man); err != nil {
 			lock.Close()
 			return nil, fmt.Errorf("create manifest: %w", err)
 		}
@@ -370,6 +381,7 @@ func Open(opts Options) (*Engine, error) {
 		log:        opts.Logger,
 		dir:        segDir,
 		lock:       lock,
+		fs:         fsys,
 		manifest:   man,
 		kick:       make(chan struct{}, 1),
 		stop:       make(chan struct{}),
@@ -398,6 +410,7 @@ func Open(opts Options) (*Engine, error) {
 		// Never number new WAL files below the manifest's replay start,
 		// even if the WAL directory was emptied.
 		MinSeq: man.WALStart,
+		FS:     opts.FS,
 		Logf:   func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
 	})
 	if err != nil {
@@ -454,29 +467,34 @@ func (e *Engine) removeOrphans() {
 	for _, n := range e.manifest.Segments {
 		named[n] = true
 	}
-	ents, err := os.ReadDir(e.dir)
+	names, err := e.fs.List(e.dir)
 	if err != nil {
 		return
 	}
-	for _, de := range ents {
-		n := de.Name()
-		if named[n] || de.IsDir() {
+	for _, n := range names {
+		if named[n] {
 			continue
 		}
 		if strings.HasSuffix(n, ".tmp") || strings.HasSuffix(n, ".seg") {
 			e.log.Info("removing unpublished file", "file", filepath.Join(e.dir, n))
-			os.Remove(filepath.Join(e.dir, n))
+			e.fs.Remove(filepath.Join(e.dir, n))
 		}
 	}
 }
 
 // checkManifestPresent refuses to open a store that has segment files but no
 // manifest (a partial copy or restore): opening it would discard them.
-func checkManifestPresent(dir, segDir string) error {
-	if _, err := os.Stat(filepath.Join(dir, manifestName)); err == nil {
+func checkManifestPresent(fsys vfs.FS, dir, segDir string) error {
+	if fileExists(fsys, filepath.Join(dir, manifestName)) {
 		return nil
 	}
-	segs, _ := filepath.Glob(filepath.Join(segDir, "*.seg"))
+	names, _ := fsys.List(segDir)
+	var segs []string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			segs = append(segs, n)
+		}
+	}
 	if len(segs) > 0 {
 		return fmt.Errorf("%s is missing but %d segment files are present in %s: refusing to open "+
 			"(restore the MANIFEST, or move the segments away to start an empty store)", filepath.Join(dir, manifestName), len(segs), segDir)
@@ -700,7 +718,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		// could lose: make the values durable before the manifest names it.
 		if info.ValueRefs > 0 {
 			if err := e.values.Sync(); err != nil {
-				os.Remove(filepath.Join(e.dir, name))
+				e.fs.Remove(filepath.Join(e.dir, name))
 				return fmt.Errorf("seal segment %s: sync value store: %w", name, err)
 			}
 		}
@@ -723,11 +741,11 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		next.NextSegment++
 	}
 	next.WALStart = m.walEnd
-	renamed, err := writeManifest(e.opts.Dir, next)
+	renamed, err := writeManifestFS(e.fs, e.opts.Dir, next)
 	if err != nil && !renamed {
 		if h != nil {
 			h.r.Close()
-			os.Remove(filepath.Join(e.dir, h.name))
+			e.fs.Remove(filepath.Join(e.dir, h.name))
 		}
 		return err
 	}
@@ -759,7 +777,7 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 
 // writerOptions are the segment writer's options for seals and merges.
 func (e *Engine) writerOptions() segment.WriterOptions {
-	wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans}
+	wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans, FS: e.opts.FS}
 	if !e.opts.NoContentIndex {
 		wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
 		wo.RowGroupTokenFilters = e.opts.RowGroupTokenFilters

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // Erasure (docs/operations.md, "Erasing data"). An erasure request names a
@@ -82,9 +82,11 @@ const (
 // store.ErrBadRequest.
 var ErrEraseRequest = kindError{"invalid erasure request", store.ErrBadRequest}
 
-func readErasures(dir string) (erasureFile, error) {
+func readErasures(dir string) (erasureFile, error) { return readErasuresFS(vfs.OS{}, dir) }
+
+func readErasuresFS(fsys vfs.FS, dir string) (erasureFile, error) {
 	path := filepath.Join(dir, erasuresName)
-	b, err := os.ReadFile(path)
+	b, err := readFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return erasureFile{Version: erasuresVersion, NextID: 1}, nil
 	}
@@ -108,7 +110,7 @@ func (e *Engine) saveErasuresLocked(next erasureFile) error {
 	if err != nil {
 		return fmt.Errorf("encode erasure list: %w", err)
 	}
-	if _, err := writeFileAtomic(e.opts.Dir, erasuresName, buf); err != nil {
+	if _, err := writeFileAtomic(e.fs, e.opts.Dir, erasuresName, buf); err != nil {
 		return fmt.Errorf("record erasure: %w", err)
 	}
 	e.erasures = next
@@ -137,7 +139,7 @@ func parseTraceIDs(hexes []string) ([]model.TraceID, error) {
 // loadErasures reads ERASURES at Open and hides the traces of every erasure
 // not yet done.
 func (e *Engine) loadErasures() error {
-	f, err := readErasures(e.opts.Dir)
+	f, err := readErasuresFS(e.fs, e.opts.Dir)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,12 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // lockDir takes an exclusive advisory lock on DATA_DIR/LOCK so that two
@@ -25,4 +28,14 @@ func lockDir(dir string) (*os.File, error) {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return f, nil
+}
+
+// lockDirFS is lockDir on the operating system's filesystem; on any other
+// (a test's vfs.MemFS) there is no other process to keep out, and nothing
+// is locked.
+func lockDirFS(fsys vfs.FS, dir string) (io.Closer, error) {
+	if _, ok := fsys.(vfs.OS); !ok {
+		return io.NopCloser(nil), nil
+	}
+	return lockDir(dir)
 }

@@ -2,16 +2,19 @@ package engine
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/rastro-dev/rastro/internal/durable"
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // manifestName is the file that names the published segments. It is the
@@ -32,9 +35,11 @@ type manifest struct {
 	Segments    []string `json:"segments"`     // file names under segments/, oldest first
 }
 
-func readManifest(dir string) (manifest, error) {
+func readManifest(dir string) (manifest, error) { return readManifestFS(vfs.OS{}, dir) }
+
+func readManifestFS(fsys vfs.FS, dir string) (manifest, error) {
 	path := filepath.Join(dir, manifestName)
-	b, err := os.ReadFile(path)
+	b, err := readFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return manifest{Version: manifestVersion, NextSegment: 1}, nil
 	}
@@ -56,11 +61,16 @@ func readManifest(dir string) (manifest, error) {
 // manifest may be what a restart reads, even when err (a failed directory
 // fsync) is not nil.
 func writeManifest(dir string, m manifest) (renamed bool, err error) {
+	return writeManifestFS(vfs.OS{}, dir, m)
+}
+
+// writeManifestFS is writeManifest on a filesystem.
+func writeManifestFS(fsys vfs.FS, dir string, m manifest) (renamed bool, err error) {
 	buf, err := encodeFramed(m)
 	if err != nil {
 		return false, fmt.Errorf("encode manifest: %w", err)
 	}
-	return writeFileAtomic(dir, manifestName, buf)
+	return writeFileAtomic(fsys, dir, manifestName, buf)
 }
 
 // encodeFramed encodes v as the store's small metadata files are framed
@@ -96,31 +106,60 @@ func decodeFramed(path, what string, b []byte, v any) error {
 	return nil
 }
 
-func writeFileAtomic(dir, name string, data []byte) (renamed bool, err error) {
+func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) (renamed bool, err error) {
 	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
 	if err != nil {
 		return false, fmt.Errorf("write %s: %w", name, err)
 	}
-	if _, err := f.Write(data); err != nil {
+	if n, err := f.WriteAt(data, 0); err != nil || n < len(data) {
 		f.Close()
-		os.Remove(tmp)
-		return false, fmt.Errorf("write %s: %w", name, err)
+		fsys.Remove(tmp)
+		return false, fmt.Errorf("write %s: %w", name, cmp.Or(err, io.ErrShortWrite))
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return false, fmt.Errorf("fsync %s: %w", name, err)
 	}
 	if err := f.Close(); err != nil {
-		os.Remove(tmp)
+		fsys.Remove(tmp)
 		return false, fmt.Errorf("close %s: %w", name, err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp)
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		fsys.Remove(tmp)
 		return false, fmt.Errorf("publish %s: %w", name, err)
 	}
-	return true, durable.SyncDir(dir)
+	return true, fsys.SyncDir(dir)
+}
+
+// readFile reads a whole file from fsys.
+func readFile(fsys vfs.FS, path string) ([]byte, error) {
+	f, err := fsys.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// fileExists reports whether path exists on fsys (an error other than
+// "does not exist" counts as existing: the caller will meet it).
+func fileExists(fsys vfs.FS, path string) bool {
+	f, err := fsys.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	f.Close()
+	return true
 }
 
 // CorruptionError reports damaged bytes in a store file, with where they are.

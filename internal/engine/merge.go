@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"math/bits"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -302,19 +301,19 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 	res.info = info
 	path := filepath.Join(e.dir, name)
 	if info.Spans == 0 {
-		os.Remove(path)
+		e.fs.Remove(path)
 		res.took = time.Since(start)
 		return res, nil
 	}
 	if info.ValueRefs > 0 {
 		if err := e.values.Sync(); err != nil {
-			os.Remove(path)
+			e.fs.Remove(path)
 			return res, fmt.Errorf("merge into %s: sync value store: %w", name, err)
 		}
 	}
 	r, err := e.opts.openSegment(path)
 	if err != nil {
-		os.Remove(path)
+		e.fs.Remove(path)
 		return res, fmt.Errorf("merge into %s: reopen: %w", name, err)
 	}
 	res.h = newSegHandle(name, r)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/rastro-dev/rastro/internal/vfs"
+
 	"github.com/rastro-dev/rastro/internal/model"
 )
 
@@ -58,6 +60,9 @@ type WriterOptions struct {
 	// ContentThreshold is the length in bytes from which IsContent's values
 	// are stored apart; 0 selects DefaultContentThreshold.
 	ContentThreshold int
+	// FS is the filesystem the segment is written to (internal/vfs); nil
+	// means the operating system's.
+	FS vfs.FS
 	// AnyTraceOrder lets traces come in any order (each trace still in one
 	// run, its spans in (start, span id) order). Compaction needs it: a
 	// merged trace's earliest span may be dropped (retention, a newer copy

@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 	"sort"
+	"time"
 	"unsafe"
 
 	"github.com/bits-and-blooms/bloom/v3"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // Reader serves one segment file. Open reads only the footer, the table of
@@ -70,6 +72,39 @@ func Open(path string) (*Reader, error) {
 	}
 	return OpenFile(path, f)
 }
+
+// OpenFS is Open on a filesystem (internal/vfs; nil: the operating system's).
+func OpenFS(fsys vfs.FS, path string) (*Reader, error) {
+	if fsys == nil {
+		return Open(path)
+	}
+	f, err := fsys.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("open segment %s: %w", path, err)
+	}
+	return OpenFile(path, vfsFile{f})
+}
+
+// vfsFile gives a vfs.File the Stat a Reader needs.
+type vfsFile struct{ vfs.File }
+
+func (f vfsFile) Stat() (os.FileInfo, error) {
+	n, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	return sizeInfo(n), nil
+}
+
+// sizeInfo is an os.FileInfo that knows only its size.
+type sizeInfo int64
+
+func (s sizeInfo) Name() string       { return "" }
+func (s sizeInfo) Size() int64        { return int64(s) }
+func (s sizeInfo) Mode() os.FileMode  { return 0 }
+func (s sizeInfo) ModTime() time.Time { return time.Time{} }
+func (s sizeInfo) IsDir() bool        { return false }
+func (s sizeInfo) Sys() any           { return nil }
 
 // OpenFile is Open over a file already open; path names it in errors. The
 // Reader owns f: it closes f when opening fails, and on Close.

@@ -4,13 +4,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/rastro-dev/rastro/internal/durable"
+	"github.com/rastro-dev/rastro/internal/vfs"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -56,7 +57,8 @@ type ProjectInfo struct {
 // modify them until Close returns.
 type Writer struct {
 	dir, name, tmp string
-	f              *os.File
+	fs             vfs.FS
+	f              vfs.File
 	off            int64
 	opts           WriterOptions
 	enc            *blockEncoder
@@ -114,11 +116,12 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
 	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	fsys := vfs.Or(opts.FS)
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY)
 	if err != nil {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
-	w := &Writer{dir: dir, name: name, tmp: tmp, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(), ops: newOpsWriter(),
+	w := &Writer{dir: dir, name: name, tmp: tmp, fs: fsys, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(), ops: newOpsWriter(),
 		tokens: newTokenWriter(opts)}
 	w.enc.kv.store, w.enc.kv.threshold = opts.StoreValue, opts.ValueThreshold
 	w.enc.kv.content, w.enc.kv.contentThreshold = opts.IsContent, opts.ContentThreshold
@@ -130,8 +133,11 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 }
 
 func (w *Writer) write(b []byte) error {
-	n, err := w.f.Write(b)
+	n, err := w.f.WriteAt(b, w.off)
 	w.off += int64(n)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
 	if err != nil {
 		return fmt.Errorf("write segment %s: %w", w.tmp, err)
 	}
@@ -423,10 +429,10 @@ func (w *Writer) close() (Info, error) {
 	}
 	w.f = nil
 	final := filepath.Join(w.dir, w.name)
-	if err := os.Rename(w.tmp, final); err != nil {
+	if err := w.fs.Rename(w.tmp, final); err != nil {
 		return Info{}, fmt.Errorf("publish segment %s: %w", final, err)
 	}
-	if err := durable.SyncDir(w.dir); err != nil {
+	if err := w.fs.SyncDir(w.dir); err != nil {
 		// The file is complete under its final name; only the rename's
 		// durability is in doubt. Report it without removing the file.
 		w.done = true
@@ -481,7 +487,7 @@ func (w *Writer) Abort() {
 		_ = w.f.Close()
 		w.f = nil
 	}
-	_ = os.Remove(w.tmp)
+	_ = w.fs.Remove(w.tmp)
 	w.block, w.trace, w.entries, w.blooms, w.aggs, w.ops, w.tokens = nil, nil, nil, nil, nil, nil, nil
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -424,4 +425,38 @@ func bigRequest(n int) []byte {
 	spans := spansFor(1, 9)
 	spans[0].Attributes = append(spans[0].Attributes, model.KeyValue{Key: "pad", Value: model.StringValue(strings.Repeat("p", n))})
 	return otlp.EncodeProto(spans)
+}
+
+// TestOpenAPIDocumentsQueryLimits: in docs/openapi.json every documented
+// query route lists the query cap's 429, and no other route does, as the
+// route table decides (route.isQuery).
+func TestOpenAPIDocumentsQueryLimits(t *testing.T) {
+	doc, _ := loadOpenAPI(t)
+	s, err := New(Options{HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ref = "#/components/responses/QueryTooManyRequests"
+	for _, rt := range s.routeTable() {
+		if !rt.documented {
+			continue
+		}
+		r := parsePattern(rt.method + " " + rt.pattern)
+		raw, ok := doc.Paths[r.path][strings.ToLower(r.method)]
+		if !ok {
+			continue // TestOpenAPIMatchesRoutes reports it
+		}
+		var op struct {
+			Responses map[string]struct {
+				Ref string `json:"$ref"`
+			} `json:"responses"`
+		}
+		if err := json.Unmarshal(raw, &op); err != nil {
+			t.Fatal(err)
+		}
+		documented := op.Responses["429"].Ref == ref
+		if documented != rt.isQuery() {
+			t.Errorf("%s: query route %v, but the query cap's 429 documented %v", r, rt.isQuery(), documented)
+		}
+	}
 }
