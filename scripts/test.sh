@@ -24,3 +24,22 @@ go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
 echo "== go test (everything else)"
 mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store)
 go test -count=1 -timeout 20m "${rest[@]}"
+
+# The fuzz targets of the parsers that read bytes from the network: their
+# seed corpora (testdata/fuzz/) already ran as plain tests above; here each
+# also fuzzes for a fixed short time. A failure leaves the input under the
+# package's testdata/fuzz/ to commit with the fix.
+fuzztime=3s
+fuzz_targets=(
+	"./internal/query FuzzParseTraceQL" "./internal/query FuzzParseQuery"
+	"./internal/query FuzzFromValues" "./internal/query FuzzParseTime" "./internal/query FuzzParseDuration"
+	"./internal/server FuzzQueryRoutes" "./internal/server FuzzTagsQuery" "./internal/server FuzzDecodeCursor"
+	"./internal/server FuzzParseAuthFile"
+	"./internal/otlp FuzzDecodeProto" "./internal/otlp FuzzDecodeJSON" "./internal/otlp FuzzDecodeNative"
+	"./internal/otlp FuzzDecodeZipkinJSON" "./internal/otlp FuzzDecodeZipkinProto"
+)
+echo "== go test -fuzz (network parsers, ${fuzztime} each)"
+for t in "${fuzz_targets[@]}"; do
+	read -r pkg name <<<"$t"
+	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg"
+done
