@@ -60,25 +60,88 @@ func SortSpanPtrs(spans []*model.Span) {
 			minStart[s.TraceID] = s.StartTimeUnixNano
 		}
 	}
-	type key struct {
-		traceMin uint64
-		s        *model.Span
-	}
-	keys := make([]key, len(spans))
-	sorted := true
+	refs := make([]SpanRef, len(spans))
 	for i, s := range spans {
-		keys[i] = key{minStart[s.TraceID], s}
-		if i > 0 && sorted && compareOrder(keys[i-1].traceMin, keys[i-1].s, keys[i].traceMin, s) > 0 {
-			sorted = false
-		}
+		refs[i] = SpanRef{minStart[s.TraceID], s}
+	}
+	SortSpanRefs(refs)
+	for i, r := range refs {
+		spans[i] = r.Span
+	}
+}
+
+// SpanRef is a span to write with its trace's minimum start time: the
+// smallest start among the spans of the trace that the same call writes.
+type SpanRef struct {
+	TraceMin uint64
+	Span     *model.Span
+}
+
+// SortSpanRefs sorts span references of one project into segment order (see
+// SortSpans), given their traces' minimum start times; the spans do not move.
+// It reads spans only to order those with equal trace minimums.
+func SortSpanRefs(refs []SpanRef) {
+	if len(refs) < 2 {
+		return
+	}
+	sorted := true
+	for i := 1; i < len(refs) && sorted; i++ {
+		sorted = compareRefs(refs[i-1], refs[i]) <= 0
 	}
 	if sorted {
 		return
 	}
-	slices.SortFunc(keys, func(a, b key) int { return compareOrder(a.traceMin, a.s, b.traceMin, b.s) })
-	for i, k := range keys {
-		spans[i] = k.s
+	out := radixSortTraceMin(refs, make([]SpanRef, len(refs)))
+	// Equal trace minimums (one trace, or traces that started together)
+	// are ordered by the rest of the key.
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].TraceMin == out[i].TraceMin {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(out[i:j], compareRefs)
+		}
+		i = j
 	}
+	if &out[0] != &refs[0] {
+		copy(refs, out)
+	}
+}
+
+func compareRefs(a, b SpanRef) int { return compareOrder(a.TraceMin, a.Span, b.TraceMin, b.Span) }
+
+// radixSortTraceMin sorts keys by traceMin, stably, a byte at a time from
+// the lowest (only the bytes in which the keys differ from the smallest):
+// a few linear passes instead of a comparison sort whose comparisons read
+// spans all over the heap. tmp is scratch of the same length; the sorted
+// keys are returned in one of the two.
+func radixSortTraceMin(keys, tmp []SpanRef) []SpanRef {
+	lo, hi := keys[0].TraceMin, keys[0].TraceMin
+	for _, k := range keys {
+		lo, hi = min(lo, k.TraceMin), max(hi, k.TraceMin)
+	}
+	for shift := uint(0); shift < 64 && (hi-lo)>>shift != 0; shift += 8 {
+		var count [256]int
+		for _, k := range keys {
+			count[byte((k.TraceMin-lo)>>shift)]++
+		}
+		if count[byte((keys[0].TraceMin-lo)>>shift)] == len(keys) {
+			continue // every key has this byte
+		}
+		pos := 0
+		for i, c := range count {
+			count[i] = pos
+			pos += c
+		}
+		for _, k := range keys {
+			d := byte((k.TraceMin - lo) >> shift)
+			tmp[count[d]] = k
+			count[d]++
+		}
+		keys, tmp = tmp, keys
+	}
+	return keys
 }
 
 // compareOrder compares two spans of one project in segment order, given

@@ -1,8 +1,9 @@
 package segment
 
 import (
-	"bytes"
 	"cmp"
+	"encoding/binary"
+	"slices"
 
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -21,7 +22,11 @@ func compareKey(ap uint32, a *model.TraceID, bp uint32, b *model.TraceID) int {
 	if c := cmp.Compare(ap, bp); c != 0 {
 		return c
 	}
-	return bytes.Compare(a[:], b[:])
+	// Big-endian halves order as the bytes do.
+	if c := cmp.Compare(binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:]))
 }
 
 func compareEntries(a, b traceEntry) int {
@@ -29,6 +34,54 @@ func compareEntries(a, b traceEntry) int {
 		return c
 	}
 	return cmp.Compare(a.Block, b.Block)
+}
+
+// sortEntries sorts trace index entries (compareEntries). The writer
+// appends them project by project in increasing project order, so each
+// project's run is sorted alone: its entries are bucketed by the first two
+// bytes of the trace id (random ids spread evenly: a bucket holds one or
+// two entries), and each bucket is sorted by the whole key. A comparison
+// sort over all of them costs several times more at seal sizes.
+func sortEntries(entries []traceEntry) {
+	for i := 0; i < len(entries); {
+		j := i + 1
+		for j < len(entries) && entries[j].Project == entries[i].Project {
+			j++
+		}
+		sortProjectEntries(entries[i:j])
+		i = j
+	}
+	if !slices.IsSortedFunc(entries, compareEntries) {
+		// Projects were not in runs (not as the writer appends them).
+		slices.SortFunc(entries, compareEntries)
+	}
+}
+
+func sortProjectEntries(entries []traceEntry) {
+	if len(entries) < 256 {
+		slices.SortFunc(entries, compareEntries)
+		return
+	}
+	start := make([]int, 1<<16+1)
+	for i := range entries {
+		start[int(binary.BigEndian.Uint16(entries[i].TraceID[:2]))+1]++
+	}
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	next := slices.Clone(start)
+	out := make([]traceEntry, len(entries))
+	for _, e := range entries {
+		b := binary.BigEndian.Uint16(e.TraceID[:2])
+		out[next[b]] = e
+		next[b]++
+	}
+	for b := 0; b < 1<<16; b++ {
+		if start[b+1]-start[b] > 1 {
+			slices.SortFunc(out[start[b]:start[b+1]], compareEntries)
+		}
+	}
+	copy(entries, out)
 }
 
 func appendTraceEntry(b []byte, e traceEntry) []byte {

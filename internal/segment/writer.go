@@ -166,6 +166,11 @@ func (w *Writer) AppendPtrs(project string, spans []*model.Span) error {
 	return w.appendSpans(project, len(spans), func(i int) *model.Span { return spans[i] })
 }
 
+// AppendRefs is AppendPtrs for span references (SortSpanRefs).
+func (w *Writer) AppendRefs(project string, refs []SpanRef) error {
+	return w.appendSpans(project, len(refs), func(i int) *model.Span { return refs[i].Span })
+}
+
 func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) error {
 	if w.err != nil {
 		return w.err
@@ -335,7 +340,7 @@ func (w *Writer) close() (Info, error) {
 		w.aggs.endProject(w)
 		w.ops.endProject(w)
 	}
-	slices.SortFunc(w.entries, compareEntries)
+	sortEntries(w.entries)
 	if err := w.checkContiguous(); err != nil {
 		return Info{}, w.fail(err)
 	}
@@ -522,6 +527,29 @@ func WritePtrs(dir, name string, byProject map[string][]*model.Span, opts Writer
 	for _, p := range names {
 		SortSpanPtrs(byProject[p])
 		if err := w.AppendPtrs(p, byProject[p]); err != nil {
+			w.Abort()
+			return Info{}, err
+		}
+	}
+	return w.Close()
+}
+
+// WriteRefs is WritePtrs for span references whose trace minimums the
+// caller knows (a write buffer groups its rows by trace): it sorts each
+// project's references with SortSpanRefs.
+func WriteRefs(dir, name string, byProject map[string][]SpanRef, opts WriterOptions) (Info, error) {
+	w, err := NewWriter(dir, name, opts)
+	if err != nil {
+		return Info{}, err
+	}
+	names := make([]string, 0, len(byProject))
+	for p := range byProject {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, p := range names {
+		SortSpanRefs(byProject[p])
+		if err := w.AppendRefs(p, byProject[p]); err != nil {
 			w.Abort()
 			return Info{}, err
 		}
