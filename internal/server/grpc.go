@@ -12,6 +12,7 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip" // registers the gzip decompressor OTel exporters use
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/otlp"
@@ -90,6 +91,7 @@ func newGRPCServer(s *Server) *grpc.Server {
 		// does; one with no call for the idle timeout is sent away.
 		grpc.ConnectionTimeout(s.opts.ReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
+		grpc.InTapHandle(s.grpcCallDeadline),
 	}
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config())))
@@ -97,6 +99,17 @@ func newGRPCServer(s *Server) *grpc.Server {
 	g := grpc.NewServer(opts...)
 	g.RegisterService(&traceServiceDesc, s)
 	return g
+}
+
+// grpcCallDeadline bounds a gRPC call, receiving its message included, by
+// the read timeout, as HTTP bounds a request and its body: a client that
+// sends its message slowly is answered DEADLINE_EXCEEDED then, and what it
+// sent is let go. The deadline is the call's context's (the tap handle's
+// context becomes the stream's, which the message reader waits on).
+func (s *Server) grpcCallDeadline(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
+	context.AfterFunc(ctx, cancel) // the call's end (its parent context) stops the timer
+	return ctx, nil
 }
 
 // export handles one OTLP/gRPC Export call.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +22,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -457,6 +461,76 @@ func TestOpenAPIDocumentsQueryLimits(t *testing.T) {
 		documented := op.Responses["429"].Ref == ref
 		if documented != rt.isQuery() {
 			t.Errorf("%s: query route %v, but the query cap's 429 documented %v", r, rt.isQuery(), documented)
+		}
+	}
+}
+
+// A gRPC call whose message arrives slowly is cut at the read timeout
+// (DEADLINE_EXCEEDED), as an HTTP body is; other calls go on meanwhile.
+// The client is raw HTTP/2: a gRPC client sends its message whole.
+func TestGRPCSlowMessageIsCut(t *testing.T) {
+	ts := startServer(t, Options{ReadHeaderTimeout: 200 * time.Millisecond, ReadTimeout: 500 * time.Millisecond})
+	conn, err := net.Dial("tcp", ts.srv.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, http2.ClientPreface)
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, kv := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", exportMethod}, {":authority", "x"},
+		{"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: kv[0], Value: kv[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	// The message declares 1000 bytes and sends 10.
+	fr.WriteData(1, false, append([]byte{0, 0, 0, 0x03, 0xe8}, make([]byte, 10)...))
+
+	// Another client's calls are served meanwhile.
+	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := exportSpans(ctx, coltracepb.NewTraceServiceClient(cc), spansFor(3, 30)); err != nil {
+		t.Fatalf("export beside the slow call: %v", err)
+	}
+
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no status for the slow call: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamID != 1 {
+				continue
+			}
+			if st := f.PseudoValue("status"); st != "" && st != "200" {
+				t.Fatalf("HTTP status %s", st)
+			}
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" {
+					if hf.Value != strconv.Itoa(int(codes.DeadlineExceeded)) {
+						t.Fatalf("grpc-status %s, want %d (DEADLINE_EXCEEDED)", hf.Value, codes.DeadlineExceeded)
+					}
+					return
+				}
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset (%v) without a status", f.ErrCode)
+		case *http2.GoAwayFrame:
+			t.Fatalf("connection sent away (%v) without a status for the call", f.ErrCode)
 		}
 	}
 }
