@@ -118,7 +118,7 @@ func Open(opts Options) (*WAL, error) {
 		w.lastOldSeq = files[len(files)-1].seq
 		seq = max(seq, w.lastOldSeq+1)
 	}
-	f, err := w.createLogFile(seq)
+	f, _, err := w.createLogFile(seq)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +131,13 @@ func Open(opts Options) (*WAL, error) {
 }
 
 // createLogFile creates file seq with its header, fsyncs it and the directory.
-func (w *WAL) createLogFile(seq uint64) (file, error) {
+// On failure it removes the file; clean reports whether that succeeded
+// (nothing of file seq is left), so that a rotation may be tried again.
+func (w *WAL) createLogFile(seq uint64) (f file, clean bool, err error) {
 	path := filepath.Join(w.opts.Dir, fileName(seq))
-	f, err := w.opts.createFile(path)
+	f, err = w.opts.createFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("create wal file %s: %w", path, err)
+		return nil, true, fmt.Errorf("create wal file %s: %w", path, err)
 	}
 	if _, err = f.Write(fileHeader(seq)); err == nil {
 		err = f.Sync()
@@ -145,10 +147,10 @@ func (w *WAL) createLogFile(seq uint64) (file, error) {
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = w.opts.FS.Remove(path)
-		return nil, fmt.Errorf("create wal file %s: %w", path, err)
+		rerr := w.opts.FS.Remove(path)
+		return nil, rerr == nil || errors.Is(rerr, os.ErrNotExist), fmt.Errorf("create wal file %s: %w", path, err)
 	}
-	return f, nil
+	return f, true, nil
 }
 
 func (w *WAL) path(seq uint64) string { return filepath.Join(w.opts.Dir, fileName(seq)) }
@@ -484,28 +486,40 @@ func (w *WAL) syncActive() error {
 	return nil
 }
 
-// rotate closes the active file and starts the next one, then runs fn.
-// Commit goroutine only.
+// rotate starts the next file and closes the active one, then runs fn.
+// When the disk is full the next file cannot be created: the active file
+// stays active and the rotation fails with ErrNoSpace, without failing the
+// log, so that a seal can be tried again once space is back. Commit
+// goroutine only.
 func (w *WAL) rotate(fn func(uint64)) (uint64, error) {
 	if err := w.failedErr(); err != nil {
 		return 0, err
 	}
-	if w.f != nil {
-		if w.dirty {
-			if err := w.syncActive(); err != nil {
-				return 0, w.fail(err)
-			}
-		}
-		err := w.f.Close()
-		w.f = nil
-		if err != nil {
-			return 0, w.fail(fmt.Errorf("close wal file %s: %w", w.path(w.fseq), err))
+	if w.f != nil && w.dirty {
+		if err := w.syncActive(); err != nil {
+			return 0, w.fail(err)
 		}
 	}
 	seq := w.fseq + 1
-	f, err := w.createLogFile(seq)
+	f, clean, err := w.createLogFile(seq)
 	if err != nil {
+		if clean && w.f != nil && errors.Is(err, syscall.ENOSPC) {
+			w.stats.noSpace.Add(1)
+			return 0, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
+		if w.f != nil {
+			_ = w.f.Close()
+			w.f = nil
+		}
 		return 0, w.fail(err)
+	}
+	if w.f != nil {
+		err := w.f.Close()
+		w.f = nil
+		if err != nil {
+			_ = f.Close()
+			return 0, w.fail(fmt.Errorf("close wal file %s: %w", w.path(w.fseq), err))
+		}
 	}
 	w.mu.Lock()
 	for i := range w.files {
