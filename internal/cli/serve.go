@@ -95,7 +95,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.tlsClientCA, "tls-client-ca", "", "PEM bundle of CAs whose client certificates are required on every connection (mutual TLS); reloaded on SIGHUP; empty: none asked")
 	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "HTTP: close a connection whose request headers have not all arrived in this time (slow clients); gRPC: the same for the connection handshake")
-	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "HTTP: the most a request may take to arrive, body included; a slower ingest body is answered 408")
+	fs.DurationVar(&c.readTimeout, "read-timeout", server.DefaultReadTimeout, "the most an HTTP request may take to arrive, body included (a slower ingest body is answered 408), and a gRPC call in all (DEADLINE_EXCEEDED)")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "HTTP: the most a request may take from its headers to the end of its answer; must exceed --query-timeout; the live tail sets its own deadline per write")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "close a kept-alive HTTP connection, or a gRPC connection, idle this long")
 	fs.Var(&c.maxHeader, "max-header-bytes", "largest HTTP request line and headers; beyond it the answer is 431")
