@@ -127,7 +127,7 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 		m.scan(func(r *row) bool {
 			st := r.span.StartTimeUnixNano
 			if r.project == project && (start == 0 || st >= start) && (end == 0 || st < end) {
-				out.add(&r.span)
+				out.add(r.span)
 			}
 			return true
 		})

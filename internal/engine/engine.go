@@ -21,7 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -664,7 +663,13 @@ func (e *Engine) freeze() error {
 		e.mu.Lock()
 		e.active.walEnd = seq
 		e.frozen = append(e.frozen, e.active)
-		e.active = newMemtable(time.Now(), e.active)
+		// A closing engine takes no more appends: its last buffer need
+		// not be sized for another full one.
+		prev := e.active
+		if e.closed.Load() {
+			prev = nil
+		}
+		e.active = newMemtable(time.Now(), prev)
 		e.mu.Unlock()
 	})
 	if err != nil {
@@ -696,21 +701,12 @@ func (e *Engine) sealFrozen() error {
 
 func (e *Engine) sealOneLocked(m *memtable) error {
 	start := time.Now()
-	byProject := m.byProject()
 	// Expired spans and erased traces are not written (hide.go).
-	drop := e.dropper()
-	for p, spans := range byProject {
-		spans = slices.DeleteFunc(spans, func(s *model.Span) bool { return drop(p, s) })
-		if len(spans) == 0 {
-			delete(byProject, p)
-		} else {
-			byProject[p] = spans
-		}
-	}
+	byProject := m.sealRefs(e.dropper())
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		info, err := segment.WritePtrs(e.dir, name, byProject, e.writerOptions())
+		info, err := segment.WriteRefs(e.dir, name, byProject, e.writerOptions())
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}

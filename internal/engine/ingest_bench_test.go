@@ -9,6 +9,7 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/store"
 )
@@ -19,16 +20,27 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkIngest measures the engine's cost of ingest: 200,000 canonical
-// spans appended by 4 writers in batches of 1,000 (decoded beforehand: the
-// decoder is not measured), then sealed. cpu-us/span is the process's
-// user+system CPU over the appends and the seal, GC included.
+// BenchmarkIngest measures the engine's cost of ingest: 200,000 spans
+// (canonical, or shaped as telemetrygen sends them) appended by 4 writers in
+// batches of 1,000 (decoded beforehand: the decoder is not measured), then
+// sealed. cpu-us/span is the process's user+system CPU over the appends and
+// the seal, GC included.
 func BenchmarkIngest(b *testing.B) {
-	const total, batch, writers = 200_000, 1000, 4
-	spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
+	const total = 200_000
+	b.Run("canonical", func(b *testing.B) {
+		spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchmarkIngest(b, spans)
+	})
+	b.Run("telemetrygen", func(b *testing.B) { benchmarkIngest(b, telemetrygenLike(total)) })
+}
+
+func benchmarkIngest(b *testing.B, spans []model.Span) {
+	const batch, writers = 1000, 4
+	total := len(spans)
+	b.ReportAllocs()
 	var bodies [][]byte
 	for i := 0; i < total; i += batch {
 		bodies = append(bodies, otlp.EncodeProto(spans[i:min(i+batch, total)]))

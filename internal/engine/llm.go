@@ -339,7 +339,7 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 	for _, m := range v.mems {
 		m.scan(func(r *row) bool {
 			if r.project == project {
-				visit(&r.span)
+				visit(r.span)
 			}
 			return true
 		})

@@ -1,32 +1,46 @@
 package engine
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/segment"
 )
 
 // chunkRows is the number of rows in one memtable chunk. Chunks never move
 // once allocated, so readers can hold row pointers without a lock.
 const chunkRows = 4096
 
-// row is one span in the write buffer.
+// row is one span in the write buffer. The span itself stays where the
+// decoder put it (the request's span array, which the engine owns once
+// Append is called): a row is small and appending one copies no span.
 type row struct {
+	span    *model.Span
 	project string
-	span    model.Span
-	// supersededBy is 1 + the index of the row holding a newer copy of the
-	// same (trace id, span id), or 0. A reader that loaded n published rows
-	// treats the row as superseded only when the newer row is among its n:
-	// otherwise it would see neither copy while a re-send is being published.
+	// spanID is span.SpanID, kept in the row so that a trace's chain can be
+	// searched for a re-sent span without touching the spans.
+	spanID model.SpanID
+	// supersededBy is 1 + the index of the row holding the next newer copy
+	// of the same (trace id, span id), or 0. A reader that loaded n
+	// published rows treats the row as superseded only when the newer row is
+	// among its n: otherwise it would see neither copy while a re-send is
+	// being published. Following it from a span's first row reaches its
+	// newest copy.
 	supersededBy atomic.Int64
 	// nextInTrace is 1 + the index of the next row of the same trace (first
 	// copies only; see memtable.byTrace), or 0; tailInTrace, in a trace's
-	// first row, is 1 + the index of its last. Written and read under
-	// memtable.mu.
+	// first row, is 1 + the index of its last, and traceSpans the number of
+	// rows in the chain. Written and read under memtable.mu.
 	nextInTrace, tailInTrace int64
+	traceSpans               int32
+	// trace numbers the row's (project, trace id) in this buffer, densely
+	// from 0 in order of first appearance, so that a seal can keep a
+	// figure per trace in a slice rather than a map.
+	trace uint32
 }
 
 // liveFor reports whether the row is the newest copy among the first n rows.
@@ -95,11 +109,20 @@ type memtable struct {
 	// perProject counts live rows and distinct traces by project number,
 	// for statistics without a scan.
 	perProject []projectCounts
-	byKey      map[bufSpanKey]int64
+	// byKey is the index of a span's newest row, for the spans of traces of
+	// at least chainedTrace spans only: a re-send in a smaller trace is
+	// found by walking the trace's chain, which costs less than keeping a
+	// map entry for every span.
+	byKey map[bufSpanKey]int64
 	// byTrace is 1 + the index of a trace's first row; its other first-copy
 	// rows chain through row.nextInTrace (no per-trace slice to grow).
 	byTrace map[bufTraceKey]int64
 }
+
+// chainedTrace is the number of spans from which a trace's spans are
+// indexed in memtable.byKey; below it a re-send is found by walking the
+// trace's chain (at most chainedTrace-1 rows, all in the row chunks).
+const chainedTrace = 8
 
 // newMemtable makes an empty write buffer whose lookup maps are sized for
 // the previous buffer's rows and traces (prev nil: small), so a buffer that
@@ -148,7 +171,10 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	pc := &m.perProject[pid]
 	n := m.n.Load()
 	cs := *m.chunks.Load()
-	addBytes, addLive := bodyBytes, int64(0)
+	// The rows point into spans: its whole array stays with the buffer.
+	addBytes, addLive := bodyBytes+int64(cap(spans))*spanSize, int64(0)
+	var lastTrace bufTraceKey
+	var lastFirst int64
 	for i := range spans {
 		if int(n/chunkRows) >= len(cs) {
 			grown := make([]*chunk, len(cs), len(cs)+1)
@@ -160,9 +186,8 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		}
 		c := cs[n/chunkRows]
 		r := &c.rows[n%chunkRows]
-		r.project = project
-		r.span = spans[i]
-		s := &r.span
+		s := &spans[i]
+		r.span, r.project, r.spanID = s, project, s.SpanID
 		if n%chunkRows == 0 || s.StartTimeUnixNano < c.minStart.Load() {
 			c.minStart.Store(s.StartTimeUnixNano)
 		}
@@ -172,32 +197,58 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		if d := s.Duration(); d > c.maxDuration.Load() {
 			c.maxDuration.Store(d)
 		}
-		k := bufSpanKey{pid, s.TraceID, s.SpanID}
 		tk := bufTraceKey{pid, s.TraceID}
-		first := m.byTrace[tk]
+		var first int64
+		if tk == lastTrace && lastFirst != 0 {
+			first = lastFirst // a trace's spans often come together
+		} else {
+			first = m.byTrace[tk]
+		}
+		var f *row
 		old, dup := int64(0), false
 		if first != 0 { // a span of a new trace cannot be a re-send
-			old, dup = m.byKey[k]
+			f = m.row(first - 1)
+			r.trace = f.trace
+			if f.traceSpans < chainedTrace {
+				old, dup = m.findInChain(first, s.SpanID)
+			} else {
+				old, dup = m.byKey[bufSpanKey{pid, s.TraceID, s.SpanID}]
+			}
 		}
 		switch {
 		case dup:
-			cs[old/chunkRows].rows[old%chunkRows].supersededBy.Store(n + 1)
+			m.row(old).supersededBy.Store(n + 1)
 			addLive--
 		case first == 0:
+			r.trace = uint32(len(m.byTrace))
 			m.byTrace[tk] = n + 1
-			r.tailInTrace = n + 1
+			first = n + 1
+			r.tailInTrace, r.traceSpans = n+1, 1
 			addBytes += traceKeyBytes
 			pc.traces++
 		default:
-			f := m.row(first - 1)
 			m.row(f.tailInTrace - 1).nextInTrace = n + 1
 			f.tailInTrace = n + 1
+			f.traceSpans++
+			if f.traceSpans == chainedTrace {
+				// The trace has grown past walking: index the spans
+				// chained so far (this one is indexed below).
+				for j := first; j != 0 && j != n+1; j = m.row(j - 1).nextInTrace {
+					m.byKey[bufSpanKey{pid, s.TraceID, m.row(j - 1).spanID}] = m.newest(j - 1)
+					addBytes += spanKeyBytes
+				}
+			}
 		}
+		lastTrace, lastFirst = tk, first
 		if !dup {
-			addBytes += spanKeyBytes
 			pc.spans++
 		}
-		m.byKey[k] = n
+		if f != nil && f.traceSpans >= chainedTrace {
+			if !dup {
+				addBytes += spanKeyBytes
+			}
+			m.byKey[bufSpanKey{pid, s.TraceID, s.SpanID}] = n
+		}
 		addBytes += spanHeapBytes(s)
 		addLive++
 		n++
@@ -205,6 +256,32 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	m.bytes.Add(addBytes)
 	m.live.Add(addLive)
 	m.n.Store(n) // publish
+}
+
+// findInChain looks for a span in the chain of the trace whose first row is
+// first-1, returning the index of its newest row.
+func (m *memtable) findInChain(first int64, id model.SpanID) (int64, bool) {
+	for j := first; j != 0; {
+		r := m.row(j - 1)
+		if r.spanID == id {
+			return m.newest(j - 1), true
+		}
+		j = r.nextInTrace
+	}
+	return 0, false
+}
+
+// newest follows supersededBy from row i to the newest copy of its span.
+// Under mu (rows being inserted count: the caller is the writer or holds
+// mu, which insert holds until it has published).
+func (m *memtable) newest(i int64) int64 {
+	for {
+		s := m.row(i).supersededBy.Load()
+		if s == 0 {
+			return i
+		}
+		i = s - 1
+	}
 }
 
 type projectCounts struct{ spans, traces int64 }
@@ -229,14 +306,10 @@ func (m *memtable) traceRows(project string, id model.TraceID) []*row {
 	}
 	var out []*row
 	for i := m.byTrace[bufTraceKey{pid, id}]; i != 0; {
-		// The chain holds each span's first row; follow byKey to the newest copy.
-		first := m.row(i - 1)
-		r := first
-		if cur := m.byKey[bufSpanKey{pid, id, r.span.SpanID}]; cur != i-1 {
-			r = m.row(cur)
-		}
-		out = append(out, r)
-		i = first.nextInTrace
+		// The chain holds each span's first row; supersededBy leads to its
+		// newest copy.
+		out = append(out, m.row(m.newest(i-1)))
+		i = m.row(i - 1).nextInTrace
 	}
 	return out
 }
@@ -274,32 +347,77 @@ func (m *memtable) chunkViews() []chunkView {
 	return out
 }
 
-// byProject returns the live spans grouped by project, for sealing: pointers
-// into the rows, which stay put while the memtable is frozen.
-func (m *memtable) byProject() map[string][]*model.Span {
-	counts := map[string]int{}
-	m.scan(func(r *row) bool {
-		counts[r.project]++
-		return true
-	})
-	out := make(map[string][]*model.Span, len(counts))
-	for p, n := range counts {
-		out[p] = make([]*model.Span, 0, n)
+// sealRefs returns the live spans that drop does not remove, grouped by
+// project, each with its trace's minimum start among them, for sealing:
+// pointers to the spans, which stay put while the memtable is frozen. The
+// buffer numbers its traces, so the minimums are kept in a slice.
+func (m *memtable) sealRefs(drop func(project string, s *model.Span) bool) map[string][]segment.SpanRef {
+	m.mu.Lock()
+	traces := len(m.byTrace)
+	m.mu.Unlock()
+	n := m.n.Load()
+	cs := *m.chunks.Load()
+	mins := make([]uint64, traces)
+	for i := range mins {
+		mins[i] = math.MaxUint64
 	}
-	m.scan(func(r *row) bool {
-		out[r.project] = append(out[r.project], &r.span)
-		return true
-	})
+	kept := make([]uint64, (n+63)/64) // bit i: row i is written
+	type group struct {
+		n    int
+		refs []segment.SpanRef
+	}
+	groups := map[string]*group{}
+	var last *group
+	var lastName string
+	groupOf := func(p string) *group {
+		// Rows come in runs of one project: compare before hashing.
+		if last == nil || p != lastName {
+			if last = groups[p]; last == nil {
+				last = &group{}
+				groups[p] = last
+			}
+			lastName = p
+		}
+		return last
+	}
+	for i := int64(0); i < n; i++ {
+		r := &cs[i/chunkRows].rows[i%chunkRows]
+		if !r.liveFor(n) || drop(r.project, r.span) {
+			continue
+		}
+		kept[i/64] |= 1 << (i % 64)
+		groupOf(r.project).n++
+		mins[r.trace] = min(mins[r.trace], r.span.StartTimeUnixNano)
+	}
+	out := make(map[string][]segment.SpanRef, len(groups))
+	for _, g := range groups {
+		g.refs = make([]segment.SpanRef, 0, g.n)
+	}
+	for i := int64(0); i < n; i++ {
+		if kept[i/64]&(1<<(i%64)) == 0 {
+			continue
+		}
+		r := &cs[i/chunkRows].rows[i%chunkRows]
+		g := groupOf(r.project)
+		g.refs = append(g.refs, segment.SpanRef{TraceMin: mins[r.trace], Span: r.span})
+	}
+	for p, g := range groups {
+		if len(g.refs) > 0 {
+			out[p] = g.refs
+		}
+	}
 	return out
 }
 
 // Memory accounting. A buffer's bytes estimate what it holds on the heap
 // (TestBufferBytesMatchHeap checks it within 25%): its chunks of rows
-// (whole chunks, allocated at once), the request bodies its spans' strings
-// point into, the arrays the decoder made for each span (attributes,
-// events, links, nested values, LLM fields), and the lookup maps' entries.
+// (whole chunks, allocated at once), the requests' span arrays the rows
+// point into, the request bodies the spans' strings point into, the arrays
+// the decoder made for each span (attributes, events, links, nested values,
+// LLM fields), and the lookup maps' entries.
 var (
 	chunkBytes = int64(unsafe.Sizeof(chunk{}))
+	spanSize   = int64(unsafe.Sizeof(model.Span{}))
 	kvSize     = int64(unsafe.Sizeof(model.KeyValue{}))
 	valSize    = int64(unsafe.Sizeof(model.Value{}))
 	eventSize  = int64(unsafe.Sizeof(model.Event{}))

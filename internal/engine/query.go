@@ -206,7 +206,7 @@ func (e *Engine) trace(ctx context.Context, project string, id model.TraceID, re
 		for _, r := range m.traceRows(project, id) {
 			if !seen[r.span.SpanID] {
 				seen[r.span.SpanID] = true
-				out = append(out, r.span)
+				out = append(out, *r.span)
 			}
 		}
 	}
@@ -482,8 +482,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		if c.chunk != nil {
 			for i := 0; i < c.rows; i++ {
 				r := &c.chunk.rows[i]
-				if r.liveFor(c.n) && r.project == project && admits(cursor, &r.span) && f.Match(&r.span) {
-					emit(&r.span, func() bool { return sh.shadowed(c.rank, &r.span) })
+				if r.liveFor(c.n) && r.project == project && admits(cursor, r.span) && f.Match(r.span) {
+					emit(r.span, func() bool { return sh.shadowed(c.rank, r.span) })
 				}
 			}
 			continue
