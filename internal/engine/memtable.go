@@ -253,6 +253,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		addLive++
 		n++
 	}
+	pc.bytes += addBytes
 	m.bytes.Add(addBytes)
 	m.live.Add(addLive)
 	m.n.Store(n) // publish
@@ -284,7 +285,18 @@ func (m *memtable) newest(i int64) int64 {
 	}
 }
 
-type projectCounts struct{ spans, traces int64 }
+type projectCounts struct{ spans, traces, bytes int64 }
+
+// projectBytes returns the part of the buffer's estimate a project's
+// inserts added.
+func (m *memtable) projectBytes(project string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pid, ok := m.projects[project]; ok {
+		return m.perProject[pid].bytes
+	}
+	return 0
+}
 
 // counts returns a project's live rows and distinct traces.
 func (m *memtable) counts(project string) (spans, traces int64) {

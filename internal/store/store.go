@@ -62,6 +62,17 @@ type Backend interface {
 	Eraser
 }
 
+// BufferReporter is implemented by a backend that holds acknowledged
+// writes in memory until it writes them out (the embedded engine's write
+// buffer). The server asks it before reading a request, so that a request
+// it would refuse costs no memory, and to keep one project from taking the
+// whole buffer.
+type BufferReporter interface {
+	// BufferUsage returns the bytes the buffer holds for project and in
+	// all, and the most it may hold before refusing writes.
+	BufferUsage(project string) (projectBytes, totalBytes, limitBytes int64)
+}
+
 // Write is one decoded ingest request.
 type Write struct {
 	Project string
