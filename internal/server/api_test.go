@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/chstore"
+	"github.com/rastro-dev/rastro/internal/chstore/chtest"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
@@ -44,6 +46,16 @@ var apiBackends = []struct {
 		}
 		t.Cleanup(func() { e.Close() })
 		return e
+	}},
+	// A real clickhouse-server (internal/chstore/chtest), one database per
+	// test; without the server installed this fails and says how to get it.
+	{"clickhouse", func(t *testing.T) store.Backend {
+		s, err := chstore.Open(t.Context(), chstore.Options{URL: chtest.URL(t), BatchWindow: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	}},
 }
 

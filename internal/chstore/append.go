@@ -1,0 +1,276 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// pending is one Append waiting for its insert.
+type pending struct {
+	project string
+	spans   []model.Span
+	done    chan error // receives the insert's outcome, once
+}
+
+// writer is the write path: a bounded queue, one collector that forms
+// batches, and the inserters. Goroutines: start runs the collector and
+// Options.Inserters inserters; stop closes the queue, the collector drains
+// it and closes the batch channel, the inserters drain that and exit; stop
+// returns when all have.
+type writer struct {
+	s *Store
+
+	mu     sync.RWMutex // guards closed and sends on queue
+	closed bool
+	queue  chan *pending
+
+	queued  atomic.Int64 // spans accepted and not yet acknowledged
+	batches chan []*pending
+	wg      sync.WaitGroup
+}
+
+func (w *writer) start(s *Store) {
+	w.s = s
+	w.queue = make(chan *pending, 4096)
+	w.batches = make(chan []*pending)
+	w.wg.Add(1 + s.opts.Inserters)
+	go w.collect()
+	for range s.opts.Inserters {
+		go w.insertLoop()
+	}
+}
+
+func (w *writer) isClosed() bool {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.closed
+}
+
+func (w *writer) stop() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+// collect gathers queued writes for up to BatchWindow (or MaxBatchSpans)
+// and hands each batch to a free inserter; while every inserter is busy
+// the next batch keeps growing (group commit).
+func (w *writer) collect() {
+	defer w.wg.Done()
+	defer close(w.batches)
+	window, most := w.s.opts.BatchWindow, w.s.opts.MaxBatchSpans
+	for first := range w.queue {
+		batch, n := []*pending{first}, len(first.spans)
+		timer := time.NewTimer(window)
+	gather:
+		for n < most {
+			select {
+			case p, ok := <-w.queue:
+				if !ok {
+					break gather
+				}
+				batch, n = append(batch, p), n+len(p.spans)
+			case <-timer.C:
+				break gather
+			}
+		}
+		timer.Stop()
+		w.batches <- batch
+	}
+}
+
+func (w *writer) insertLoop() {
+	defer w.wg.Done()
+	for batch := range w.batches {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := w.s.insert(ctx, batch)
+		cancel()
+		for _, p := range batch {
+			w.queued.Add(-int64(len(p.spans)))
+			p.done <- err
+			if err == nil {
+				w.s.offerTails(p.project, p.spans)
+			}
+		}
+	}
+}
+
+// Append queues w's spans for the next batch and returns once ClickHouse
+// has acknowledged their insert. A full queue fails at once with
+// store.ErrOverloaded; an insert ClickHouse refused or never answered fails
+// with its error (the spans may or may not be stored: a retry is safe, a
+// re-sent span replaces its copy).
+func (s *Store) Append(ctx context.Context, wr *store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(wr.Spans) == 0 {
+		return nil
+	}
+	llm.Enrich(wr.Spans, s.opts.Prices)
+	w := &s.w
+	n := int64(len(wr.Spans))
+	p := &pending{project: wr.Project, spans: wr.Spans, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.closed {
+		w.mu.RUnlock()
+		return store.ErrClosed
+	}
+	if q := w.queued.Add(n); q > int64(s.opts.MaxQueuedSpans) && q != n {
+		w.queued.Add(-n)
+		w.mu.RUnlock()
+		return fmt.Errorf("ClickHouse insert queue holds %d spans (at most %d): %w", q-n, s.opts.MaxQueuedSpans, store.ErrOverloaded)
+	}
+	select {
+	case w.queue <- p:
+	default:
+		w.queued.Add(-n)
+		w.mu.RUnlock()
+		return fmt.Errorf("ClickHouse insert queue holds %d requests: %w", cap(w.queue), store.ErrOverloaded)
+	}
+	w.mu.RUnlock()
+	// A write under way completes: its outcome is awaited whatever ctx does.
+	return <-p.done
+}
+
+// Columns of an insert into spans, in the order row gives them.
+const spanColumns = `project, trace_id, span_id, parent_span_id, start, end, duration, ingested, service, name, kind, status, status_message,
+	span_attr_keys, span_attr_types, span_attr_str, span_attr_int, span_attr_float,
+	res_attr_keys, res_attr_types, res_attr_str, res_attr_int, res_attr_float,
+	llm, llm_provider, llm_request_model, llm_response_model, llm_operation, llm_session, llm_user, llm_agent, llm_tool,
+	llm_input_tokens, llm_output_tokens, llm_cache_read_tokens, llm_cache_creation_tokens, llm_reasoning_tokens,
+	llm_cost_nano_usd, llm_cost_source, llm_ttft, llm_counted, body`
+
+// maxHotValue is the longest attribute value kept in the hot text column;
+// a longer one is typeLong there (its text is only in body).
+const maxHotValue = 1024
+
+// typeLong marks an attribute whose value is longer than maxHotValue.
+const typeLong = 255
+
+// attrCols are one scope's attribute arrays.
+type attrCols struct {
+	keys   []string
+	types  []uint8
+	str    []string
+	ints   []int64
+	floats []float64
+}
+
+func attrsOf(kvs []model.KeyValue) attrCols {
+	c := attrCols{keys: make([]string, len(kvs)), types: make([]uint8, len(kvs)), str: make([]string, len(kvs)),
+		ints: make([]int64, len(kvs)), floats: make([]float64, len(kvs))}
+	for i := range kvs {
+		v := &kvs[i].Value
+		c.keys[i] = kvs[i].Key
+		c.types[i] = uint8(v.Type)
+		switch v.Type {
+		case model.ValueInt, model.ValueBool:
+			c.ints[i] = v.Int
+		case model.ValueDouble:
+			c.floats[i] = v.Double
+		}
+		if s := v.AsString(); len(s) <= maxHotValue {
+			c.str[i] = s
+		} else {
+			c.types[i] = typeLong
+		}
+	}
+	return c
+}
+
+// insert writes a batch: the trace index first, then the spans, so that a
+// failure between the two leaves at worst an index row without spans
+// (harmless), never spans a trace lookup cannot find.
+func (s *Store) insert(ctx context.Context, batch []*pending) error {
+	type traceKey struct {
+		project string
+		id      model.TraceID
+	}
+	ranges := map[traceKey][2]uint64{}
+	for _, p := range batch {
+		for i := range p.spans {
+			sp := &p.spans[i]
+			k := traceKey{p.project, sp.TraceID}
+			r, ok := ranges[k]
+			if !ok {
+				r = [2]uint64{sp.StartTimeUnixNano, sp.StartTimeUnixNano}
+			}
+			r[0], r[1] = min(r[0], sp.StartTimeUnixNano), max(r[1], sp.StartTimeUnixNano)
+			ranges[k] = r
+		}
+	}
+	ib, err := s.conn.PrepareBatch(ctx, "INSERT INTO trace_index (project, trace_id, start_min, start_max)")
+	if err != nil {
+		return fmt.Errorf("insert into ClickHouse: %w", err)
+	}
+	for k, r := range ranges {
+		if err := ib.Append(k.project, string(k.id[:]), r[0], r[1]); err != nil {
+			ib.Abort()
+			return fmt.Errorf("insert into ClickHouse: trace index row: %w", err)
+		}
+	}
+	if err := ib.Send(); err != nil {
+		return fmt.Errorf("insert into ClickHouse: trace index: %w", err)
+	}
+	sb, err := s.conn.PrepareBatch(ctx, "INSERT INTO spans ("+spanColumns+")")
+	if err != nil {
+		return fmt.Errorf("insert into ClickHouse: %w", err)
+	}
+	now := uint64(time.Now().UnixNano())
+	one := make([]model.Span, 1)
+	for _, p := range batch {
+		for i := range p.spans {
+			sp := &p.spans[i]
+			one[0] = *sp
+			if err := sb.Append(row(p.project, sp, now, otlp.EncodeProto(one))...); err != nil {
+				sb.Abort()
+				return fmt.Errorf("insert into ClickHouse: span row: %w", err)
+			}
+		}
+	}
+	if err := sb.Send(); err != nil {
+		return fmt.Errorf("insert into ClickHouse: spans: %w", err)
+	}
+	return nil
+}
+
+// row is a span's values in spanColumns order.
+func row(project string, sp *model.Span, ingested uint64, body []byte) []any {
+	sa := attrsOf(sp.Attributes)
+	var ra attrCols
+	if sp.Resource != nil {
+		ra = attrsOf(sp.Resource.Attributes)
+	} else {
+		ra = attrsOf(nil)
+	}
+	l := sp.LLM
+	var has, counted uint8
+	if l != nil {
+		has = 1
+		if l.Counted {
+			counted = 1
+		}
+	} else {
+		l = &model.LLM{}
+	}
+	return []any{project, string(sp.TraceID[:]), string(sp.SpanID[:]), string(sp.ParentSpanID[:]),
+		sp.StartTimeUnixNano, sp.EndTimeUnixNano, sp.Duration(), ingested, sp.Service, sp.Name, int32(sp.Kind), int32(sp.StatusCode), sp.StatusMessage,
+		sa.keys, sa.types, sa.str, sa.ints, sa.floats,
+		ra.keys, ra.types, ra.str, ra.ints, ra.floats,
+		has, l.Provider, l.RequestModel, l.ResponseModel, l.Operation, l.SessionID, l.UserID, l.AgentName, l.ToolName,
+		l.InputTokens, l.OutputTokens, l.CacheReadTokens, l.CacheCreationTokens, l.ReasoningTokens,
+		l.CostNanoUSD, uint8(l.CostSource), l.TimeToFirstTokenNanos, counted, string(body)}
+}

@@ -1,0 +1,207 @@
+// Package chstore is the ClickHouse backend of the storage seam: a
+// store.Backend that keeps spans in a ClickHouse database and answers the
+// API's queries with SQL, so that stateless `rastro serve` processes can
+// share one store that shards and replicates (docs/clickhouse.md).
+//
+// It speaks ClickHouse's native protocol through clickhouse-go v2. Every value
+// that comes from a request reaches SQL as a bound parameter (the driver
+// quotes it; 18.16 has no server-side parameters), never by string building.
+//
+// Writes: Append queues a decoded request; a collector gathers the queued
+// requests for a batching window (group commit) and hands the batch to one
+// of several inserters, which insert it as one block per table. Append
+// returns when ClickHouse has acknowledged the insert; the spans are then
+// visible to every rastro process on the same database. A full queue answers
+// store.ErrOverloaded (429); a ClickHouse that cannot be reached fails the
+// write (503).
+//
+// Reads: trace by id through a small trace-id -> time-range table; span and
+// trace search by SQL conditions drawn from the filter's hints, then
+// query.Filter.Match in Go on each candidate, so a filter SQL cannot express
+// (TraceQL beyond the hints, content words, trace-level conditions) stays
+// correct. Statistics without such a filter are GROUP BY queries over spans;
+// with one, and for sessions and the service pages, the window's spans are
+// read and aggregated span by span (scan.go), up to Options.MaxScanSpans.
+//
+// Live tails see the spans acknowledged by this process only.
+//
+// Goroutines: Open starts one collector and Options.Inserters inserters;
+// Close stops accepting writes, lets them drain the queue, waits for them,
+// then closes the connection pool.
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultBatchWindow    = 20 * time.Millisecond
+	DefaultMaxBatchSpans  = 100_000
+	DefaultInserters      = 4
+	DefaultMaxQueuedSpans = 1_000_000
+	DefaultMaxScanSpans   = 2_000_000
+)
+
+// Options configures a Store.
+type Options struct {
+	// URL is the DSN of clickhouse-go v2, native protocol:
+	// clickhouse://user:password@host:9000/database?dial_timeout=5s&secure=true
+	URL string
+	// BatchWindow is how long the collector waits for more writes before
+	// inserting what it has (group commit).
+	BatchWindow time.Duration
+	// MaxBatchSpans closes a batch early once it holds this many spans.
+	MaxBatchSpans int
+	// Inserters is how many inserts may be in flight at once.
+	Inserters int
+	// MaxQueuedSpans bounds the spans accepted and not yet acknowledged by
+	// ClickHouse; beyond it Append fails with store.ErrOverloaded.
+	MaxQueuedSpans int
+	// MaxScanSpans bounds the spans one aggregation read span by span may
+	// load (see scan.go); beyond it the query is refused (400) and asks for
+	// a narrower window.
+	MaxScanSpans int
+	// Prices prices LLM calls at append; nil means llm.DefaultPrices().
+	Prices *llm.Prices
+	// Logger receives the version found and the migrations applied; nil
+	// discards.
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and refuses impossible settings.
+func (o *Options) Validate() error {
+	if o.URL == "" {
+		return errors.New("chstore: no ClickHouse URL (clickhouse://host:9000/database)")
+	}
+	if _, err := clickhouse.ParseDSN(o.URL); err != nil {
+		return fmt.Errorf("chstore: ClickHouse URL: %w", err)
+	}
+	if o.BatchWindow == 0 {
+		o.BatchWindow = DefaultBatchWindow
+	}
+	if o.MaxBatchSpans == 0 {
+		o.MaxBatchSpans = DefaultMaxBatchSpans
+	}
+	if o.Inserters == 0 {
+		o.Inserters = DefaultInserters
+	}
+	if o.MaxQueuedSpans == 0 {
+		o.MaxQueuedSpans = DefaultMaxQueuedSpans
+	}
+	if o.MaxScanSpans == 0 {
+		o.MaxScanSpans = DefaultMaxScanSpans
+	}
+	if o.BatchWindow < 0 || o.MaxBatchSpans < 0 || o.Inserters < 0 || o.MaxQueuedSpans < 0 || o.MaxScanSpans < 0 {
+		return errors.New("chstore: negative batch window, batch size, inserters, queue or scan limit")
+	}
+	if o.Prices == nil {
+		o.Prices = llm.DefaultPrices()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Store is the ClickHouse backend. It is safe for concurrent use.
+type Store struct {
+	opts     Options
+	conn     driver.Conn
+	features Features
+
+	w writer // the write path (append.go)
+
+	tailMu sync.Mutex
+	tails  map[*tail]struct{} // guarded by tailMu
+
+	eraseMu sync.Mutex // one erasure at a time in this process
+}
+
+var _ interface {
+	store.Backend
+	store.ServiceReader
+	store.DependencyReader
+} = (*Store)(nil)
+
+// connect opens a connection pool for url and checks that the server answers.
+func connect(ctx context.Context, url string, pool int) (driver.Conn, error) {
+	o, err := clickhouse.ParseDSN(url)
+	if err != nil {
+		return nil, fmt.Errorf("ClickHouse URL: %w", err)
+	}
+	if o.MaxOpenConns < pool {
+		o.MaxOpenConns = pool
+	}
+	if o.DialTimeout == 0 {
+		o.DialTimeout = 5 * time.Second
+	}
+	conn, err := clickhouse.Open(o)
+	if err != nil {
+		return nil, fmt.Errorf("open ClickHouse %v: %w", o.Addr, err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("reach ClickHouse %v: %w", o.Addr, err)
+	}
+	return conn, nil
+}
+
+// Open connects to ClickHouse, detects its features, applies the schema's
+// migrations and starts the write path.
+func Open(ctx context.Context, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, opts.URL, opts.Inserters+8)
+	if err != nil {
+		return nil, err
+	}
+	feat, err := Detect(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	applied, err := migrate(ctx, conn, feat)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion())
+	s := &Store{opts: opts, conn: conn, features: feat, tails: map[*tail]struct{}{}}
+	s.w.start(s)
+	return s, nil
+}
+
+// Features are what the server can do, found at Open.
+func (s *Store) Features() Features { return s.features }
+
+// Close stops accepting writes, waits for the queued ones to be inserted
+// (or fail), ends every tail and closes the connections.
+func (s *Store) Close() error {
+	s.w.stop()
+	s.closeTails()
+	return s.conn.Close()
+}
+
+// usable reports why a call cannot proceed: ctx's end, or a closed store.
+func (s *Store) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.w.isClosed() {
+		return store.ErrClosed
+	}
+	return nil
+}

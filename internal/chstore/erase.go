@@ -1,0 +1,189 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// Erasure on ClickHouse: the request is checked as memstore and the engine
+// check it; the traces it covers are written to erased_traces, which every
+// query leaves out from then on (hidden at once, in every rastro process),
+// and one ALTER TABLE spans DELETE (a mutation, run by ClickHouse in the
+// background) removes their rows. The erasure is done when no row of its
+// traces is left; Erasures finds that out and records it. The acknowledgement
+// is ClickHouse's acknowledgement of the erased_traces and erasures inserts.
+// A trace id stays in erased_traces: spans of it sent again later stay hidden.
+
+// Erase records req, hides its traces and starts their removal.
+func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasure, error) {
+	if err := s.usable(ctx); err != nil {
+		return store.Erasure{}, err
+	}
+	bad := func(format string, a ...any) (store.Erasure, error) {
+		return store.Erasure{}, fmt.Errorf("invalid erasure request: "+format+": %w", append(a, store.ErrBadRequest)...)
+	}
+	var ids []model.TraceID
+	switch {
+	case req.TraceID != nil && req.Query != "":
+		return bad("give a trace id or a query, not both")
+	case req.TraceID == nil && strings.TrimSpace(req.Query) == "":
+		return bad("give a trace id or a query")
+	case req.TraceID != nil:
+		ids = []model.TraceID{*req.TraceID}
+	default:
+		expr, err := query.ParseTraceQL(req.Query)
+		if err != nil {
+			return bad("query: %v", err)
+		}
+		if expr == nil || expr.String() == "{ }" {
+			return bad("query %q matches every span; give a condition", req.Query)
+		}
+		seen := map[model.TraceID]bool{}
+		if err := s.matching(ctx, req.Project, &query.Filter{Expr: expr}, nil, func(sp *model.Span) bool {
+			if !seen[sp.TraceID] {
+				seen[sp.TraceID] = true
+				ids = append(ids, sp.TraceID)
+			}
+			return true
+		}); err != nil {
+			return store.Erasure{}, err
+		}
+		if !req.All && len(ids) > 0 {
+			w := base(req.Project, 0, 0)
+			var all uint64
+			if err := s.conn.QueryRow(ctx, "SELECT uniqExact(trace_id) FROM spans WHERE "+w.String(), w.args...).Scan(&all); err != nil {
+				return store.Erasure{}, fmt.Errorf("count traces in ClickHouse: %w", err)
+			}
+			if all <= uint64(len(ids)) {
+				return bad("query %q matches every one of the %d traces of project %q; to erase them all, say so", req.Query, len(ids), req.Project)
+			}
+		}
+	}
+	s.eraseMu.Lock()
+	defer s.eraseMu.Unlock()
+	now := time.Now().UTC()
+	st := store.Erasure{ID: uint64(now.UnixMicro()), Project: req.Project, Query: req.Query, State: store.EraseHidden,
+		RequestedAt: now, HiddenAt: &now, Traces: len(ids)}
+	if req.TraceID != nil {
+		st.TraceID = req.TraceID.String()
+	}
+	if len(ids) > 0 {
+		w := base(req.Project, 0, 0)
+		w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", traceIDs(ids))
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans WHERE "+w.String(), w.args...).Scan(&n); err != nil {
+			return store.Erasure{}, fmt.Errorf("count spans to erase in ClickHouse: %w", err)
+		}
+		st.SpansErased = int64(n)
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO erased_traces (project, trace_id, erasure)")
+		if err != nil {
+			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
+		}
+		for _, id := range ids {
+			if err := b.Append(req.Project, string(id[:]), st.ID); err != nil {
+				b.Abort()
+				return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
+		}
+	}
+	if err := s.saveErasure(ctx, st); err != nil {
+		return store.Erasure{}, err
+	}
+	if len(ids) > 0 {
+		if err := s.conn.Exec(ctx, "ALTER TABLE spans DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+			req.Project, req.Project, st.ID); err != nil {
+			// Hidden already; the removal is retried by the next erasure of
+			// these traces. Say so in the status rather than fail a request
+			// whose effect on queries has taken place.
+			st.Error = "removal not started: " + err.Error()
+			if err := s.saveErasure(ctx, st); err != nil {
+				return store.Erasure{}, err
+			}
+		}
+	}
+	return st, nil
+}
+
+// saveErasure writes a status row (the newest version wins).
+func (s *Store) saveErasure(ctx context.Context, e store.Erasure) error {
+	ns := func(t *time.Time) uint64 {
+		if t == nil {
+			return 0
+		}
+		return uint64(t.UnixNano())
+	}
+	err := insertRow(ctx, s.conn, "INSERT INTO erasures (project, id, query, trace_id, state, requested_at, hidden_at, done_at, traces, spans_erased, error, version)",
+		e.Project, e.ID, e.Query, e.TraceID, e.State, uint64(e.RequestedAt.UnixNano()), ns(e.HiddenAt), ns(e.DoneAt),
+		uint64(e.Traces), e.SpansErased, e.Error, uint64(time.Now().UnixNano()))
+	if err != nil {
+		return fmt.Errorf("record erasure in ClickHouse: %w", err)
+	}
+	return nil
+}
+
+// Erasures returns the project's erasures, oldest first; one whose traces
+// have no row left is marked done (and recorded so).
+func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := s.conn.Query(ctx, `SELECT id, argMax(query, version), argMax(trace_id, version), argMax(state, version),
+		argMax(requested_at, version), argMax(hidden_at, version), argMax(done_at, version), argMax(traces, version),
+		argMax(spans_erased, version), argMax(error, version)
+		FROM erasures WHERE project = ? GROUP BY id ORDER BY id`, project)
+	if err != nil {
+		return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
+	}
+	out := []store.Erasure{}
+	for rows.Next() {
+		e := store.Erasure{Project: project}
+		var req, hidden, done, traces uint64
+		if err := rows.Scan(&e.ID, &e.Query, &e.TraceID, &e.State, &req, &hidden, &done, &traces, &e.SpansErased, &e.Error); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
+		}
+		e.Traces = int(traces)
+		e.RequestedAt = time.Unix(0, int64(req)).UTC()
+		if hidden != 0 {
+			t := time.Unix(0, int64(hidden)).UTC()
+			e.HiddenAt = &t
+		}
+		if done != 0 {
+			t := time.Unix(0, int64(done)).UTC()
+			e.DoneAt = &t
+		}
+		out = append(out, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
+	}
+	for i := range out {
+		e := &out[i]
+		if e.State == store.EraseDone {
+			continue
+		}
+		var left uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+			project, project, e.ID).Scan(&left); err != nil {
+			return nil, fmt.Errorf("check erasure %d in ClickHouse: %w", e.ID, err)
+		}
+		if left == 0 {
+			now := time.Now().UTC()
+			e.State, e.DoneAt = store.EraseDone, &now
+			if err := s.saveErasure(ctx, *e); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}

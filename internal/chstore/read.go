@@ -1,0 +1,274 @@
+package chstore
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// Columns a whole span is read from: the body, plus the LLM fields derived
+// at ingest (kept as they were priced then).
+const readColumns = `trace_id, span_id, start, ingested, body,
+	llm, llm_provider, llm_request_model, llm_response_model, llm_operation, llm_session, llm_user, llm_agent, llm_tool,
+	llm_input_tokens, llm_output_tokens, llm_cache_read_tokens, llm_cache_creation_tokens, llm_reasoning_tokens,
+	llm_cost_nano_usd, llm_cost_source, llm_ttft, llm_counted`
+
+// stored is one span row as read.
+type stored struct {
+	span     model.Span
+	start    uint64
+	ingested uint64
+}
+
+type rowScanner interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
+// scanSpans reads rows of readColumns, calling visit for each until it
+// returns false.
+func scanSpans(rows rowScanner, visit func(st *stored) bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			trace, span, body string
+			st                stored
+			has, src, counted uint8
+			l                 model.LLM
+		)
+		if err := rows.Scan(&trace, &span, &st.start, &st.ingested, &body,
+			&has, &l.Provider, &l.RequestModel, &l.ResponseModel, &l.Operation, &l.SessionID, &l.UserID, &l.AgentName, &l.ToolName,
+			&l.InputTokens, &l.OutputTokens, &l.CacheReadTokens, &l.CacheCreationTokens, &l.ReasoningTokens,
+			&l.CostNanoUSD, &src, &l.TimeToFirstTokenNanos, &counted); err != nil {
+			return fmt.Errorf("read spans from ClickHouse: %w", err)
+		}
+		b, err := otlp.DecodeProto([]byte(body))
+		if err != nil || len(b.Spans) != 1 {
+			return fmt.Errorf("span %x/%x: stored body does not decode (%v): %w", trace, span, err, store.ErrCorruption)
+		}
+		st.span = b.Spans[0]
+		if has == 1 {
+			l.CostSource, l.Counted = model.CostSource(src), counted == 1
+			st.span.LLM = &l
+		}
+		if !visit(&st) {
+			break
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read spans from ClickHouse: %w", err)
+	}
+	return nil
+}
+
+// traces returns the spans of each trace in ids, each span once (the
+// newest copy), ordered by start time then span id.
+func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID) (map[model.TraceID][]model.Span, error) {
+	out := map[model.TraceID][]model.Span{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	hexIDs := traceIDs(ids)
+	var lo, hi uint64
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT min(start_min), max(start_max), count() FROM trace_index WHERE project = ? AND trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))",
+		project, hexIDs).Scan(&lo, &hi, &n); err != nil {
+		return nil, fmt.Errorf("look up traces in ClickHouse: %w", err)
+	}
+	if n == 0 {
+		return out, nil
+	}
+	w := base(project, lo, hi+1)
+	w.add("intDiv(start, 60000000000) >= ?", lo/60e9)
+	w.add("intDiv(start, 60000000000) <= ?", hi/60e9)
+	w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", hexIDs)
+	rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans WHERE "+w.String(), w.args...)
+	if err != nil {
+		return nil, fmt.Errorf("read traces from ClickHouse: %w", err)
+	}
+	type key struct {
+		trace model.TraceID
+		span  model.SpanID
+	}
+	newest := map[key]*stored{}
+	err = scanSpans(rows, func(st *stored) bool {
+		k := key{st.span.TraceID, st.span.SpanID}
+		if old, ok := newest[k]; !ok || st.ingested > old.ingested {
+			c := *st
+			newest[k] = &c
+		}
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	for k, st := range newest {
+		out[k.trace] = append(out[k.trace], st.span)
+	}
+	for _, spans := range out {
+		slices.SortFunc(spans, func(a, b model.Span) int {
+			return cmp.Or(cmp.Compare(a.StartTimeUnixNano, b.StartTimeUnixNano), bytes.Compare(a.SpanID[:], b.SpanID[:]))
+		})
+	}
+	return out, nil
+}
+
+// Trace returns every span of a trace, by start time.
+func (s *Store) Trace(ctx context.Context, project string, id model.TraceID) ([]model.Span, store.Result, error) {
+	if err := s.usable(ctx); err != nil {
+		return nil, store.Result{}, err
+	}
+	m, err := s.traces(ctx, project, []model.TraceID{id})
+	return m[id], store.Result{}, err
+}
+
+// withTraces resolves f's trace-level conditions by reading the traces of
+// candidate spans (cached for the query).
+func (s *Store) withTraces(ctx context.Context, project string, f *query.Filter, failed *error) *query.Filter {
+	if !f.NeedsTrace() {
+		return f
+	}
+	cache := map[model.TraceID]query.TraceInfo{}
+	return query.WithTraces(f, func(id model.TraceID) (query.TraceInfo, bool) {
+		if ti, ok := cache[id]; ok {
+			return ti, true
+		}
+		spans, _, err := s.Trace(ctx, project, id)
+		if err != nil && *failed == nil {
+			*failed = err
+		}
+		if len(spans) == 0 {
+			return query.TraceInfo{}, false
+		}
+		ti := query.TraceInfoOf(spans)
+		cache[id] = ti
+		return ti, true
+	})
+}
+
+// candidatePage is how many candidate rows one query of a search reads.
+const candidatePage = 1000
+
+// matching calls visit with the spans f matches, newest first (start
+// descending, trace id, span id), after cursor, each span once, until visit
+// returns false. Candidates come from SQL (the window and f's hints) a page
+// at a time; f.Match decides.
+func (s *Store) matching(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, visit func(sp *model.Span) bool) error {
+	if err := s.usable(ctx); err != nil {
+		return err
+	}
+	var traceErr error
+	mf := s.withTraces(ctx, project, f, &traceErr)
+	var last *store.Cursor
+	if cursor != nil {
+		c := *cursor
+		last = &c
+	}
+	for {
+		w := base(project, f.Start, f.End)
+		if !w.hints(f) {
+			return nil
+		}
+		w.after(last)
+		rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans WHERE "+w.String()+
+			" ORDER BY start DESC, trace_id, span_id, ingested DESC LIMIT ?", append(w.args, candidatePage)...)
+		if err != nil {
+			return fmt.Errorf("search spans in ClickHouse: %w", err)
+		}
+		n, stop := 0, false
+		err = scanSpans(rows, func(st *stored) bool {
+			n++
+			sp := &st.span
+			if last != nil && st.start == last.Start && sp.TraceID == last.Trace && sp.SpanID == last.Span {
+				return true // an older copy of the span just seen
+			}
+			last = &store.Cursor{Start: st.start, Trace: sp.TraceID, Span: sp.SpanID}
+			if mf.Match(sp) && !visit(sp) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if traceErr != nil {
+			return traceErr
+		}
+		if stop || n < candidatePage {
+			return nil
+		}
+	}
+}
+
+// SearchSpans returns a page of matching spans, newest first.
+func (s *Store) SearchSpans(ctx context.Context, project string, f *query.Filter, limit int, cursor *store.Cursor) ([]model.Span, *store.Cursor, store.Result, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	var out []model.Span
+	err := s.matching(ctx, project, f, cursor, func(sp *model.Span) bool {
+		out = append(out, *sp)
+		return len(out) <= limit
+	})
+	if err != nil {
+		return nil, nil, store.Result{}, err
+	}
+	var next *store.Cursor
+	if len(out) > limit {
+		out = out[:limit]
+		last := &out[limit-1]
+		next = &store.Cursor{Start: last.StartTimeUnixNano, Trace: last.TraceID, Span: last.SpanID}
+	}
+	return out, next, store.Result{}, nil
+}
+
+// SearchTraces returns the traces with the newest matching spans first.
+func (s *Store) SearchTraces(ctx context.Context, project string, f *query.Filter, limit int) ([]store.TraceSummary, store.Result, error) {
+	if limit <= 0 {
+		limit = 20
+	}
+	var ids []model.TraceID
+	seen := map[model.TraceID]bool{}
+	err := s.matching(ctx, project, f, nil, func(sp *model.Span) bool {
+		if !seen[sp.TraceID] {
+			seen[sp.TraceID] = true
+			ids = append(ids, sp.TraceID)
+		}
+		return len(ids) < limit
+	})
+	if err != nil {
+		return nil, store.Result{}, err
+	}
+	all, err := s.traces(ctx, project, ids)
+	if err != nil {
+		return nil, store.Result{}, err
+	}
+	var traceErr error
+	mf := s.withTraces(ctx, project, f, &traceErr)
+	out := make([]store.TraceSummary, 0, len(ids))
+	for _, id := range ids {
+		spans := all[id]
+		sum := store.Summarize(id, spans)
+		for i := range spans {
+			if mf.Match(&spans[i]) {
+				sum.Matched++
+			}
+		}
+		out = append(out, sum)
+	}
+	return out, store.Result{}, traceErr
+}
+
+// hexID is a trace id as the API writes it.
+func hexID(id model.TraceID) string { return hex.EncodeToString(id[:]) }

@@ -1,0 +1,289 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Features are what a ClickHouse server supports, found with
+// `SELECT version()` at start. The schema uses none of the optional ones
+// yet: the tables below are the same on every version from 18.16 on, so a
+// store moves between versions without a rewrite. They are reported (log,
+// docs/clickhouse.md) and are the switch later migrations will test.
+type Features struct {
+	Version      string
+	Major, Minor int
+	// LowCardinality without allow_experimental_low_cardinality_type (19.1+).
+	LowCardinality bool
+	// TTL on tables and columns (19.6+).
+	TTL bool
+	// Data-skipping indexes (bloom_filter, tokenbf_v1) without the
+	// experimental setting (20.1+).
+	SkipIndexes bool
+	// The mutations_sync setting: ALTER ... DELETE that waits (19.10+).
+	MutationsSync bool
+	// Lightweight DELETE FROM (23.3+).
+	LightweightDelete bool
+}
+
+// at reports whether the version is major.minor or later.
+func (f Features) at(major, minor int) bool {
+	return f.Major > major || f.Major == major && f.Minor >= minor
+}
+
+// parseVersion reads "18.16.1" or "24.3.2.23".
+func parseVersion(v string) (Features, error) {
+	f := Features{Version: v}
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return f, fmt.Errorf("ClickHouse version %q: not major.minor", v)
+	}
+	var err1, err2 error
+	f.Major, err1 = strconv.Atoi(parts[0])
+	f.Minor, err2 = strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return f, fmt.Errorf("ClickHouse version %q: not major.minor", v)
+	}
+	f.LowCardinality = f.at(19, 1)
+	f.TTL = f.at(19, 6)
+	f.SkipIndexes = f.at(20, 1)
+	f.MutationsSync = f.at(19, 10)
+	f.LightweightDelete = f.at(23, 3)
+	return f, nil
+}
+
+// MinVersion is the oldest server the schema and queries were tested on.
+const MinVersion = "18.16"
+
+// Detect asks the server its version.
+func Detect(ctx context.Context, conn driver.Conn) (Features, error) {
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return Features{}, fmt.Errorf("ask ClickHouse its version: %w", err)
+	}
+	f, err := parseVersion(v)
+	if err != nil {
+		return f, err
+	}
+	if !f.at(18, 16) {
+		return f, fmt.Errorf("ClickHouse %s is older than %s, the oldest this backend supports", v, MinVersion)
+	}
+	return f, nil
+}
+
+// migration is one versioned step of the schema. Its statements are
+// idempotent (IF NOT EXISTS), so a step interrupted half way, or run by two
+// processes at once, is simply run again.
+type migration struct {
+	version    uint32
+	name       string
+	statements func(f Features) []string
+}
+
+// Table of the spans. One row per span copy; ReplacingMergeTree keeps the
+// newest copy (by ingested) of a re-sent span when parts merge, and queries
+// collapse the copies not merged yet. The sorting key puts a project's spans
+// in minute order with a trace's spans together inside each minute: a
+// search reads the window's minutes, a trace lookup the minutes the trace
+// index names, and within them one trace id's granules.
+//
+// Attributes are parallel arrays per scope (span, resource): key, type
+// (model.ValueType; typeLong for a value too long for the hot column), the
+// value as text (model.Value.AsString, up to maxHotValue bytes), and typed
+// int and float columns. body is the whole span (OTLP protobuf, resource and
+// scope included): read only for spans a result returns or a filter must
+// test in Go, never by a filter or an aggregate.
+const spansTable = `CREATE TABLE IF NOT EXISTS spans (
+	project String,
+	trace_id FixedString(16),
+	span_id FixedString(8),
+	parent_span_id FixedString(8),
+	start UInt64,
+	end UInt64,
+	duration UInt64,
+	ingested UInt64,
+	service String,
+	name String,
+	kind Int32,
+	status Int32,
+	status_message String,
+	span_attr_keys Array(String),
+	span_attr_types Array(UInt8),
+	span_attr_str Array(String),
+	span_attr_int Array(Int64),
+	span_attr_float Array(Float64),
+	res_attr_keys Array(String),
+	res_attr_types Array(UInt8),
+	res_attr_str Array(String),
+	res_attr_int Array(Int64),
+	res_attr_float Array(Float64),
+	llm UInt8,
+	llm_provider String,
+	llm_request_model String,
+	llm_response_model String,
+	llm_operation String,
+	llm_session String,
+	llm_user String,
+	llm_agent String,
+	llm_tool String,
+	llm_input_tokens Int64,
+	llm_output_tokens Int64,
+	llm_cache_read_tokens Int64,
+	llm_cache_creation_tokens Int64,
+	llm_reasoning_tokens Int64,
+	llm_cost_nano_usd Int64,
+	llm_cost_source UInt8,
+	llm_ttft UInt64,
+	llm_counted UInt8,
+	body String
+) ENGINE = ReplacingMergeTree(ingested)
+PARTITION BY toDate(toDateTime(intDiv(start, 1000000000)))
+ORDER BY (project, intDiv(start, 60000000000), trace_id, span_id)`
+
+// The trace index: one row per trace per inserted batch, with the range of
+// the trace's span starts in that batch. A trace lookup reads one key range
+// here, then only the trace's minutes of spans.
+const traceIndexTable = `CREATE TABLE IF NOT EXISTS trace_index (
+	project String,
+	trace_id FixedString(16),
+	start_min UInt64,
+	start_max UInt64
+) ENGINE = MergeTree ORDER BY (project, trace_id)`
+
+// Erasures: a status row per change (the newest version wins); erased
+// traces: the trace ids every query leaves out at once, while
+// ALTER TABLE ... DELETE removes their rows in the background.
+const erasuresTable = `CREATE TABLE IF NOT EXISTS erasures (
+	project String,
+	id UInt64,
+	query String,
+	trace_id String,
+	state String,
+	requested_at UInt64,
+	hidden_at UInt64,
+	done_at UInt64,
+	traces UInt64,
+	spans_erased Int64,
+	error String,
+	version UInt64
+) ENGINE = ReplacingMergeTree(version) ORDER BY (project, id)`
+
+const erasedTracesTable = `CREATE TABLE IF NOT EXISTS erased_traces (
+	project String,
+	trace_id FixedString(16),
+	erasure UInt64
+) ENGINE = MergeTree ORDER BY (project, trace_id)`
+
+// migrations, oldest first. Append only: a released step never changes.
+var migrations = []migration{
+	{1, "spans and trace index", func(Features) []string { return []string{spansTable, traceIndexTable} }},
+	{2, "erasures", func(Features) []string { return []string{erasuresTable, erasedTracesTable} }},
+}
+
+func latestVersion() uint32 { return migrations[len(migrations)-1].version }
+
+const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+	version UInt32,
+	name String,
+	applied_at DateTime
+) ENGINE = MergeTree ORDER BY version`
+
+// Migrated is one step of the schema and when it was applied.
+type Migrated struct {
+	Version   uint32
+	Name      string
+	AppliedAt time.Time // zero when not applied
+}
+
+// migrate applies the steps not recorded yet and returns how many it ran.
+func migrate(ctx context.Context, conn driver.Conn, f Features) (int, error) {
+	if err := conn.Exec(ctx, migrationsTable); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	done, err := applied(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range migrations {
+		if _, ok := done[m.version]; ok {
+			continue
+		}
+		for _, stmt := range m.statements(f) {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if err := insertRow(ctx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
+			m.version, m.name, time.Now().UTC().Truncate(time.Second)); err != nil {
+			return n, fmt.Errorf("record migration %d: %w", m.version, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+// applied reads the recorded steps (the first record of a step run twice).
+func applied(ctx context.Context, conn driver.Conn) (map[uint32]time.Time, error) {
+	rows, err := conn.Query(ctx, "SELECT version, min(applied_at) FROM schema_migrations GROUP BY version")
+	if err != nil {
+		return nil, fmt.Errorf("read schema_migrations: %w", err)
+	}
+	defer rows.Close()
+	out := map[uint32]time.Time{}
+	for rows.Next() {
+		var v uint32
+		var at time.Time
+		if err := rows.Scan(&v, &at); err != nil {
+			return nil, fmt.Errorf("read schema_migrations: %w", err)
+		}
+		out[v] = at
+	}
+	return out, rows.Err()
+}
+
+// Migrate connects to url, applies the migrations not recorded yet and
+// returns every step with when it was applied (rastro migrate).
+func Migrate(ctx context.Context, url string) (Features, []Migrated, int, error) {
+	conn, err := connect(ctx, url, 1)
+	if err != nil {
+		return Features{}, nil, 0, err
+	}
+	defer conn.Close()
+	f, err := Detect(ctx, conn)
+	if err != nil {
+		return f, nil, 0, err
+	}
+	n, err := migrate(ctx, conn, f)
+	if err != nil {
+		return f, nil, n, err
+	}
+	done, err := applied(ctx, conn)
+	if err != nil {
+		return f, nil, n, err
+	}
+	out := make([]Migrated, 0, len(migrations))
+	for _, m := range migrations {
+		out = append(out, Migrated{Version: m.version, Name: m.name, AppliedAt: done[m.version]})
+	}
+	return f, out, n, nil
+}
+
+// insertRow inserts one row as a one-row block. (An INSERT ... VALUES sent
+// with Exec waits for a data block on 18.16: every insert here is a block.)
+func insertRow(ctx context.Context, conn driver.Conn, insert string, values ...any) error {
+	b, err := conn.PrepareBatch(ctx, insert)
+	if err != nil {
+		return err
+	}
+	if err := b.Append(values...); err != nil {
+		b.Abort()
+		return err
+	}
+	return b.Send()
+}
