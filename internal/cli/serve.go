@@ -53,6 +53,7 @@ type serveConfig struct {
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout, queryTimeout time.Duration
 	maxHeader                                                               byteSize
 	maxQueries, grpcMaxStreams                                              int
+	projectRate, projectBurst, projectShare                                 float64
 }
 
 // newServeFlags declares rastro serve's flags; the README's configuration
@@ -102,6 +103,9 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.maxQueries, "max-concurrent-queries", server.DefaultMaxConcurrentQueries, "query requests run at once (search, traces, discovery, LLM, Tempo, Jaeger; not ingest, health or the live tail); beyond it they get 429 with Retry-After")
 	fs.DurationVar(&c.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "a query request's time budget: past it the query stops and answers 503 saying so (structural and pipeline queries stop at half of it and answer partially)")
 	fs.IntVar(&c.grpcMaxStreams, "grpc-max-streams", server.DefaultGRPCMaxStreams, "concurrent calls on one gRPC connection (each may hold one message of up to --max-body-bytes)")
+	fs.Float64Var(&c.projectRate, "project-rate", 0, "each project's ingest rate in spans/s, beyond which its requests get 429 with Retry-After (0: no limit)")
+	fs.Float64Var(&c.projectBurst, "project-burst", 0, "spans a project may send at once above --project-rate (0: one second's worth)")
+	fs.Float64Var(&c.projectShare, "project-buffer-share", server.DefaultProjectBufferShare, "the part of the write buffer (--max-buffer-bytes) one project may hold while the buffer is more than half full; beyond it that project's requests get 429 and the others' still go in (1: no share)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
@@ -128,6 +132,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		if v <= 0 {
 			return fmt.Errorf("%w: %s must be above zero", errUsage, name)
 		}
+	}
+	if c.projectShare <= 0 || c.projectShare > 1 {
+		return fmt.Errorf("%w: --project-buffer-share %v must be above 0 and at most 1", errUsage, c.projectShare)
 	}
 	if c.grpcMaxStreams > math.MaxUint32 {
 		return fmt.Errorf("%w: --grpc-max-streams %d is above %d", errUsage, c.grpcMaxStreams, uint32(math.MaxUint32))
@@ -195,6 +202,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSClientCA: c.tlsClientCA,
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
 		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
+		ProjectRate: c.projectRate, ProjectBurst: c.projectBurst, ProjectBufferShare: c.projectShare,
 	})
 	if err != nil {
 		// Bad settings, an auth file or certificate that does not load:

@@ -137,6 +137,10 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
 	}
 	project := projectFrom(ctx)
+	if ierr := s.admitProject(be, project); ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
+	}
 	n := int64(len(body))
 	if !s.admit(n) {
 		s.met.rejected.WithLabelValues("overloaded").Inc()

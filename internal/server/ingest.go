@@ -13,10 +13,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/wal"
 )
 
 // protocol labels, used in metrics and by the benchmark harness.
@@ -34,12 +36,14 @@ type ingestError struct {
 	status int
 	reason string
 	msg    string
+	// retryAfter, for a 429 or 503, is the Retry-After delay in seconds (0: 1).
+	retryAfter int
 }
 
 func (e *ingestError) Error() string { return e.msg }
 
 func badRequest(format string, a ...any) *ingestError {
-	return &ingestError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, a...)}
+	return &ingestError{http.StatusBadRequest, "bad_request", fmt.Sprintf(format, a...), 0}
 }
 
 // readBody reads the request body, decompressing gzip, and enforces the size
@@ -75,7 +79,7 @@ func (s *Server) readBody(r *http.Request) (body []byte, held int64, ierr *inges
 		src = zr
 	default:
 		return nil, 0, &ingestError{http.StatusUnsupportedMediaType, "unsupported_encoding",
-			fmt.Sprintf("Content-Encoding %q is not supported: use gzip or none", enc)}
+			fmt.Sprintf("Content-Encoding %q is not supported: use gzip or none", enc), 0}
 	}
 	const first = 32 << 10
 	for {
@@ -124,19 +128,19 @@ func readFailure(err error, limit int64, timeout time.Duration) *ingestError {
 		return tooLarge(limit)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return &ingestError{http.StatusRequestTimeout, "read_timeout",
-			fmt.Sprintf("the request body did not arrive within the read timeout of %v (--read-timeout): send it faster, or in smaller requests", timeout)}
+			fmt.Sprintf("the request body did not arrive within the read timeout of %v (--read-timeout): send it faster, or in smaller requests", timeout), 0}
 	}
 	return nil
 }
 
 func overloaded() *ingestError {
 	return &ingestError{http.StatusTooManyRequests, "overloaded",
-		"server is at its in-flight limit; retry after the Retry-After delay"}
+		"server is at its in-flight limit; retry after the Retry-After delay", 0}
 }
 
 func tooLarge(limit int64) *ingestError {
 	return &ingestError{http.StatusRequestEntityTooLarge, "too_large",
-		fmt.Sprintf("request body exceeds the limit of %d bytes (--max-body-bytes; a compressed body counts decompressed)", limit)}
+		fmt.Sprintf("request body exceeds the limit of %d bytes (--max-body-bytes; a compressed body counts decompressed)", limit), 0}
 }
 
 // ingestRoutes are the receivers: OTLP/HTTP and the native JSON route.
@@ -203,7 +207,7 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
 		}
 		writeError(w, code, ierr.msg)
 		return
@@ -239,13 +243,18 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (otlp.Batch, *ingestError) {
 	b := s.currentBackend()
 	if b == nil {
-		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL"}
+		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL", 0}
 	}
 	project := projectFrom(r.Context())
 	// A body that can never be accepted is refused before admission, so the
 	// client gets 413 (final) rather than 429 (retry).
 	if r.ContentLength > s.opts.MaxBodyBytes {
 		return otlp.Batch{}, tooLarge(s.opts.MaxBodyBytes)
+	}
+	// Per-project limits and a full write buffer refuse before the body
+	// is read.
+	if ierr := s.admitProject(b, project); ierr != nil {
+		return otlp.Batch{}, ierr
 	}
 	// Admission: the bytes in flight are bounded; readBody admits the
 	// body's buffer as it grows (a full server refuses at the first 32 KiB).
@@ -273,17 +282,27 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		switch {
 		case errors.Is(err, store.ErrOverloaded):
 			return b, &ingestError{http.StatusTooManyRequests, "buffer_full",
-				"the write buffer is full while sealing catches up; retry after the Retry-After delay"}
+				"the write buffer is full while sealing catches up; retry after the Retry-After delay", 0}
 		case errors.Is(err, store.ErrBadRequest):
 			return b, badRequest("%v", err)
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			// The client went away or gave up before the write started:
 			// nothing was stored, and nothing is wrong with the store.
-			return b, &ingestError{http.StatusServiceUnavailable, "cancelled", "request cancelled before it was stored: " + err.Error()}
+			return b, &ingestError{http.StatusServiceUnavailable, "cancelled", "request cancelled before it was stored: " + err.Error(), 0}
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			s.log.Warn("ingest refused: the disk is full", "err", err)
+			return b, &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept); " +
+				"free space on the data directory's disk and ingest resumes by itself: " + err.Error(), 5}
 		}
 		s.log.Error("append failed", "err", err)
-		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", "could not store the request durably: " + err.Error()}
+		msg := "could not store the request durably: " + err.Error()
+		if errors.Is(err, wal.ErrFailed) {
+			msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart; docs/operations.md, Disk faults)"
+		}
+		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
 	}
+	s.rates.take(project, len(b.Spans))
 	s.met.spans.WithLabelValues(protocol).Add(float64(len(b.Spans)))
 	s.met.bytes.WithLabelValues(protocol).Add(float64(len(body)))
 	if b.Rejected > 0 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,30 @@ type metrics struct {
 	queryTimeouts  *prometheus.CounterVec
 	connections    *prometheus.GaugeVec
 	connsUnused    prometheus.Counter
+
+	// Per-project ingest limits (projectlimits.go).
+	projectLimited *prometheus.CounterVec
+	projMu         sync.Mutex
+	projLabels     map[string]bool
+}
+
+// maxProjectLabels bounds the project label of rastro_ingest_limited_total:
+// projects are named by clients (X-Scope-OrgID), so past this many the rest
+// count under "_other".
+const maxProjectLabels = 100
+
+// projectLabel is the label value of project.
+func (m *metrics) projectLabel(project string) string {
+	m.projMu.Lock()
+	defer m.projMu.Unlock()
+	if m.projLabels[project] {
+		return project
+	}
+	if len(m.projLabels) >= maxProjectLabels {
+		return "_other"
+	}
+	m.projLabels[project] = true
+	return project
 }
 
 func newMetrics() *metrics {
@@ -65,10 +90,13 @@ func newMetrics() *metrics {
 			Help: "Query requests whose time budget (--query-timeout) ran out, by route."}, []string{"route"}),
 		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rastro_http_connections",
 			Help: "Open HTTP connections by state: new (no request read yet), active (serving a request), idle (kept alive between requests)."}, []string{"state"}),
+		projectLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_limited_total",
+			Help: "Ingest requests refused with 429 by a per-project limit, by project (the first 100 seen; then _other) and limit: rate (--project-rate) or buffer_share (--project-buffer-share)."}, []string{"project", "limit"}),
+		projLabels: map[string]bool{},
 		connsUnused: prometheus.NewCounter(prometheus.CounterOpts{Name: "rastro_http_connections_unused_total",
 			Help: "HTTP connections closed before a whole request arrived: clients too slow to send their headers (--read-header-timeout), probes, aborted connects."}),
 	}
-	reg.MustRegister(m.queriesRunning, m.queriesRefused, m.queryTimeouts, m.connections, m.connsUnused)
+	reg.MustRegister(m.queriesRunning, m.queriesRefused, m.queryTimeouts, m.connections, m.connsUnused, m.projectLimited)
 	reg.MustRegister(m.authRefused, m.requests, m.spans, m.bytes, m.rejected, m.rejectedSpans, m.normalized, m.decodeNanos, m.queryDuration)
 	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 

@@ -93,6 +93,16 @@ type Options struct {
 	// GRPCMaxStreams is the most concurrent calls on one gRPC connection;
 	// default 64.
 	GRPCMaxStreams uint32
+
+	// Per-project ingest limits (projectlimits.go, docs/operations.md).
+	// ProjectRate is each project's ingest rate in spans/s (0: no limit),
+	// with bursts of ProjectBurst spans (0: one second's worth).
+	ProjectRate, ProjectBurst float64
+	// ProjectBufferShare is the part of the backend's write buffer one
+	// project may hold while the buffer is more than half full; beyond it
+	// the project's requests get 429, the others' still go in. 0 selects
+	// DefaultProjectBufferShare; 1 turns the share off.
+	ProjectBufferShare float64
 }
 
 // Validate checks the options and fills defaults.
@@ -116,6 +126,9 @@ func (o *Options) Validate() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if err := o.validateLimits(); err != nil {
+		return err
+	}
+	if err := o.validateProjectLimits(); err != nil {
 		return err
 	}
 	if (o.TLSCert == "") != (o.TLSKey == "") {
@@ -173,6 +186,7 @@ type Server struct {
 	// its capacity is Options.MaxConcurrentQueries.
 	querySlots chan struct{}
 	conns      *connStates
+	rates      *projectRates // per-project ingest rate (nil: none)
 
 	httpLn, grpcLn net.Listener
 	extraLns       []net.Listener
@@ -194,6 +208,9 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
 	s.met = newMetrics()
 	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
+	if opts.ProjectRate > 0 {
+		s.rates = newProjectRates(opts.ProjectRate, opts.ProjectBurst, nil)
+	}
 	s.conns = newConnStates(s.met)
 	for _, c := range opts.Collectors {
 		if err := s.met.reg.Register(c); err != nil {

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// projectRates limits each project's ingest to a rate of spans per second
+// with a burst (a token bucket per project). A request is let in while its
+// project's bucket is not empty, before its body is read, and its spans are
+// taken from the bucket once decoded, which may leave it in debt: a batch
+// larger than what is left is never refused for that alone, and the debt
+// delays the project's next requests. Buckets of projects idle long enough
+// to be full again are forgotten.
+type projectRates struct {
+	rate, burst float64 // spans/s and bucket size; rate 0: no limit
+	now         func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+	sweep   time.Time
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newProjectRates(rate, burst float64, now func() time.Time) *projectRates {
+	if burst <= 0 {
+		burst = rate
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &projectRates{rate: rate, burst: burst, now: now, buckets: map[string]*bucket{}}
+}
+
+// refill brings b up to t. Callers hold mu.
+func (p *projectRates) refill(b *bucket, t time.Time) {
+	if dt := t.Sub(b.at).Seconds(); dt > 0 {
+		b.tokens = min(p.burst, b.tokens+dt*p.rate)
+		b.at = t
+	}
+}
+
+// get returns project's bucket, created full. Callers hold mu.
+func (p *projectRates) get(project string, t time.Time) *bucket {
+	b, ok := p.buckets[project]
+	if !ok {
+		b = &bucket{tokens: p.burst, at: t}
+		p.buckets[project] = b
+	}
+	p.refill(b, t)
+	return b
+}
+
+// allow reports whether a request of project may be read now; when not,
+// wait is how long until its bucket holds a token again.
+func (p *projectRates) allow(project string) (ok bool, wait time.Duration) {
+	if p == nil || p.rate <= 0 {
+		return true, 0
+	}
+	t := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.forgetIdle(t)
+	b := p.get(project, t)
+	if b.tokens > 0 {
+		return true, 0
+	}
+	need := (1 - b.tokens) / p.rate
+	return false, time.Duration(math.Ceil(need*1000)) * time.Millisecond
+}
+
+// take charges project for n spans it stored.
+func (p *projectRates) take(project string, n int) {
+	if p == nil || p.rate <= 0 || n <= 0 {
+		return
+	}
+	t := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.get(project, t).tokens -= float64(n)
+}
+
+// forgetIdle drops, at most once a minute, the buckets that are full again:
+// a forgotten project starts full, which is where it would be. Callers
+// hold mu.
+func (p *projectRates) forgetIdle(t time.Time) {
+	if t.Sub(p.sweep) < time.Minute {
+		return
+	}
+	p.sweep = t
+	for name, b := range p.buckets {
+		p.refill(b, t)
+		if b.tokens >= p.burst {
+			delete(p.buckets, name)
+		}
+	}
+}
+
+// DefaultProjectBufferShare is the default Options.ProjectBufferShare.
+const DefaultProjectBufferShare = 0.5
+
+func (o *Options) validateProjectLimits() error {
+	switch {
+	case o.ProjectRate < 0 || o.ProjectBurst < 0 || math.IsNaN(o.ProjectRate) || math.IsNaN(o.ProjectBurst):
+		return fmt.Errorf("server: project rate %v and burst %v must not be negative", o.ProjectRate, o.ProjectBurst)
+	case o.ProjectBurst > 0 && o.ProjectRate == 0:
+		return errors.New("server: a project burst (--project-burst) needs a project rate (--project-rate)")
+	case o.ProjectBufferShare < 0 || o.ProjectBufferShare > 1 || math.IsNaN(o.ProjectBufferShare):
+		return fmt.Errorf("server: project buffer share %v is outside (0, 1]", o.ProjectBufferShare)
+	case o.ProjectBufferShare == 0:
+		o.ProjectBufferShare = DefaultProjectBufferShare
+	}
+	return nil
+}
+
+// admitProject refuses a request of project before its body is read when
+// the project is over its rate, when the backend's write buffer is full
+// (the append would be refused anyway), or when the buffer is more than half
+// full and the project holds more than its share of it: a flooding project
+// is held back while the others keep writing.
+func (s *Server) admitProject(b store.Backend, project string) *ingestError {
+	if ok, wait := s.rates.allow(project); !ok {
+		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "rate").Inc()
+		return &ingestError{status: http.StatusTooManyRequests, reason: "project_rate", retryAfter: int(math.Ceil(wait.Seconds())),
+			msg: fmt.Sprintf("project %q is over its ingest rate of %g spans/s (--project-rate); retry after the Retry-After delay", project, s.rates.rate)}
+	}
+	br, ok := b.(store.BufferReporter)
+	if !ok {
+		return nil
+	}
+	mine, total, limit := br.BufferUsage(project)
+	switch {
+	case limit <= 0:
+	case total >= limit:
+		return &ingestError{status: http.StatusTooManyRequests, reason: "buffer_full",
+			msg: "the write buffer is full while sealing catches up; retry after the Retry-After delay"}
+	case s.opts.ProjectBufferShare < 1 && total >= limit/2 && float64(mine) > s.opts.ProjectBufferShare*float64(limit):
+		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "buffer_share").Inc()
+		return &ingestError{status: http.StatusTooManyRequests, reason: "project_buffer_share",
+			msg: fmt.Sprintf("project %q holds %d%% of the write buffer, more than its share of %g%% (--project-buffer-share), while sealing catches up; retry after the Retry-After delay",
+				project, mine*100/limit, s.opts.ProjectBufferShare*100)}
+	}
+	return nil
+}

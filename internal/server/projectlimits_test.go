@@ -1,0 +1,220 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/vfs"
+)
+
+func TestProjectRatesBucket(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := newProjectRates(1000, 2000, func() time.Time { return now })
+	// A full bucket lets a large batch in; the debt then holds the project
+	// back for as long as the rate needs to pay it, and no longer.
+	if ok, _ := p.allow("a"); !ok {
+		t.Fatal("a new project is refused")
+	}
+	p.take("a", 5000) // 2000 - 5000 = -3000
+	ok, wait := p.allow("a")
+	if ok || wait != 3001*time.Millisecond {
+		t.Fatalf("in debt: allow = %v, wait %v; want refused for 3.001 s", ok, wait)
+	}
+	if ok, _ := p.allow("b"); !ok {
+		t.Fatal("another project is held back by a's debt")
+	}
+	now = now.Add(3 * time.Second)
+	if ok, _ := p.allow("a"); ok {
+		t.Fatal("let in before the debt is paid")
+	}
+	now = now.Add(2 * time.Millisecond)
+	if ok, _ := p.allow("a"); !ok {
+		t.Fatal("refused once the debt is paid")
+	}
+	// The bucket holds at most the burst.
+	now = now.Add(time.Hour)
+	p.take("a", 2000)
+	if ok, _ := p.allow("a"); ok {
+		t.Fatal("an idle hour filled the bucket beyond its burst")
+	}
+	// Idle full buckets are forgotten; a forgotten project starts full.
+	now = now.Add(2 * time.Minute)
+	p.allow("c")
+	if _, kept := p.buckets["b"]; kept {
+		t.Fatal("an idle, full bucket was kept")
+	}
+	// Rate 0 is no limit.
+	var off *projectRates
+	if ok, _ := off.allow("a"); !ok {
+		t.Fatal("a nil limiter refused")
+	}
+	if ok, _ := newProjectRates(0, 0, nil).allow("a"); !ok {
+		t.Fatal("rate 0 refused")
+	}
+}
+
+// startLimited is startServer with the engine's options too.
+func startLimited(t *testing.T, opts Options, eo engine.Options) *testServer {
+	t.Helper()
+	opts.HTTPAddr, opts.GRPCAddr = "127.0.0.1:0", "127.0.0.1:0"
+	srv, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if eo.Dir == "" {
+		eo.Dir = t.TempDir()
+	}
+	eng, err := engine.Open(eo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBackend(eng)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		eng.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return &testServer{t: t, srv: srv, eng: eng, base: "http://" + srv.HTTPAddr()}
+}
+
+// postAs posts spans as OTLP protobuf for project and returns the status,
+// Retry-After and body.
+func (ts *testServer) postAs(project string, spans []model.Span) (int, string, string) {
+	ts.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, ts.base+"/v1/traces", bytes.NewReader(otlp.EncodeProto(spans)))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Scope-OrgID", project)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(b)
+}
+
+func (ts *testServer) metric(name string) string {
+	ts.t.Helper()
+	resp, err := http.Get(ts.base + "/metrics")
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestProjectRateLimit: a project over its rate gets 429 with a Retry-After
+// that says when its bucket refills, before its body is read; other
+// projects are not held back; the refusals are counted by project.
+func TestProjectRateLimit(t *testing.T) {
+	ts := startLimited(t, Options{ProjectRate: 100, ProjectBurst: 100}, engine.Options{})
+	if code, _, body := ts.postAs("a", spansFor(150, 1)); code != 200 {
+		t.Fatalf("first batch: %d %s", code, body)
+	}
+	code, retry, body := ts.postAs("a", spansFor(10, 2))
+	if code != http.StatusTooManyRequests || retry != "1" || !strings.Contains(body, `project \"a\" is over its ingest rate of 100 spans/s`) {
+		t.Fatalf("over the rate: %d, Retry-After %q, %s", code, retry, body)
+	}
+	if code, _, body := ts.postAs("b", spansFor(50, 3)); code != 200 {
+		t.Fatalf("another project: %d %s", code, body)
+	}
+	if m := ts.metric("rastro_ingest_limited_total"); !strings.Contains(m, `rastro_ingest_limited_total{limit="rate",project="a"} 1`) {
+		t.Fatalf("metric: %q", m)
+	}
+	if _, err := New(Options{HTTPAddr: "127.0.0.1:0", ProjectBurst: 10}); err == nil || !strings.Contains(err.Error(), "--project-rate") {
+		t.Fatalf("a burst without a rate: %v", err)
+	}
+}
+
+// TestProjectBufferShare: while seals are behind, a project holding more
+// than its share of the write buffer is refused (HTTP 429, gRPC
+// RESOURCE_EXHAUSTED) and another project's requests still go in.
+func TestProjectBufferShare(t *testing.T) {
+	const limit = 4 << 20
+	ts := startLimited(t, Options{ProjectBufferShare: 0.5}, engine.Options{SealBytes: limit, MaxBufferBytes: limit})
+	var refused string
+	for i := 0; i < 200 && refused == ""; i++ {
+		switch code, _, body := ts.postAs("noisy", spansFor(200, byte(i))); code {
+		case 200:
+		case http.StatusTooManyRequests:
+			refused = body
+		default:
+			t.Fatalf("noisy batch %d: %d %s", i, code, body)
+		}
+	}
+	if !strings.Contains(refused, `project \"noisy\" holds`) || !strings.Contains(refused, "more than its share of 50%") {
+		t.Fatalf("noisy was never refused for its share: %q", refused)
+	}
+	mine, total, _ := ts.eng.BufferUsage("noisy")
+	if mine*2 <= limit || total >= limit {
+		t.Fatalf("test premise: noisy holds %d of %d (limit %d)", mine, total, limit)
+	}
+	if code, _, body := ts.postAs("quiet", spansFor(100, 250)); code != 200 {
+		t.Fatalf("the quiet project while noisy is held back: %d %s", code, body)
+	}
+	// gRPC refuses the noisy project the same way.
+	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "noisy")
+	err = exportSpans(ctx, coltracepb.NewTraceServiceClient(cc), spansFor(10, 251))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "share") {
+		t.Fatalf("noisy over gRPC: %v", err)
+	}
+	if m := ts.metric("rastro_ingest_limited_total"); !strings.Contains(m, `limit="buffer_share",project="noisy"`) {
+		t.Fatalf("metric: %q", m)
+	}
+}
+
+// TestDiskFullAnswers503: on a full disk ingest answers 503 with a
+// Retry-After and a message naming the full disk, queries keep answering,
+// and ingest resumes when space returns.
+func TestDiskFullAnswers503(t *testing.T) {
+	disk := vfs.NewDisk(1 << 30)
+	ts := startLimited(t, Options{}, engine.Options{Dir: "/data", FS: &vfs.Faulty{FS: vfs.NewMemFS(), Inject: disk.Inject}})
+	if code, _, body := ts.postAs("p", spansFor(5, 1)); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	disk.SetFree(0)
+	code, retry, body := ts.postAs("p", spansFor(5, 2))
+	if code != http.StatusServiceUnavailable || retry != "5" || !strings.Contains(body, "the disk is full") {
+		t.Fatalf("on a full disk: %d, Retry-After %q, %s", code, retry, body)
+	}
+	var got spansResp
+	if c := ts.get("/api/v1/spans", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
+		t.Fatalf("query on a full disk: %d, %d spans", c, len(got.Spans))
+	}
+	disk.SetFree(1 << 30)
+	if code, _, body := ts.postAs("p", spansFor(5, 2)); code != 200 {
+		t.Fatalf("once space is back: %d %s", code, body)
+	}
+}
