@@ -9,3 +9,8 @@ import "errors"
 // failure (EIO, ENOSPC, a closed file), which never does. store.ErrCorruption
 // is the same value, for the API side.
 var ErrCorruption = errors.New("corruption")
+
+// ErrStopped marks the failure of a store that stopped accepting writes
+// after a write or fsync error it cannot recover from (the WAL's fail-stop):
+// only a restart, once the disk is checked, makes it take writes again.
+var ErrStopped = errors.New("stopped accepting writes after a write or fsync error")

@@ -18,7 +18,6 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/store"
-	"github.com/rastro-dev/rastro/internal/wal"
 )
 
 // protocol labels, used in metrics and by the benchmark harness.
@@ -297,7 +296,7 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		}
 		s.log.Error("append failed", "err", err)
 		msg := "could not store the request durably: " + err.Error()
-		if errors.Is(err, wal.ErrFailed) {
+		if errors.Is(err, store.ErrStopped) {
 			msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart; docs/operations.md, Disk faults)"
 		}
 		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}

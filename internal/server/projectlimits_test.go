@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -216,5 +218,37 @@ func TestDiskFullAnswers503(t *testing.T) {
 	disk.SetFree(1 << 30)
 	if code, _, body := ts.postAs("p", spansFor(5, 2)); code != 200 {
 		t.Fatalf("once space is back: %d %s", code, body)
+	}
+}
+
+// TestFsyncFailureStopsWrites: after an fsync error the store acknowledges
+// nothing more (fail-stop): every later request gets 503 with a message
+// that says to check the disk and restart, and queries keep answering.
+func TestFsyncFailureStopsWrites(t *testing.T) {
+	var broken atomic.Bool
+	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if op == vfs.OpSync && broken.Load() && strings.HasSuffix(name, ".wal") {
+			return vfs.Fault{Err: vfs.Errno(op, name, syscall.EIO)}
+		}
+		return vfs.Fault{}
+	}}
+	ts := startLimited(t, Options{}, engine.Options{Dir: "/data", FS: fs})
+	if code, _, body := ts.postAs("p", spansFor(5, 1)); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	broken.Store(true)
+	for i := range 2 {
+		code, _, body := ts.postAs("p", spansFor(5, byte(2+i)))
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "check the disk") || !strings.Contains(body, "restart") {
+			t.Fatalf("request %d after the fsync error: %d %s", i, code, body)
+		}
+	}
+	broken.Store(false) // the disk is fine again; the store still refuses until restarted
+	if code, _, _ := ts.postAs("p", spansFor(5, 9)); code != http.StatusServiceUnavailable {
+		t.Fatalf("a write was acknowledged after the fsync error: %d", code)
+	}
+	var got spansResp
+	if c := ts.get("/api/v1/spans", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
+		t.Fatalf("queries after the fsync error: %d, %d spans", c, len(got.Spans))
 	}
 }

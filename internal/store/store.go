@@ -42,6 +42,10 @@ var (
 	// ErrBadRequest: the request is malformed or refused as it stands (HTTP
 	// 400); the error text says why.
 	ErrBadRequest = errors.New("store: bad request")
+	// ErrStopped: the backend stopped accepting writes after a write or
+	// fsync error (fail-stop); a restart, once the disk is checked, is
+	// needed. Every such error satisfies errors.Is(err, ErrStopped).
+	ErrStopped = durable.ErrStopped
 	// ErrTooManyTails: no more live tails can be opened now (HTTP 503).
 	ErrTooManyTails = errors.New("store: too many live tails open")
 	// ErrCorruption marks damaged bytes found on disk, in any on-disk

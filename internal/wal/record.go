@@ -38,8 +38,9 @@ var (
 	// ErrClosed is returned by Append, Rotate and Replay after Close.
 	ErrClosed = errors.New("wal: closed")
 	// ErrFailed wraps the first write or fsync error; once returned, the WAL
-	// accepts nothing more until it is reopened.
-	ErrFailed = errors.New("wal: failed")
+	// accepts nothing more until it is reopened. It satisfies
+	// errors.Is(err, durable.ErrStopped).
+	ErrFailed error = stoppedError("wal: failed")
 	// ErrNoSpace is returned by Append when the disk was full: the batch was
 	// not stored (the file was cut back to before it), and the WAL takes the
 	// next batch as usual, so writes resume by themselves once space is free.
@@ -126,3 +127,9 @@ func fileHeader(seq uint64) []byte {
 	binary.LittleEndian.PutUint64(h[8:], seq)
 	return h
 }
+
+// stoppedError is a fail-stop error: errors.Is(err, durable.ErrStopped).
+type stoppedError string
+
+func (e stoppedError) Error() string   { return string(e) }
+func (e stoppedError) Is(t error) bool { return t == durable.ErrStopped }
