@@ -433,3 +433,15 @@ func TestTailSeesThisProcessWrites(t *testing.T) {
 		got += len(batch)
 	}
 }
+
+func chtestURL(t testing.TB) string { return chtest.URL(t) }
+
+func appendAllB(b *testing.B, s *Store, spans []model.Span) {
+	for len(spans) > 0 {
+		n := min(len(spans), 5000)
+		if err := s.Append(b.Context(), &store.Write{Project: "p", Spans: slices.Clone(spans[:n])}); err != nil {
+			b.Fatal(err)
+		}
+		spans = spans[n:]
+	}
+}

@@ -45,7 +45,7 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 			return bad("query %q matches every span; give a condition", req.Query)
 		}
 		seen := map[model.TraceID]bool{}
-		if err := s.matching(ctx, req.Project, &query.Filter{Expr: expr}, nil, func(sp *model.Span) bool {
+		if err := s.matching(ctx, req.Project, &query.Filter{Expr: expr}, nil, 0, func(sp *model.Span) bool {
 			if !seen[sp.TraceID] {
 				seen[sp.TraceID] = true
 				ids = append(ids, sp.TraceID)

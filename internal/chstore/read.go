@@ -156,14 +156,21 @@ func (s *Store) withTraces(ctx context.Context, project string, f *query.Filter,
 	})
 }
 
-// candidatePage is how many candidate rows one query of a search reads.
-const candidatePage = 1000
+// Candidate pages: a search reads its first page of candidates sized after
+// the answer it wants, and each further page four times larger, up to
+// maxCandidatePage.
+const (
+	minCandidatePage = 64
+	maxCandidatePage = 4096
+)
 
 // matching calls visit with the spans f matches, newest first (start
 // descending, trace id, span id), after cursor, each span once, until visit
-// returns false. Candidates come from SQL (the window and f's hints) a page
-// at a time; f.Match decides.
-func (s *Store) matching(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, visit func(sp *model.Span) bool) error {
+// returns false; want (0: unknown) sizes the first page. Candidates come from
+// SQL (the window and f's hints) a page at a time in two steps: the page's
+// keys, ordered and limited, from the light columns only; then the bodies of
+// those rows. f.Match decides.
+func (s *Store) matching(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, want int, visit func(sp *model.Span) bool) error {
 	if err := s.usable(ctx); err != nil {
 		return err
 	}
@@ -174,41 +181,102 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		c := *cursor
 		last = &c
 	}
-	for {
+	page := maxCandidatePage
+	if want > 0 {
+		page = min(max(2*want, minCandidatePage), maxCandidatePage)
+	}
+	for ; ; page = min(4*page, maxCandidatePage) {
 		w := base(project, f.Start, f.End)
 		if !w.hints(f) {
 			return nil
 		}
 		w.after(last)
-		rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans WHERE "+w.String()+
-			" ORDER BY start DESC, trace_id, span_id, ingested DESC LIMIT ?", append(w.args, candidatePage)...)
-		if err != nil {
-			return fmt.Errorf("search spans in ClickHouse: %w", err)
-		}
-		n, stop := 0, false
-		err = scanSpans(rows, func(st *stored) bool {
-			n++
-			sp := &st.span
-			if last != nil && st.start == last.Start && sp.TraceID == last.Trace && sp.SpanID == last.Span {
-				return true // an older copy of the span just seen
-			}
-			last = &store.Cursor{Start: st.start, Trace: sp.TraceID, Span: sp.SpanID}
-			if mf.Match(sp) && !visit(sp) {
-				stop = true
-				return false
-			}
-			return true
-		})
+		keys, err := s.candidateKeys(ctx, w, page)
 		if err != nil {
 			return err
+		}
+		spans, err := s.bodies(ctx, project, w, keys)
+		if err != nil {
+			return err
+		}
+		for i := range keys {
+			last = &keys[i]
+			sp, ok := spans[keys[i]]
+			if !ok {
+				continue // erased or deleted between the two steps
+			}
+			if mf.Match(sp) && !visit(sp) {
+				return traceErr
+			}
 		}
 		if traceErr != nil {
 			return traceErr
 		}
-		if stop || n < candidatePage {
+		if len(keys) < page {
 			return nil
 		}
 	}
+}
+
+// candidateKeys returns the keys of up to page spans w selects, newest
+// first, each key once (copies of a re-sent span share it).
+func (s *Store) candidateKeys(ctx context.Context, w *where, page int) ([]store.Cursor, error) {
+	rows, err := s.conn.Query(ctx, "SELECT start, trace_id, span_id FROM spans WHERE "+w.String()+
+		" GROUP BY start, trace_id, span_id ORDER BY start DESC, trace_id, span_id LIMIT ?", append(w.args, page)...)
+	if err != nil {
+		return nil, fmt.Errorf("search spans in ClickHouse: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Cursor
+	for rows.Next() {
+		var c store.Cursor
+		var trace, span string
+		if err := rows.Scan(&c.Start, &trace, &span); err != nil {
+			return nil, fmt.Errorf("search spans in ClickHouse: %w", err)
+		}
+		copy(c.Trace[:], trace)
+		copy(c.Span[:], span)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("search spans in ClickHouse: %w", err)
+	}
+	return out, nil
+}
+
+// bodies reads the spans of keys (selected by w), the newest copy of each.
+func (s *Store) bodies(ctx context.Context, project string, w *where, keys []store.Cursor) (map[store.Cursor]*model.Span, error) {
+	out := make(map[store.Cursor]*model.Span, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	want := make(map[store.Cursor]bool, len(keys))
+	var traces []model.TraceID
+	spanIDs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		want[k] = true
+		traces = append(traces, k.Trace)
+		spanIDs = append(spanIDs, hex.EncodeToString(k.Span[:]))
+	}
+	b := &where{conds: slices.Clone(w.conds), args: slices.Clone(w.args)}
+	b.add("start >= ?", keys[len(keys)-1].Start)
+	b.add("start <= ?", keys[0].Start)
+	b.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", traceIDs(traces))
+	b.add("span_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 8))", spanIDs)
+	rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans WHERE "+b.String(), b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("read spans from ClickHouse: %w", err)
+	}
+	ingested := make(map[store.Cursor]uint64, len(keys))
+	err = scanSpans(rows, func(st *stored) bool {
+		k := store.Cursor{Start: st.start, Trace: st.span.TraceID, Span: st.span.SpanID}
+		if want[k] && (out[k] == nil || st.ingested > ingested[k]) {
+			sp := st.span
+			out[k], ingested[k] = &sp, st.ingested
+		}
+		return true
+	})
+	return out, err
 }
 
 // SearchSpans returns a page of matching spans, newest first.
@@ -217,7 +285,7 @@ func (s *Store) SearchSpans(ctx context.Context, project string, f *query.Filter
 		limit = 20
 	}
 	var out []model.Span
-	err := s.matching(ctx, project, f, cursor, func(sp *model.Span) bool {
+	err := s.matching(ctx, project, f, cursor, limit+1, func(sp *model.Span) bool {
 		out = append(out, *sp)
 		return len(out) <= limit
 	})
@@ -240,7 +308,7 @@ func (s *Store) SearchTraces(ctx context.Context, project string, f *query.Filte
 	}
 	var ids []model.TraceID
 	seen := map[model.TraceID]bool{}
-	err := s.matching(ctx, project, f, nil, func(sp *model.Span) bool {
+	err := s.matching(ctx, project, f, nil, limit, func(sp *model.Span) bool {
 		if !seen[sp.TraceID] {
 			seen[sp.TraceID] = true
 			ids = append(ids, sp.TraceID)

@@ -1,0 +1,66 @@
+package chstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+)
+
+// benchCorpus is how many canonical spans the read benchmarks load.
+const benchCorpus = 200_000
+
+// loaded opens a store holding benchCorpus canonical spans (one per benchmark).
+func loaded(b *testing.B) (*Store, []model.Span) {
+	b.Helper()
+	spans := benchSpans(b, benchCorpus)
+	s, err := Open(b.Context(), Options{URL: chtestURL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	t0 := time.Now()
+	appendAllB(b, s, spans)
+	b.Logf("ingested %d spans in %v (%.0f spans/s, one writer)", len(spans), time.Since(t0), float64(len(spans))/time.Since(t0).Seconds())
+	return s, spans
+}
+
+// BenchmarkTraceByID: a trace lookup (trace index, then the trace's minutes).
+func BenchmarkTraceByID(b *testing.B) {
+	s, spans := loaded(b)
+	b.ResetTimer()
+	for i := range b.N {
+		id := spans[(i*7919)%len(spans)].TraceID
+		tr, _, err := s.Trace(b.Context(), "p", id)
+		if err != nil || len(tr) == 0 {
+			b.Fatalf("trace %s: %d spans, %v", id, len(tr), err)
+		}
+	}
+}
+
+// BenchmarkSearchAttribute: the newest 20 spans with a selective attribute
+// value, over the whole store.
+func BenchmarkSearchAttribute(b *testing.B) {
+	s, spans := loaded(b)
+	var f query.Filter
+	for i := len(spans) / 3; ; i++ {
+		if a := spans[i].Attributes; len(a) > 0 && a[0].Value.Type == model.ValueString {
+			expr, err := query.ParseTraceQL(fmt.Sprintf("{ span.%s = %q }", a[0].Key, a[0].Value.Str))
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Expr = expr
+			break
+		}
+	}
+	b.Logf("filter %s", f.Expr)
+	b.ResetTimer()
+	for range b.N {
+		got, _, _, err := s.SearchSpans(b.Context(), "p", &f, 20, nil)
+		if err != nil || len(got) == 0 {
+			b.Fatalf("%d spans, %v", len(got), err)
+		}
+	}
+}
