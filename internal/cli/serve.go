@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/rastro-dev/rastro/internal/chstore"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/process"
@@ -30,6 +31,7 @@ func init() {
 // serveConfig holds the values of rastro serve's flags.
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
+	storage, clickhouseURL                            string
 	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pricesFile                                        string
 	authFile, tlsCert, tlsKey, tlsClientCA            string
@@ -63,6 +65,8 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
 		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: process.DefaultMergeHeadroom,
 		valueThreshold: engine.DefaultValueThreshold, maxHeader: server.DefaultMaxHeaderBytes}
+	fs.StringVar(&c.storage, "storage", "embedded", "where spans are kept: embedded (the engine, in --data-dir) or clickhouse (--clickhouse-url; docs/clickhouse.md)")
+	fs.StringVar(&c.clickhouseURL, "clickhouse-url", "", "with --storage clickhouse: the database, clickhouse://user:password@host:9000/database?secure=true (native protocol); the schema is migrated at start")
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -147,6 +151,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		mode = engine.DurabilityBuffered
 	default:
 		return fmt.Errorf("%w: --durability %q: use wal or buffered", errUsage, c.durability)
+	}
+	switch {
+	case c.storage != "embedded" && c.storage != "clickhouse":
+		return fmt.Errorf("%w: --storage %q: use embedded or clickhouse", errUsage, c.storage)
+	case c.storage == "clickhouse" && c.clickhouseURL == "":
+		return fmt.Errorf("%w: --storage clickhouse needs --clickhouse-url", errUsage)
+	case c.storage == "embedded" && c.clickhouseURL != "":
+		return fmt.Errorf("%w: --clickhouse-url is for --storage clickhouse", errUsage)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -251,6 +263,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	defer process.StartGCFloor(process.DefaultGCFloor)()
 
 	start := time.Now()
+	if c.storage == "clickhouse" {
+		return serveClickHouse(ctx, srv, log, chstore.Options{URL: c.clickhouseURL, Prices: prices, Logger: log}, start)
+	}
 	eng, err := engine.Open(opts)
 	if err != nil {
 		shutdown(srv, log)
@@ -265,6 +280,30 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	shutdown(srv, log)
 	if err := eng.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// serveClickHouse attaches a ClickHouse backend to the listening server and
+// serves until ctx ends.
+func serveClickHouse(ctx context.Context, srv *server.Server, log *slog.Logger, opts chstore.Options, start time.Time) error {
+	if err := opts.Validate(); err != nil {
+		shutdown(srv, log)
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	ch, err := chstore.Open(ctx, opts)
+	if err != nil {
+		shutdown(srv, log)
+		return fmt.Errorf("open ClickHouse store: %w", err)
+	}
+	srv.SetBackend(ch)
+	log.Info("ready", "storage", "clickhouse", "version", ch.Features().Version, "took", time.Since(start).String())
+	<-ctx.Done()
+	log.Info("shutting down: finishing in-flight requests")
+	shutdown(srv, log)
+	if err := ch.Close(); err != nil {
+		return fmt.Errorf("close ClickHouse store: %w", err)
 	}
 	log.Info("stopped")
 	return nil

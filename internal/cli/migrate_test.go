@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/chstore/chtest"
+)
+
+// TestMigrateAppliesOnce: rastro migrate applies the schema's steps once
+// and lists them; a second run applies none.
+func TestMigrateAppliesOnce(t *testing.T) {
+	url := chtest.URL(t)
+	for i, want := range []string{"2 migration(s) applied now", "0 migration(s) applied now"} {
+		var out, errb bytes.Buffer
+		if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url}, &out, &errb); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
+		}
+		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") {
+			t.Fatalf("run %d: %q, want %q and the steps", i, out.String(), want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(t.Context(), []string{"migrate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--clickhouse-url") {
+		t.Fatalf("migrate without a URL: exit %d %q", code, errb.String())
+	}
+}
+
+func TestServeStorageFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--storage", "mysql"}, `--storage "mysql"`},
+		{[]string{"--storage", "clickhouse"}, "needs --clickhouse-url"},
+		{[]string{"--clickhouse-url", "clickhouse://127.0.0.1:9000/x"}, "is for --storage clickhouse"},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)
+		if code := Main(t.Context(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+// TestServeOnClickHouse: rastro serve --storage clickhouse migrates,
+// ingests, answers a trace, answers 501 for what it lacks, and stops.
+func TestServeOnClickHouse(t *testing.T) {
+	url := chtest.URL(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"serve", "--storage", "clickhouse", "--clickhouse-url", url, "--http-addr", addr, "--grpc-addr", "",
+			"--ui=false", "--mcp=false"}, io.Discard, &errb)
+	}()
+	base := "http://" + addr
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			code := <-done
+			t.Fatalf("not ready after 20s: %v; exit %d; log: %s", err, code, errb.String())
+		}
+	}
+	start := time.Now().Add(-time.Minute).UnixNano()
+	body := fmt.Sprintf(`[{"trace_id":"5b8efff798038103d269b633813fc60c","span_id":"eee19b7ec3c1b174","name":"GET /x","service":"web","start_time":%d,"end_time":%d}]`, start, start+5e6)
+	resp, err := http.Post(base+"/v1/spans", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("ingest: %d", resp.StatusCode)
+	}
+	for path, want := range map[string]int{"/api/v1/traces/5b8efff798038103d269b633813fc60c": 200, "/api/v1/stats": 501, "/api/v1/red?since=1h": 200} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, b, want)
+		}
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "storage=clickhouse") {
+		t.Errorf("log does not name the storage: %s", errb.String())
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
