@@ -264,8 +264,14 @@ func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, fie
 	clear(e.dict)
 	e.dlist = e.dlist[:0]
 	e.idx = e.idx[:0]
+	var last string
+	var lastJ uint64
 	for i := range spans {
 		v := field(&spans[i])
+		if i > 0 && v == last { // runs of one value (one service) skip the map
+			e.idx = append(e.idx, lastJ)
+			continue
+		}
 		j, ok := e.dict[v]
 		if !ok {
 			j = uint64(len(e.dlist))
@@ -273,6 +279,7 @@ func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, fie
 			e.dlist = append(e.dlist, v)
 		}
 		e.idx = append(e.idx, j)
+		last, lastJ = v, j
 	}
 	raw = binary.AppendUvarint(raw, uint64(len(e.dlist)))
 	for _, v := range e.dlist {
