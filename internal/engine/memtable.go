@@ -122,7 +122,7 @@ type memtable struct {
 // chainedTrace is the number of spans from which a trace's spans are
 // indexed in memtable.byKey; below it a re-send is found by walking the
 // trace's chain (at most chainedTrace-1 rows, all in the row chunks).
-const chainedTrace = 8
+const chainedTrace = 16
 
 // newMemtable makes an empty write buffer whose lookup maps are sized for
 // the previous buffer's rows and traces (prev nil: small), so a buffer that

@@ -32,9 +32,9 @@ func TestMemtableResendsEqualBruteForce(t *testing.T) {
 			p := projects[rng.IntN(len(projects))]
 			var batch []model.Span
 			for range 1 + rng.IntN(60) {
-				tr := byte(rng.IntN(12))
-				// Trace t has up to 2t+1 distinct spans: traces 0-3 stay
-				// below chainedTrace, the others cross it.
+				tr := byte(rng.IntN(chainedTrace + 4))
+				// Trace t has up to 2t+1 distinct spans: the first
+				// traces stay below chainedTrace, the others cross it.
 				s := rspan(tr, byte(rng.IntN(2*int(tr)+1)), rbase+uint64(rng.IntN(1000)), "")
 				gen++
 				s.Name = string(rune('a' + gen%26))
