@@ -35,6 +35,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +87,9 @@ func (o *Options) Validate() error {
 	if o.URL == "" {
 		return errors.New("chstore: no ClickHouse URL (clickhouse://host:9000/database)")
 	}
+	if !strings.HasPrefix(o.URL, "clickhouse://") && !strings.HasPrefix(o.URL, "tcp://") {
+		return fmt.Errorf("chstore: ClickHouse URL %q: use clickhouse://host:9000/database (the native protocol; HTTP is not supported yet)", redact(o.URL))
+	}
 	if _, err := clickhouse.ParseDSN(o.URL); err != nil {
 		return fmt.Errorf("chstore: ClickHouse URL: %w", err)
 	}
@@ -113,6 +118,14 @@ func (o *Options) Validate() error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
+}
+
+// redact hides the password of a URL for messages.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
 }
 
 // Store is the ClickHouse backend. It is safe for concurrent use.

@@ -41,6 +41,8 @@ func TestServeStorageFlags(t *testing.T) {
 		{[]string{"--storage", "mysql"}, `--storage "mysql"`},
 		{[]string{"--storage", "clickhouse"}, "needs --clickhouse-url"},
 		{[]string{"--clickhouse-url", "clickhouse://127.0.0.1:9000/x"}, "is for --storage clickhouse"},
+		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:9000/x", "--retention", "7d"}, "not built for --storage clickhouse"},
+		{[]string{"--storage", "clickhouse", "--clickhouse-url", "mysql://x"}, "--clickhouse-url"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)

@@ -159,6 +159,15 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --storage clickhouse needs --clickhouse-url", errUsage)
 	case c.storage == "embedded" && c.clickhouseURL != "":
 		return fmt.Errorf("%w: --clickhouse-url is for --storage clickhouse", errUsage)
+	case c.storage == "clickhouse" && (c.retention != 0 || len(c.retentionProject.m) > 0):
+		// Not built on ClickHouse yet: refused rather than silently ignored.
+		return fmt.Errorf("%w: --retention and --retention-project are not built for --storage clickhouse yet (docs/clickhouse.md)", errUsage)
+	}
+	chOpts := chstore.Options{URL: c.clickhouseURL}
+	if c.storage == "clickhouse" {
+		if err := chOpts.Validate(); err != nil {
+			return fmt.Errorf("%w: --clickhouse-url: %v", errUsage, err)
+		}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.logLevel)); err != nil {
@@ -264,7 +273,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	start := time.Now()
 	if c.storage == "clickhouse" {
-		return serveClickHouse(ctx, srv, log, chstore.Options{URL: c.clickhouseURL, Prices: prices, Logger: log}, start)
+		chOpts.Prices, chOpts.Logger = prices, log
+		return serveClickHouse(ctx, srv, log, chOpts, start)
 	}
 	eng, err := engine.Open(opts)
 	if err != nil {
@@ -288,10 +298,6 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 // serveClickHouse attaches a ClickHouse backend to the listening server and
 // serves until ctx ends.
 func serveClickHouse(ctx context.Context, srv *server.Server, log *slog.Logger, opts chstore.Options, start time.Time) error {
-	if err := opts.Validate(); err != nil {
-		shutdown(srv, log)
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
 	ch, err := chstore.Open(ctx, opts)
 	if err != nil {
 		shutdown(srv, log)
