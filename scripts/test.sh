@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/...)
+race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/... ./internal/chstore/...)
 
 # The MCP tests drive the server with third-party clients from npm (the
 # TypeScript SDK and the Inspector CLI, pinned in the lock file); Node.js 20+.
@@ -22,7 +22,7 @@ echo "== go test -race (concurrent packages)"
 go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
 
 echo "== go test (everything else)"
-mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store)
+mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store -e /internal/chstore)
 go test -count=1 -timeout 20m "${rest[@]}"
 
 # The fuzz targets of the parsers that read bytes from the network: their
