@@ -312,8 +312,8 @@ func TestInjectionThroughEveryParameter(t *testing.T) {
 	}
 	// The erasure of one injected trace removes that trace only.
 	id := spans[5].TraceID
-	if _, err := s.Erase(ctx, store.EraseRequest{Project: "plain", TraceID: &id}); err != nil {
-		t.Fatal(err)
+	if e, err := s.Erase(ctx, store.EraseRequest{Project: "plain", TraceID: &id}); err != nil || e.SpansErased != 1 || e.Traces != 1 {
+		t.Fatalf("erase one trace of one span: %+v %v", e, err)
 	}
 	got, _, _, err := s.SearchSpans(ctx, "plain", &query.Filter{}, 100, nil)
 	if err != nil || len(got) != len(spans)-1 {
@@ -443,5 +443,68 @@ func appendAllB(b *testing.B, s *Store, spans []model.Span) {
 			b.Fatal(err)
 		}
 		spans = spans[n:]
+	}
+}
+
+// TestErasure: requests are checked as on the engine; the traces a query
+// covers are hidden at once and their rows removed later (done).
+func TestErasure(t *testing.T) {
+	s := open(t, Options{})
+	ctx := t.Context()
+	spans := benchSpans(t, 2000)
+	appendAll(t, s, "p", spans)
+	id := spans[0].TraceID
+	for _, req := range []store.EraseRequest{
+		{Project: "p"}, {Project: "p", TraceID: &id, Query: `{ status = error }`}, {Project: "p", Query: "{ }"},
+		{Project: "p", Query: "{ nope"}, {Project: "p", Query: `{ duration >= 0 }`},
+	} {
+		if _, err := s.Erase(ctx, req); !errors.Is(err, store.ErrBadRequest) {
+			t.Errorf("%+v: %v, want a bad request", req, err)
+		}
+	}
+	q := fmt.Sprintf(`{ resource.service.name = "%s" }`, spans[1].Service)
+	f, err := query.FromValues(url.Values{"q": {q}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, rows := map[model.TraceID]bool{}, 0
+	for i := range spans {
+		if f.Match(&spans[i]) {
+			traces[spans[i].TraceID] = true
+		}
+	}
+	for i := range spans {
+		if traces[spans[i].TraceID] {
+			rows++
+		}
+	}
+	e, err := s.Erase(ctx, store.EraseRequest{Project: "p", Query: q})
+	if err != nil || e.State != store.EraseHidden || e.Traces != len(traces) || e.SpansErased != int64(rows) {
+		t.Fatalf("erase: %+v %v, want hidden, %d traces, %d spans", e, err, len(traces), rows)
+	}
+	left, _, _, err := s.SearchSpans(ctx, "p", &query.Filter{}, 5000, nil)
+	if err != nil || len(left) != len(spans)-rows {
+		t.Fatalf("after the erasure %d spans are found (%v), want %d", len(left), err, len(spans)-rows)
+	}
+	for i := range left {
+		if traces[left[i].TraceID] {
+			t.Fatalf("a span of an erased trace is found: %s", left[i].TraceID)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		list, err := s.Erasures(ctx, "p")
+		if err != nil || len(list) != 1 || list[0].ID != e.ID {
+			t.Fatalf("erasures: %+v %v", list, err)
+		}
+		if list[0].State == store.EraseDone && list[0].DoneAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("erasure not done after 20s: %+v", list[0])
+		}
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != uint64(len(spans)-rows) {
+		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
 	}
 }

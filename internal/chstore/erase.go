@@ -74,13 +74,6 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		st.TraceID = req.TraceID.String()
 	}
 	if len(ids) > 0 {
-		w := base(req.Project, 0, 0)
-		w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", traceIDs(ids))
-		var n uint64
-		if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans WHERE "+w.String(), w.args...).Scan(&n); err != nil {
-			return store.Erasure{}, fmt.Errorf("count spans to erase in ClickHouse: %w", err)
-		}
-		st.SpansErased = int64(n)
 		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO erased_traces (project, trace_id, erasure)")
 		if err != nil {
 			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
@@ -94,6 +87,15 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		if err := b.Send(); err != nil {
 			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
 		}
+		// The rows of its traces, less those an earlier erasure covers.
+		var n uint64
+		if err := s.conn.QueryRow(ctx, `SELECT count() FROM spans WHERE project = ?
+			AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)
+			AND trace_id NOT IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure != ?)`,
+			req.Project, req.Project, st.ID, req.Project, st.ID).Scan(&n); err != nil {
+			return store.Erasure{}, fmt.Errorf("count spans to erase in ClickHouse: %w", err)
+		}
+		st.SpansErased = int64(n)
 	}
 	if err := s.saveErasure(ctx, st); err != nil {
 		return store.Erasure{}, err
@@ -101,9 +103,9 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 	if len(ids) > 0 {
 		if err := s.conn.Exec(ctx, "ALTER TABLE spans DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
 			req.Project, req.Project, st.ID); err != nil {
-			// Hidden already; the removal is retried by the next erasure of
-			// these traces. Say so in the status rather than fail a request
-			// whose effect on queries has taken place.
+			// Hidden already (erasing a trace by id again starts its removal
+			// again). Say so in the status rather than fail a request whose
+			// effect on queries has taken place.
 			st.Error = "removal not started: " + err.Error()
 			if err := s.saveErasure(ctx, st); err != nil {
 				return store.Erasure{}, err

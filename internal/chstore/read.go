@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -71,11 +72,25 @@ func scanSpans(rows rowScanner, visit func(st *stored) bool) error {
 	return nil
 }
 
+// maxBoundIDs is the most trace ids one query binds (35 bytes each as SQL).
+const maxBoundIDs = 2000
+
 // traces returns the spans of each trace in ids, each span once (the
 // newest copy), ordered by start time then span id.
 func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID) (map[model.TraceID][]model.Span, error) {
 	out := map[model.TraceID][]model.Span{}
 	if len(ids) == 0 {
+		return out, nil
+	}
+	if len(ids) > maxBoundIDs { // bound ids stay well under max_query_size
+		for len(ids) > 0 {
+			part, err := s.traces(ctx, project, ids[:min(len(ids), maxBoundIDs)])
+			if err != nil {
+				return nil, err
+			}
+			maps.Copy(out, part)
+			ids = ids[min(len(ids), maxBoundIDs):]
+		}
 		return out, nil
 	}
 	hexIDs := traceIDs(ids)
@@ -161,7 +176,7 @@ func (s *Store) withTraces(ctx context.Context, project string, f *query.Filter,
 // maxCandidatePage.
 const (
 	minCandidatePage = 64
-	maxCandidatePage = 4096
+	maxCandidatePage = 1024 // keeps the ids a page binds well under max_query_size (256 KiB)
 )
 
 // matching calls visit with the spans f matches, newest first (start
