@@ -126,8 +126,9 @@ func (o *Options) validateProjectLimits() error {
 // admitProject refuses a request of project before its body is read when
 // the project is over its rate, when the backend's write buffer is full
 // (the append would be refused anyway), or when the buffer is more than half
-// full and the project holds more than its share of it: a flooding project
-// is held back while the others keep writing.
+// full, other projects hold part of it, and the project holds more than its
+// share: a flooding project is held back while the others keep writing. A
+// project alone in the buffer is refused only when it is full.
 func (s *Server) admitProject(b store.Backend, project string) *ingestError {
 	if ok, wait := s.rates.allow(project); !ok {
 		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "rate").Inc()
@@ -144,7 +145,7 @@ func (s *Server) admitProject(b store.Backend, project string) *ingestError {
 	case total >= limit:
 		return &ingestError{status: http.StatusTooManyRequests, reason: "buffer_full",
 			msg: "the write buffer is full while sealing catches up; retry after the Retry-After delay"}
-	case s.opts.ProjectBufferShare < 1 && total >= limit/2 && float64(mine) > s.opts.ProjectBufferShare*float64(limit):
+	case s.opts.ProjectBufferShare < 1 && total >= limit/2 && total > mine && float64(mine) > s.opts.ProjectBufferShare*float64(limit):
 		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "buffer_share").Inc()
 		return &ingestError{status: http.StatusTooManyRequests, reason: "project_buffer_share",
 			msg: fmt.Sprintf("project %q holds %d%% of the write buffer, more than its share of %g%% (--project-buffer-share), while sealing catches up; retry after the Retry-After delay",

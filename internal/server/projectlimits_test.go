@@ -157,10 +157,29 @@ func TestProjectRateLimit(t *testing.T) {
 
 // TestProjectBufferShare: while seals are behind, a project holding more
 // than its share of the write buffer is refused (HTTP 429, gRPC
-// RESOURCE_EXHAUSTED) and another project's requests still go in.
+// RESOURCE_EXHAUSTED) and another project's requests still go in; a project
+// alone in the buffer is refused only when it is full.
 func TestProjectBufferShare(t *testing.T) {
 	const limit = 4 << 20
+	alone := startLimited(t, Options{ProjectBufferShare: 0.5}, engine.Options{SealBytes: limit, MaxBufferBytes: limit})
+	pastHalf := false // accepted with more than half the buffer its own
+	for i := 0; ; i++ {
+		mine, _, _ := alone.eng.BufferUsage("only")
+		code, _, body := alone.postAs("only", spansFor(200, byte(i)))
+		if code == 200 {
+			pastHalf = pastHalf || mine*2 > limit
+			continue
+		}
+		if code != http.StatusTooManyRequests || !strings.Contains(body, "write buffer is full") || !pastHalf {
+			t.Fatalf("a project alone, batch %d: %d %s (accepted past half the buffer: %v); want 429 only once the buffer is full", i, code, body, pastHalf)
+		}
+		break
+	}
+
 	ts := startLimited(t, Options{ProjectBufferShare: 0.5}, engine.Options{SealBytes: limit, MaxBufferBytes: limit})
+	if code, _, body := ts.postAs("quiet", spansFor(20, 254)); code != 200 {
+		t.Fatalf("quiet: %d %s", code, body)
+	}
 	var refused string
 	for i := 0; i < 200 && refused == ""; i++ {
 		switch code, _, body := ts.postAs("noisy", spansFor(200, byte(i))); code {
