@@ -109,7 +109,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.grpcMaxStreams, "grpc-max-streams", server.DefaultGRPCMaxStreams, "concurrent calls on one gRPC connection (each may hold one message of up to --max-body-bytes)")
 	fs.Float64Var(&c.projectRate, "project-rate", 0, "each project's ingest rate in spans/s, beyond which its requests get 429 with Retry-After (0: no limit)")
 	fs.Float64Var(&c.projectBurst, "project-burst", 0, "spans a project may send at once above --project-rate (0: one second's worth)")
-	fs.Float64Var(&c.projectShare, "project-buffer-share", server.DefaultProjectBufferShare, "the part of the write buffer (--max-buffer-bytes) one project may hold while the buffer is more than half full; beyond it that project's requests get 429 and the others' still go in (1: no share)")
+	fs.Float64Var(&c.projectShare, "project-buffer-share", server.DefaultProjectBufferShare, "the part of the write buffer (--max-buffer-bytes) one project may hold while the buffer is more than half full and other projects hold part of it; beyond it that project's requests get 429 and the others' still go in (1: no share)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
