@@ -54,7 +54,7 @@ type serveConfig struct {
 	// Limits against slow and hostile clients (server.Options).
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout, queryTimeout time.Duration
 	maxHeader                                                               byteSize
-	maxQueries, grpcMaxStreams                                              int
+	maxQueries, grpcMaxStreams, maxIngest                                   int
 	projectRate, projectBurst, projectShare                                 float64
 }
 
@@ -107,6 +107,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.maxQueries, "max-concurrent-queries", server.DefaultMaxConcurrentQueries, "query requests run at once (search, traces, discovery, LLM, Tempo, Jaeger; not ingest, health or the live tail); beyond it they get 429 with Retry-After")
 	fs.DurationVar(&c.queryTimeout, "query-timeout", server.DefaultQueryTimeout, "a query request's time budget: past it the query stops and answers 503 saying so (structural and pipeline queries stop at half of it and answer partially)")
 	fs.IntVar(&c.grpcMaxStreams, "grpc-max-streams", server.DefaultGRPCMaxStreams, "concurrent calls on one gRPC connection (each may hold one message of up to --max-body-bytes)")
+	fs.IntVar(&c.maxIngest, "max-concurrent-ingest", server.DefaultMaxConcurrentIngest, "ingest requests decoded and stored at once (their bodies read); beyond it they get 429 with Retry-After at once instead of waiting, so accepted requests stay fast under overload")
 	fs.Float64Var(&c.projectRate, "project-rate", 0, "each project's ingest rate in spans/s, beyond which its requests get 429 with Retry-After (0: no limit)")
 	fs.Float64Var(&c.projectBurst, "project-burst", 0, "spans a project may send at once above --project-rate (0: one second's worth)")
 	fs.Float64Var(&c.projectShare, "project-buffer-share", server.DefaultProjectBufferShare, "the part of the write buffer (--max-buffer-bytes) one project may hold while the buffer is more than half full and other projects hold part of it; beyond it that project's requests get 429 and the others' still go in (1: no share)")
@@ -132,7 +133,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		"--erase-delay": int64(c.eraseDelay), "--lifecycle-interval": int64(c.lifecycleInterval),
 		"--read-header-timeout": int64(c.readHeaderTimeout), "--read-timeout": int64(c.readTimeout), "--write-timeout": int64(c.writeTimeout),
 		"--idle-timeout": int64(c.idleTimeout), "--query-timeout": int64(c.queryTimeout), "--max-header-bytes": int64(c.maxHeader),
-		"--max-concurrent-queries": int64(c.maxQueries), "--grpc-max-streams": int64(c.grpcMaxStreams)} {
+		"--max-concurrent-queries": int64(c.maxQueries), "--grpc-max-streams": int64(c.grpcMaxStreams),
+		"--max-concurrent-ingest": int64(c.maxIngest)} {
 		if v <= 0 {
 			return fmt.Errorf("%w: %s must be above zero", errUsage, name)
 		}
@@ -223,7 +225,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSClientCA: c.tlsClientCA,
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
 		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
-		ProjectRate: c.projectRate, ProjectBurst: c.projectBurst, ProjectBufferShare: c.projectShare,
+		ProjectRate: c.projectRate, ProjectBurst: c.projectBurst, ProjectBufferShare: c.projectShare, MaxConcurrentIngest: c.maxIngest,
 	})
 	if err != nil {
 		// Bad settings, an auth file or certificate that does not load:

@@ -91,7 +91,7 @@ func newGRPCServer(s *Server) *grpc.Server {
 		// does; one with no call for the idle timeout is sent away.
 		grpc.ConnectionTimeout(s.opts.ReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.opts.IdleTimeout}),
-		grpc.InTapHandle(s.grpcCallDeadline),
+		grpc.InTapHandle(s.grpcTap),
 	}
 	if s.tls != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(s.tls.config())))
@@ -101,12 +101,38 @@ func newGRPCServer(s *Server) *grpc.Server {
 	return g
 }
 
-// grpcCallDeadline bounds a gRPC call, receiving its message included, by
-// the read timeout, as HTTP bounds a request and its body: a client that
-// sends its message slowly is answered DEADLINE_EXCEEDED then, and what it
-// sent is let go. The deadline is the call's context's (the tap handle's
-// context becomes the stream's, which the message reader waits on).
-func (s *Server) grpcCallDeadline(ctx context.Context, _ *tap.Info) (context.Context, error) {
+// grpcTap runs before a call's stream is created, so before its message is
+// received. An Export call its project's limits or a full write buffer
+// would refuse (admitProject) is refused here, RESOURCE_EXHAUSTED, so that
+// a flood over gRPC costs no message buffers, as HTTP refuses before
+// reading the body; a call that fails the access check is left to the
+// interceptor, which answers it. Then it bounds the call, receiving its
+// message included, by the read timeout, as HTTP bounds a request and its
+// body: a client that sends its message slowly is answered
+// DEADLINE_EXCEEDED then, and what it sent is let go. The deadline is the
+// call's context's (the tap handle's context becomes the stream's, which
+// the message reader waits on). gRPC runs it in the connection's reader
+// goroutine: it takes no lock for long and does no I/O.
+func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if be := s.currentBackend(); be != nil && info.FullMethodName == exportMethod {
+		first := func(k string) string {
+			if v := info.Header.Get(k); len(v) > 0 {
+				return v[0]
+			}
+			return ""
+		}
+		if project, aerr := s.authorize(accessIngest, first("authorization"), first("x-scope-orgid")); aerr == nil {
+			ierr := s.admitProject(be, project)
+			if ierr == nil && s.ingestBusy() {
+				ierr = s.busyError()
+			}
+			if ierr != nil {
+				s.met.rejected.WithLabelValues(ierr.reason).Inc()
+				s.met.requests.WithLabelValues(protoOTLPGRPC, codes.ResourceExhausted.String()).Inc()
+				return nil, status.Error(codes.ResourceExhausted, ierr.msg)
+			}
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.ReadTimeout)
 	context.AfterFunc(ctx, cancel) // the call's end (its parent context) stops the timer
 	return ctx, nil
@@ -147,6 +173,12 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
 	}
 	defer s.release(n)
+	done, ierr := s.ingestSlot()
+	if ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
+	}
+	defer done()
 	b, ierr := s.store(ctx, be, project, protoOTLPGRPC, otlp.RecordOTLPProto, body)
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()

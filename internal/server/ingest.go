@@ -262,6 +262,13 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordT
 	if ierr != nil {
 		return otlp.Batch{}, ierr
 	}
+	// The slot is taken once the body is here: a slow client holds memory
+	// (bounded above), never a slot.
+	done, ierr := s.ingestSlot()
+	if ierr != nil {
+		return otlp.Batch{}, ierr
+	}
+	defer done()
 	return s.store(r.Context(), b, project, protocol, rt, body)
 }
 

@@ -109,6 +109,11 @@ func (p *projectRates) forgetIdle(t time.Time) {
 // DefaultProjectBufferShare is the default Options.ProjectBufferShare.
 const DefaultProjectBufferShare = 0.5
 
+// DefaultMaxConcurrentIngest is the default Options.MaxConcurrentIngest:
+// enough requests at once for the WAL's group commit to batch them on a
+// few cores, few enough that an accepted request does not wait long.
+const DefaultMaxConcurrentIngest = 32
+
 func (o *Options) validateProjectLimits() error {
 	switch {
 	case o.ProjectRate < 0 || o.ProjectBurst < 0 || math.IsNaN(o.ProjectRate) || math.IsNaN(o.ProjectBurst):
@@ -120,8 +125,35 @@ func (o *Options) validateProjectLimits() error {
 	case o.ProjectBufferShare == 0:
 		o.ProjectBufferShare = DefaultProjectBufferShare
 	}
+	if o.MaxConcurrentIngest < 0 {
+		return fmt.Errorf("server: ingest cap %d must not be negative", o.MaxConcurrentIngest)
+	}
+	if o.MaxConcurrentIngest == 0 {
+		o.MaxConcurrentIngest = DefaultMaxConcurrentIngest
+	}
 	return nil
 }
+
+// ingestSlot takes one of the MaxConcurrentIngest slots without waiting; it
+// returns the release function, or a 429 when every slot is taken.
+func (s *Server) ingestSlot() (func(), *ingestError) {
+	select {
+	case s.ingestSlots <- struct{}{}:
+		return func() { <-s.ingestSlots }, nil
+	default:
+		return nil, s.busyError()
+	}
+}
+
+// busyError is the answer to an ingest request beyond MaxConcurrentIngest.
+func (s *Server) busyError() *ingestError {
+	return &ingestError{status: http.StatusTooManyRequests, reason: "ingest_busy",
+		msg: fmt.Sprintf("this server is storing %d requests at once (--max-concurrent-ingest) and refuses more rather than make them wait; retry after the Retry-After delay", cap(s.ingestSlots))}
+}
+
+// ingestBusy reports whether every ingest slot is taken (for gRPC's tap,
+// before a call's message is received).
+func (s *Server) ingestBusy() bool { return len(s.ingestSlots) >= cap(s.ingestSlots) }
 
 // admitProject refuses a request of project before its body is read when
 // the project is over its rate, when the backend's write buffer is full

@@ -271,3 +271,43 @@ func TestFsyncFailureStopsWrites(t *testing.T) {
 		t.Fatalf("queries after the fsync error: %d, %d spans", c, len(got.Spans))
 	}
 }
+
+// TestIngestCapRefusesAtOnce: beyond --max-concurrent-ingest a request is
+// refused with 429 at once (HTTP and gRPC) instead of waiting behind the
+// ones being stored, which are acknowledged as usual.
+func TestIngestCapRefusesAtOnce(t *testing.T) {
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".wal") && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release // the first request's fsync waits: it holds the only slot
+		}
+		return vfs.Fault{}
+	}}
+	ts := startLimited(t, Options{MaxConcurrentIngest: 1}, engine.Options{Dir: "/data", FS: fs})
+	hold.Store(true)
+	first := make(chan int, 1)
+	go func() { code, _, _ := ts.postAs("p", spansFor(5, 1)); first <- code }()
+	<-held
+	code, retry, body := ts.postAs("p", spansFor(5, 2))
+	if code != http.StatusTooManyRequests || retry != "1" || !strings.Contains(body, "--max-concurrent-ingest") {
+		t.Fatalf("beyond the cap: %d, Retry-After %q, %s", code, retry, body)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	err = exportSpans(context.Background(), coltracepb.NewTraceServiceClient(cc), spansFor(5, 3))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-concurrent-ingest") {
+		t.Fatalf("beyond the cap over gRPC: %v", err)
+	}
+	close(release)
+	if code := <-first; code != 200 {
+		t.Fatalf("the request holding the slot: %d", code)
+	}
+	if code, _, body := ts.postAs("p", spansFor(5, 4)); code != 200 {
+		t.Fatalf("once the slot is free: %d %s", code, body)
+	}
+}

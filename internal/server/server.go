@@ -98,6 +98,11 @@ type Options struct {
 	// ProjectRate is each project's ingest rate in spans/s (0: no limit),
 	// with bursts of ProjectBurst spans (0: one second's worth).
 	ProjectRate, ProjectBurst float64
+	// MaxConcurrentIngest is how many ingest requests are decoded and
+	// stored at once (their bodies read); beyond it a request gets 429 at
+	// once, so an overloaded server refuses instead of queueing and its
+	// acknowledgements stay fast. Default DefaultMaxConcurrentIngest.
+	MaxConcurrentIngest int
 	// ProjectBufferShare is the part of the backend's write buffer one
 	// project may hold while the buffer is more than half full; beyond it
 	// the project's requests get 429, the others' still go in. 0 selects
@@ -187,6 +192,9 @@ type Server struct {
 	querySlots chan struct{}
 	conns      *connStates
 	rates      *projectRates // per-project ingest rate (nil: none)
+	// ingestSlots holds one token per ingest request being decoded and
+	// stored; its capacity is Options.MaxConcurrentIngest.
+	ingestSlots chan struct{}
 
 	httpLn, grpcLn net.Listener
 	extraLns       []net.Listener
@@ -208,6 +216,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
 	s.met = newMetrics()
 	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
+	s.ingestSlots = make(chan struct{}, opts.MaxConcurrentIngest)
 	if opts.ProjectRate > 0 {
 		s.rates = newProjectRates(opts.ProjectRate, opts.ProjectBurst, nil)
 	}
