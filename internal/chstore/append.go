@@ -101,7 +101,7 @@ func (w *writer) insertLoop() {
 			w.queued.Add(-int64(len(p.spans)))
 			p.done <- err
 			if err == nil {
-				w.s.offerTails(p.project, p.spans)
+				w.s.tails.Offer(p.project, p.spans)
 			}
 		}
 	}

@@ -136,8 +136,7 @@ type Store struct {
 
 	w writer // the write path (append.go)
 
-	tailMu sync.Mutex
-	tails  map[*tail]struct{} // guarded by tailMu
+	tails *store.TailHub
 
 	eraseMu sync.Mutex // one erasure at a time in this process
 }
@@ -192,7 +191,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion())
-	s := &Store{opts: opts, conn: conn, features: feat, tails: map[*tail]struct{}{}}
+	s := &Store{opts: opts, conn: conn, features: feat, tails: store.NewTailHub("chstore", maxTails, tailQueue)}
 	s.w.start(s)
 	return s, nil
 }
@@ -204,7 +203,7 @@ func (s *Store) Features() Features { return s.features }
 // (or fail), ends every tail and closes the connections.
 func (s *Store) Close() error {
 	s.w.stop()
-	s.closeTails()
+	s.tails.Close()
 	return s.conn.Close()
 }
 

@@ -46,7 +46,7 @@ type Store struct {
 	index    map[spanKey]int         // (project, trace, span) -> position in spans[project]
 	total    int
 	erasures []store.Erasure
-	tails    map[*tail]struct{}
+	tails    *store.TailHub
 	closed   bool
 }
 
@@ -64,7 +64,7 @@ func New(opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Store{opts: opts, spans: map[string][]model.Span{}, index: map[spanKey]int{}, tails: map[*tail]struct{}{}}
+	return &Store{opts: opts, spans: map[string][]model.Span{}, index: map[spanKey]int{}, tails: store.NewTailHub("memstore", maxTails, tailQueue)}
 }
 
 var _ interface {
@@ -91,9 +91,7 @@ func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for t := range s.tails {
-		t.closeLocked()
-	}
+	s.tails.Close()
 }
 
 // Append stores w's spans; a re-sent span (same trace and span id) replaces
@@ -123,11 +121,7 @@ func (s *Store) Append(ctx context.Context, w *store.Write) error {
 		s.total++
 	}
 	s.spans[w.Project] = list
-	for t := range s.tails {
-		if t.project == w.Project {
-			t.offerLocked(w.Spans)
-		}
-	}
+	s.tails.Offer(w.Project, w.Spans)
 	return nil
 }
 
