@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -515,41 +516,31 @@ func Write(dir, name string, byProject map[string][]model.Span, opts WriterOptio
 // WritePtrs is Write for spans held elsewhere (a write buffer's rows): it
 // sorts each project's pointers with SortSpanPtrs; the spans do not move.
 func WritePtrs(dir, name string, byProject map[string][]*model.Span, opts WriterOptions) (Info, error) {
-	w, err := NewWriter(dir, name, opts)
-	if err != nil {
-		return Info{}, err
-	}
-	names := make([]string, 0, len(byProject))
-	for p := range byProject {
-		names = append(names, p)
-	}
-	slices.Sort(names)
-	for _, p := range names {
-		SortSpanPtrs(byProject[p])
-		if err := w.AppendPtrs(p, byProject[p]); err != nil {
-			w.Abort()
-			return Info{}, err
-		}
-	}
-	return w.Close()
+	return writeProjects(dir, name, byProject, opts, func(w *Writer, p string, spans []*model.Span) error {
+		SortSpanPtrs(spans)
+		return w.AppendPtrs(p, spans)
+	})
 }
 
 // WriteRefs is WritePtrs for span references whose trace minimums the
 // caller knows (a write buffer groups its rows by trace): it sorts each
 // project's references with SortSpanRefs.
 func WriteRefs(dir, name string, byProject map[string][]SpanRef, opts WriterOptions) (Info, error) {
+	return writeProjects(dir, name, byProject, opts, func(w *Writer, p string, refs []SpanRef) error {
+		SortSpanRefs(refs)
+		return w.AppendRefs(p, refs)
+	})
+}
+
+// writeProjects writes one segment from the projects' spans, in project
+// name order, each appended by add.
+func writeProjects[S any](dir, name string, byProject map[string]S, opts WriterOptions, add func(w *Writer, project string, spans S) error) (Info, error) {
 	w, err := NewWriter(dir, name, opts)
 	if err != nil {
 		return Info{}, err
 	}
-	names := make([]string, 0, len(byProject))
-	for p := range byProject {
-		names = append(names, p)
-	}
-	slices.Sort(names)
-	for _, p := range names {
-		SortSpanRefs(byProject[p])
-		if err := w.AppendRefs(p, byProject[p]); err != nil {
+	for _, p := range slices.Sorted(maps.Keys(byProject)) {
+		if err := add(w, p, byProject[p]); err != nil {
 			w.Abort()
 			return Info{}, err
 		}
