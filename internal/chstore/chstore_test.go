@@ -508,3 +508,47 @@ func TestErasure(t *testing.T) {
 		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
 	}
 }
+
+// TestTwoProcessesShareOneDatabase: two Stores on one database, as two
+// rastro serve processes behind a load balancer: what one acknowledges, the
+// other finds at once (trace by id, search), and an erasure through one is
+// hidden from the other at once.
+func TestTwoProcessesShareOneDatabase(t *testing.T) {
+	dsn := chtest.URL(t)
+	a, b := open(t, Options{URL: dsn}), open(t, Options{URL: dsn})
+	spans := benchSpans(t, 300)
+	appendAll(t, a, "p", spans)
+	byTrace := map[model.TraceID]int{}
+	for i := range spans {
+		byTrace[spans[i].TraceID]++
+	}
+	for id, n := range byTrace {
+		got, _, err := b.Trace(t.Context(), "p", id)
+		if err != nil || len(got) != n {
+			t.Fatalf("trace %s written through a, read through b: %d spans, %v; want %d", id, len(got), err, n)
+		}
+	}
+	var total int
+	var cur *store.Cursor
+	for {
+		page, next, _, err := b.SearchSpans(t.Context(), "p", &query.Filter{}, 100, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(page)
+		if next == nil {
+			break
+		}
+		cur = next
+	}
+	if total != len(spans) {
+		t.Fatalf("b's search finds %d of the %d spans a acknowledged", total, len(spans))
+	}
+	victim := spans[0].TraceID
+	if _, err := a.Erase(t.Context(), store.EraseRequest{Project: "p", TraceID: &victim}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := b.Trace(t.Context(), "p", victim); err != nil || len(got) != 0 {
+		t.Fatalf("a trace erased through a is served by b: %d spans, %v", len(got), err)
+	}
+}
