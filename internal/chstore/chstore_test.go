@@ -552,3 +552,71 @@ func TestTwoProcessesShareOneDatabase(t *testing.T) {
 		t.Fatalf("a trace erased through a is served by b: %d spans, %v", len(got), err)
 	}
 }
+
+// TestClickHouseRestartDuringIngest: ClickHouse restarts while writes go
+// on. Writes during the outage fail (503, nothing acknowledged); every write
+// acknowledged before, during or after it is stored exactly once.
+func TestClickHouseRestartDuringIngest(t *testing.T) {
+	srv, err := chtest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	s, err := Open(t.Context(), Options{URL: srv.URL("default") + "?dial_timeout=500ms", BatchWindow: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	spans := benchSpans(t, 4000)
+	acked := map[model.SpanID]bool{}
+	failed := 0
+	restarted := make(chan error, 1)
+	for i := 0; i < len(spans); i += 50 {
+		batch := slices.Clone(spans[i : i+50])
+		switch i {
+		case 1000:
+			go func() { restarted <- srv.Restart() }()
+		case 2000: // the rest is written once the restart is over
+			if err := <-restarted; err != nil {
+				t.Fatalf("restart: %v", err)
+			}
+		}
+		if err := s.Append(t.Context(), &store.Write{Project: "p", Spans: batch}); err != nil {
+			if errors.Is(err, store.ErrBadRequest) {
+				t.Fatal(err)
+			}
+			failed++
+			continue
+		}
+		for _, sp := range batch {
+			acked[sp.SpanID] = true
+		}
+	}
+	t.Logf("%d spans acknowledged, %d writes refused during the outage", len(acked), failed)
+	seen := map[model.SpanID]bool{}
+	var cur *store.Cursor
+	for {
+		page, next, _, err := s.SearchSpans(t.Context(), "p", &query.Filter{}, 500, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range page {
+			if seen[page[i].SpanID] {
+				t.Fatalf("span %s stored twice", page[i].SpanID)
+			}
+			seen[page[i].SpanID] = true
+		}
+		if next == nil {
+			break
+		}
+		cur = next
+	}
+	for id := range acked {
+		if !seen[id] {
+			t.Fatalf("acknowledged span %s lost across the restart (%d acknowledged, %d found, %d writes failed)", id, len(acked), len(seen), failed)
+		}
+	}
+	if len(acked) < len(spans)/2 {
+		t.Fatalf("only %d of %d spans acknowledged: writes did not resume after the restart", len(acked), len(spans))
+	}
+}

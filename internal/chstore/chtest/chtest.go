@@ -41,6 +41,7 @@ type Server struct {
 	Port    int    // native protocol port on 127.0.0.1
 	Version string // SELECT version()
 	dir     string
+	bin     string
 	cmd     *exec.Cmd
 	stop    *os.File // write end of the pipe the wrapper shell waits on
 	exited  bool     // the wrapper shell has been reaped
@@ -99,13 +100,14 @@ const usersXML = `<?xml version="1.0"?>
 
 // wrapper starts the server in the background and stops it when its
 // standard input reaches end of file (the test process closed the pipe or
-// exited), then removes the directory.
-const wrapper = `"$1" --config-file="$2/config.xml" >"$2/server.log" 2>&1 &
+// exited), then removes the directory, unless a file "keep" in it says the
+// server is being restarted.
+const wrapper = `"$1" --config-file="$2/config.xml" >>"$2/server.log" 2>&1 &
 ch=$!
 cat >/dev/null
 kill $ch 2>/dev/null
 wait $ch
-rm -rf "$2"`
+[ -e "$2/keep" ] || rm -rf "$2"`
 
 // Start starts a server and waits until it answers (up to 60 s).
 func Start() (*Server, error) {
@@ -129,39 +131,48 @@ func Start() (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	s := &Server{Port: port, dir: dir, bin: bin}
+	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command("/bin/sh", "-c", wrapper, "sh", bin, dir)
+	return s, nil
+}
+
+// launch starts the server process on s's directory and port and waits
+// until it answers (up to 60 s).
+func (s *Server) launch() error {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("/bin/sh", "-c", wrapper, "sh", s.bin, s.dir)
 	cmd.Stdin = r
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	r.Close()
 	// No goroutine waits on the child (packages under goleak share this
 	// server): it is reaped by polling (reaped).
-	s := &Server{Port: port, dir: dir, cmd: cmd, stop: w}
+	s.cmd, s.stop, s.exited = cmd, w, false
+	dir, port := s.dir, s.Port
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		v, err := s.version()
 		if err == nil {
 			s.Version = v
-			return s, nil
+			return nil
 		}
 		if s.reaped() {
 			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("clickhouse-server exited at start: %s", tail(log))
+			return fmt.Errorf("clickhouse-server exited at start: %s", tail(log))
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 			s.Stop()
-			return nil, fmt.Errorf("clickhouse-server on port %d did not answer within 60s (%v): %s", port, err, tail(log))
+			return fmt.Errorf("clickhouse-server on port %d did not answer within 60s (%v): %s", port, err, tail(log))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -231,6 +242,22 @@ func (s *Server) reaped() bool {
 		s.exited = pid == s.cmd.Process.Pid || err != nil
 	}
 	return s.exited
+}
+
+// Restart stops the server process, keeping its data, and starts it again
+// on the same port; it returns once the server answers again.
+func (s *Server) Restart() error {
+	keep := filepath.Join(s.dir, "keep")
+	if err := os.WriteFile(keep, nil, 0o644); err != nil {
+		return err
+	}
+	if err := s.Stop(); err != nil {
+		return err
+	}
+	if err := os.Remove(keep); err != nil {
+		return err
+	}
+	return s.launch()
 }
 
 // Stop stops the server and removes its directory; it waits up to 30 s.
