@@ -68,30 +68,7 @@ func TestTokenCommand(t *testing.T) {
 // --token) to a server with an auth file, and a missing token is an error
 // that says how to give one.
 func TestClientCommandsSendTheToken(t *testing.T) {
-	token, hash, err := server.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := filepath.Join(t.TempDir(), "auth.json")
-	os.WriteFile(auth, []byte(`{"tokens": [{"name": "cli", "secret": "`+hash+`", "roles": ["read", "ingest"], "projects": ["p"]}]}`), 0o600)
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetBackend(eng)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		eng.Close()
-	})
+	srv, eng, token := startTokenServer(t, "cli", "read", "ingest")
 	base := "http://" + srv.HTTPAddr()
 	at := time.Now().Add(-time.Minute).UnixNano()
 	req, _ := http.NewRequest("POST", base+"/v1/spans", strings.NewReader(fmt.Sprintf(`[{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","name":"op","service":"shop","start_time_unix_nano":%d,"end_time_unix_nano":%d}]`, at, at+1000)))
@@ -152,30 +129,7 @@ func TestClientCommandsSendTheToken(t *testing.T) {
 // TestLoadSendsTheToken: rastro load sends the token as gRPC metadata and
 // as an Authorization header over HTTP; without it every batch is refused.
 func TestLoadSendsTheToken(t *testing.T) {
-	token, hash, err := server.NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	auth := filepath.Join(t.TempDir(), "auth.json")
-	os.WriteFile(auth, []byte(`{"tokens": [{"name": "load", "secret": "`+hash+`", "roles": ["ingest"], "projects": ["p"]}]}`), 0o600)
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetBackend(eng)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		eng.Close()
-	})
+	srv, _, token := startTokenServer(t, "load", "ingest")
 	load := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		code := Main(t.Context(), append([]string{"load", "--spans", "200", "--batch", "100", "--concurrency", "1", "--progress", "0", "--json"}, args...), &out, &errb)
@@ -204,4 +158,38 @@ func TestLoadSendsTheToken(t *testing.T) {
 		res.Accepted != 0 || !strings.Contains(out, "401") {
 		t.Fatalf("load over HTTP without a token: %s", out)
 	}
+}
+
+// startTokenServer starts a server over an engine whose auth file holds one
+// token (name, roles, project "p"), and returns both with the token.
+func startTokenServer(t *testing.T, name string, roles ...string) (*server.Server, *engine.Engine, string) {
+	t.Helper()
+	token, hash, err := server.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, _ := json.Marshal(roles)
+	auth := filepath.Join(t.TempDir(), "auth.json")
+	if err := os.WriteFile(auth, []byte(`{"tokens": [{"name": "`+name+`", "secret": "`+hash+`", "roles": `+string(quoted)+`, "projects": ["p"]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBackend(eng)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		eng.Close()
+	})
+	return srv, eng, token
 }
