@@ -211,6 +211,18 @@ func (p *parser) parseArithOperand() (arith, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A negated number is folded into the literal, so that `-(0)`
+		// and `-0` read back alike from the rendered form.
+		if l, ok := x.(arithLit); ok && l.l.i != math.MinInt64 {
+			switch l.l.kind {
+			case litInt, litDuration:
+				l.l.i = -l.l.i
+				return l, nil
+			case litFloat:
+				l.l.f = -l.l.f
+				return l, nil
+			}
+		}
 		return arithNeg{x}, nil
 	case tNumber:
 		if l := p.tok.lit; l.kind == litInt || l.kind == litFloat || l.kind == litDuration {

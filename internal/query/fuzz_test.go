@@ -24,6 +24,7 @@ func FuzzParseTraceQL(f *testing.F) {
 		"{ name = \"\xff\" }",
 		`{ content = "refund \"order 42\" naïve" && resource.service.name = "support" }`,
 		`{ !(content = "退款 👍") || content != "x" }`,
+		`{ .0 = -(0) || .a = -(1s) || .b = -(-(2.5)) }`,
 	} {
 		f.Add(q)
 	}
