@@ -315,23 +315,28 @@ func (d *jsonDecoder) scopeSpans(res *model.Resource, rsIdx, ssIdx int) error {
 	return d.members(func(k string) error {
 		switch k {
 		case "scope":
-			return wrap(d.members(func(k string) error {
-				switch k {
-				case "name":
-					return d.str(&sc.Name, "name")
-				case "version":
-					return d.str(&sc.Version, "version")
-				case "attributes":
-					return d.kvs(&sc.Attributes, "attributes", 0)
-				case "droppedAttributesCount", "dropped_attributes_count":
-					return d.u32(&sc.DroppedAttributesCount, "droppedAttributesCount")
-				}
-				return d.r.skip()
-			}), "scope")
+			return wrap(d.scopeJSON(sc), "scope")
 		case "spans":
 			return d.elems("spans", func(i int) error { return d.span(res, sc, rsIdx, ssIdx, i) })
 		case "schemaUrl", "schema_url":
 			return d.str(&sc.SchemaURL, "schemaUrl")
+		}
+		return d.r.skip()
+	})
+}
+
+// scopeJSON decodes an InstrumentationScope.
+func (d *jsonDecoder) scopeJSON(sc *model.Scope) error {
+	return d.members(func(k string) error {
+		switch k {
+		case "name":
+			return d.str(&sc.Name, "name")
+		case "version":
+			return d.str(&sc.Version, "version")
+		case "attributes":
+			return d.kvs(&sc.Attributes, "attributes", 0)
+		case "droppedAttributesCount", "dropped_attributes_count":
+			return d.u32(&sc.DroppedAttributesCount, "droppedAttributesCount")
 		}
 		return d.r.skip()
 	})

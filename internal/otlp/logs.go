@@ -1,0 +1,447 @@
+package otlp
+
+import (
+	"strconv"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/rastro-dev/rastro/internal/model"
+)
+
+// LogBatch is the result of decoding one logs export request.
+type LogBatch struct {
+	// Records holds the valid, normalised log records in request order.
+	Records []model.LogRecord
+	// Rejected counts records dropped because their ids were malformed.
+	Rejected int
+	// RejectMsg is the first rejection reason, naming the record's position, e.g.
+	// "resource_logs[0].scope_logs[0].log_records[3]: trace_id must be empty or 16 bytes, got 15".
+	RejectMsg string
+	// Problems counts what NormalizeLog, NormalizeResource and NormalizeScope repaired.
+	Problems model.Problems
+}
+
+func (b *LogBatch) reject(pos func() string, reason string) {
+	if b.Rejected == 0 {
+		b.RejectMsg = pos() + ": " + reason
+	}
+	b.Rejected++
+}
+
+// checkLogIDs reports why a record's ids make it unstorable, or "" when they
+// are fine. Unlike a span's, a log record's ids are optional: absent (or all
+// zeros) means the record belongs to no span.
+func checkLogIDs(traceLen, spanLen int) string {
+	if traceLen != 0 && traceLen != 16 {
+		return "trace_id must be empty or 16 bytes, got " + strconv.Itoa(traceLen)
+	}
+	if spanLen != 0 && spanLen != 8 {
+		return "span_id must be empty or 8 bytes, got " + strconv.Itoa(spanLen)
+	}
+	return ""
+}
+
+func logPos(rs, ss, lr int) string {
+	return "resource_logs[" + strconv.Itoa(rs) + "].scope_logs[" + strconv.Itoa(ss) + "].log_records[" + strconv.Itoa(lr) + "]"
+}
+
+// DecodeLogsProto decodes an ExportLogsServiceRequest in protobuf wire format
+// into model log records, with the same rules as DecodeProto: one private copy
+// of b that strings alias, protobuf-go's merge semantics (unknown fields
+// skipped, the last scalar wins, repeated message fields merge), invalid UTF-8
+// repaired and counted. Records whose ids have the wrong length are counted in
+// LogBatch.Rejected and left out; other malformed input returns an *Error
+// naming the field path and byte offset.
+func DecodeLogsProto(b []byte) (LogBatch, error) {
+	d := logsProtoDecoder{protoDecoder: protoDecoder{buf: append([]byte(nil), b...)}}
+	if err := d.request(); err != nil {
+		return LogBatch{}, finish(err, "protobuf")
+	}
+	return d.logs, nil
+}
+
+type logsProtoDecoder struct {
+	protoDecoder // for resource, scope, keyValue and anyValue
+	logs         LogBatch
+}
+
+func (d *logsProtoDecoder) request() error {
+	r := newReader(d.buf, 0)
+	rsIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		if num == 1 && typ == protowire.BytesType {
+			v, base, err := r.bytesAt("resource_logs", rsIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.resourceLogs(v, base, rsIdx); err != nil {
+				return wrapIdx(err, "resource_logs", rsIdx)
+			}
+			rsIdx++
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
+	res := &model.Resource{}
+	first := len(d.logs.Records)
+	d.scopesOfRes = d.scopesOfRes[:0]
+	r := newReader(b, base)
+	ssIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("resource")
+			if err != nil {
+				return err
+			}
+			if err := d.resource(v, vb, res); err != nil {
+				return wrap(err, "resource")
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := r.bytesAt("scope_logs", ssIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.scopeLogs(v, vb, res, rsIdx, ssIdx); err != nil {
+				return wrapIdx(err, "scope_logs", ssIdx)
+			}
+			ssIdx++
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if res.SchemaURL, err = r.str("schema_url"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	finishLogResource(&d.logs, res, d.scopesOfRes, first)
+	return nil
+}
+
+// finishLogResource normalises a decoded ResourceLogs: the resource, its
+// scopes, then its records (which read service.name from the resource, which
+// may follow them on the wire).
+func finishLogResource(out *LogBatch, res *model.Resource, scopes []*model.Scope, first int) {
+	model.NormalizeResource(res, &out.Problems)
+	for _, sc := range scopes {
+		model.NormalizeScope(sc, &out.Problems)
+	}
+	for i := first; i < len(out.Records); i++ {
+		model.NormalizeLog(&out.Records[i], &out.Problems)
+	}
+}
+
+func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
+	sc := &model.Scope{}
+	d.scopesOfRes = append(d.scopesOfRes, sc)
+	r := newReader(b, base)
+	lrIdx := 0
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("scope")
+			if err != nil {
+				return err
+			}
+			if err := d.scope(v, vb, sc); err != nil {
+				return wrap(err, "scope")
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := r.bytesAt("log_records", lrIdx)
+			if err != nil {
+				return err
+			}
+			if err := d.logRecord(v, vb, res, sc, rsIdx, ssIdx, lrIdx); err != nil {
+				return wrapIdx(err, "log_records", lrIdx)
+			}
+			lrIdx++
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if sc.SchemaURL, err = r.str("schema_url"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// logRecord decodes one LogRecord and appends it unless its ids are malformed.
+func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc *model.Scope, rsIdx, ssIdx, lrIdx int) error {
+	rec := model.LogRecord{Resource: res, Scope: sc}
+	traceLen, spanLen := 0, 0
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case num == 1 && typ == protowire.Fixed64Type:
+			if rec.TimeUnixNano, err = r.fixed64("time_unix_nano"); err != nil {
+				return err
+			}
+			continue
+		case num == 11 && typ == protowire.Fixed64Type:
+			if rec.ObservedTimeUnixNano, err = r.fixed64("observed_time_unix_nano"); err != nil {
+				return err
+			}
+			continue
+		case num == 2 && typ == protowire.VarintType:
+			x, err := r.varint("severity_number")
+			if err != nil {
+				return err
+			}
+			rec.SeverityNumber = model.SeverityNumber(int32(x))
+			continue
+		case num == 3 && typ == protowire.BytesType:
+			if rec.SeverityText, err = r.str("severity_text"); err != nil {
+				return err
+			}
+			continue
+		case num == 5 && typ == protowire.BytesType:
+			v, vb, err := r.bytes("body")
+			if err != nil {
+				return err
+			}
+			if err := d.anyValue(v, vb, &rec.Body, 0); err != nil {
+				return wrap(err, "body")
+			}
+			continue
+		case num == 6 && typ == protowire.BytesType:
+			i := len(rec.Attributes)
+			v, vb, err := r.bytesAt("attributes", i)
+			if err != nil {
+				return err
+			}
+			rec.Attributes = append(rec.Attributes, model.KeyValue{})
+			if err := d.keyValue(v, vb, &rec.Attributes[i], 0); err != nil {
+				return wrapIdx(err, "attributes", i)
+			}
+			continue
+		case num == 7 && typ == protowire.VarintType:
+			x, err := r.varint("dropped_attributes_count")
+			if err != nil {
+				return err
+			}
+			rec.DroppedAttributesCount = uint32(x)
+			continue
+		case num == 8 && typ == protowire.Fixed32Type:
+			if rec.Flags, err = r.fixed32("flags"); err != nil {
+				return err
+			}
+			continue
+		case num == 9 && typ == protowire.BytesType:
+			v, _, err := r.bytes("trace_id")
+			if err != nil {
+				return err
+			}
+			traceLen = len(v)
+			rec.TraceID = model.TraceID{}
+			if len(v) == 16 {
+				copy(rec.TraceID[:], v)
+			}
+			continue
+		case num == 10 && typ == protowire.BytesType:
+			v, _, err := r.bytes("span_id")
+			if err != nil {
+				return err
+			}
+			spanLen = len(v)
+			rec.SpanID = model.SpanID{}
+			if len(v) == 8 {
+				copy(rec.SpanID[:], v)
+			}
+			continue
+		case num == 12 && typ == protowire.BytesType:
+			if rec.EventName, err = r.str("event_name"); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := r.skip(num, typ); err != nil {
+			return err
+		}
+	}
+	if reason := checkLogIDs(traceLen, spanLen); reason != "" {
+		d.logs.reject(func() string { return logPos(rsIdx, ssIdx, lrIdx) }, reason)
+		return nil
+	}
+	d.logs.Records = append(d.logs.Records, rec)
+	return nil
+}
+
+// severityNumberNames are the SeverityNumber enum's names, indexed by value,
+// for OTLP/JSON senders that write enums by name.
+var severityNumberNames = func() []string {
+	names := []string{"SEVERITY_NUMBER_UNSPECIFIED"}
+	for n := model.SeverityNumber(1); n <= 24; n++ {
+		names = append(names, "SEVERITY_NUMBER_"+n.String())
+	}
+	return names
+}()
+
+// DecodeLogsJSON decodes an ExportLogsServiceRequest in OTLP/JSON with the
+// same mapping rules as DecodeJSON (lowerCamelCase or snake_case keys, hex
+// ids, 64-bit integers as numbers or strings, enums as numbers or names,
+// unknown keys ignored, null meaning "not set").
+func DecodeLogsJSON(b []byte) (LogBatch, error) {
+	d := logsJSONDecoder{jsonDecoder: jsonDecoder{r: newJReader(b)}}
+	if err := d.request(); err != nil {
+		return LogBatch{}, finish(err, "otlp-json")
+	}
+	return d.logs, nil
+}
+
+type logsJSONDecoder struct {
+	jsonDecoder // for members, elems, scalars, kvs and anyValue
+	logs        LogBatch
+}
+
+func (d *logsJSONDecoder) request() error {
+	err := d.members(func(k string) error {
+		switch k {
+		case "resourceLogs", "resource_logs":
+			return d.elems("resourceLogs", d.resourceLogs)
+		}
+		return d.r.skip()
+	})
+	if err != nil {
+		return err
+	}
+	return d.r.end()
+}
+
+func (d *logsJSONDecoder) resourceLogs(rsIdx int) error {
+	res := &model.Resource{}
+	first := len(d.logs.Records)
+	d.scopes = d.scopes[:0]
+	if d.r.peek() != '{' {
+		return d.r.typeError("object")
+	}
+	err := d.members(func(k string) error {
+		switch k {
+		case "resource":
+			return wrap(d.resource(res), "resource")
+		case "scopeLogs", "scope_logs":
+			return d.elems("scopeLogs", func(i int) error { return d.scopeLogs(res, rsIdx, i) })
+		case "schemaUrl", "schema_url":
+			return d.str(&res.SchemaURL, "schemaUrl")
+		}
+		return d.r.skip()
+	})
+	if err != nil {
+		return err
+	}
+	finishLogResource(&d.logs, res, d.scopes, first)
+	return nil
+}
+
+func (d *logsJSONDecoder) scopeLogs(res *model.Resource, rsIdx, ssIdx int) error {
+	sc := &model.Scope{}
+	d.scopes = append(d.scopes, sc)
+	if d.r.peek() != '{' {
+		return d.r.typeError("object")
+	}
+	return d.members(func(k string) error {
+		switch k {
+		case "scope":
+			return wrap(d.scopeJSON(sc), "scope")
+		case "logRecords", "log_records":
+			return d.elems("logRecords", func(i int) error { return d.logRecord(res, sc, rsIdx, ssIdx, i) })
+		case "schemaUrl", "schema_url":
+			return d.str(&sc.SchemaURL, "schemaUrl")
+		}
+		return d.r.skip()
+	})
+}
+
+func (d *logsJSONDecoder) logRecord(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, lrIdx int) error {
+	rec := model.LogRecord{Resource: res, Scope: sc}
+	traceLen, spanLen := 0, 0
+	problem := ""
+	if d.r.peek() != '{' {
+		return d.r.typeError("object")
+	}
+	err := d.members(func(k string) error {
+		var err error
+		switch k {
+		case "timeUnixNano", "time_unix_nano":
+			rec.TimeUnixNano, err = d.uint("timeUnixNano", 64)
+		case "observedTimeUnixNano", "observed_time_unix_nano":
+			rec.ObservedTimeUnixNano, err = d.uint("observedTimeUnixNano", 64)
+		case "severityNumber", "severity_number":
+			var v int32
+			v, err = d.enum("severityNumber", severityNumberNames)
+			rec.SeverityNumber = model.SeverityNumber(v)
+		case "severityText", "severity_text":
+			err = d.str(&rec.SeverityText, "severityText")
+		case "eventName", "event_name":
+			err = d.str(&rec.EventName, "eventName")
+		case "body":
+			err = wrap(d.anyValue(&rec.Body, 0), "body")
+		case "attributes":
+			err = d.kvs(&rec.Attributes, "attributes", 0)
+		case "droppedAttributesCount", "dropped_attributes_count":
+			err = d.u32(&rec.DroppedAttributesCount, "droppedAttributesCount")
+		case "flags":
+			err = d.u32(&rec.Flags, "flags")
+		case "traceId", "trace_id":
+			var reason string
+			traceLen, reason, err = d.hexID(rec.TraceID[:], "traceId")
+			if reason != "" && problem == "" {
+				problem = reason
+			}
+		case "spanId", "span_id":
+			var reason string
+			spanLen, reason, err = d.hexID(rec.SpanID[:], "spanId")
+			if reason != "" && problem == "" {
+				problem = reason
+			}
+		default:
+			err = d.r.skip()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	reason := problem
+	if reason == "" {
+		reason = checkLogIDs(traceLen, spanLen)
+	}
+	if reason != "" {
+		d.logs.reject(func() string {
+			return "resourceLogs[" + strconv.Itoa(rsIdx) + "].scopeLogs[" + strconv.Itoa(ssIdx) + "].logRecords[" + strconv.Itoa(lrIdx) + "]"
+		}, reason)
+		return nil
+	}
+	d.logs.Records = append(d.logs.Records, rec)
+	return nil
+}
