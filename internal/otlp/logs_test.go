@@ -388,3 +388,47 @@ func FuzzDecodeLogsJSON(f *testing.F) {
 		}
 	})
 }
+
+// EncodeLogsProto and the payload, resource and scope helpers round-trip
+// every field through the decoders.
+func TestEncodeLogsProtoRoundTrip(t *testing.T) {
+	g := newGen(12)
+	for iter := range 500 {
+		b, err := proto.Marshal(g.logsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := DecodeLogsProto(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeLogsProto(EncodeLogsProto(first.Records))
+		if err != nil {
+			t.Fatalf("iter %d: decoding EncodeLogsProto's output: %v", iter, err)
+		}
+		if d := diffLogs(again.Records, first.Records); d != "" {
+			t.Fatalf("iter %d: EncodeLogsProto round trip: %s", iter, d)
+		}
+		for i := range first.Records {
+			r := &first.Records[i]
+			got := model.LogRecord{Resource: r.Resource, Scope: r.Scope, Service: r.Service, TimeUnixNano: r.TimeUnixNano,
+				ObservedTimeUnixNano: r.ObservedTimeUnixNano, SeverityNumber: r.SeverityNumber, TraceID: r.TraceID, SpanID: r.SpanID}
+			if err := DecodeLogPayloadProto(AppendLogPayloadProto(nil, r), &got); err != nil {
+				t.Fatal(err)
+			}
+			res, err := DecodeResourceProto(AppendResourceProto(nil, r.Resource))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, err := DecodeScopeProto(AppendScopeProto(nil, r.Scope))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.SchemaURL, sc.SchemaURL = r.Resource.SchemaURL, r.Scope.SchemaURL
+			got.Resource, got.Scope = res, sc
+			if d := diffLogs([]model.LogRecord{got}, first.Records[i:i+1]); d != "" {
+				t.Fatalf("iter %d: payload round trip: %s", iter, d)
+			}
+		}
+	}
+}

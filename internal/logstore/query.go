@@ -1,0 +1,236 @@
+package logstore
+
+import (
+	"cmp"
+	"errors"
+	"io/fs"
+	"slices"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/text"
+)
+
+// Query selects log records of one project. Zero fields do not filter.
+type Query struct {
+	Project string
+	// Since and Until bound the record's time (LogRecord.Time): Since <= t < Until; Until 0 = no bound.
+	Since, Until uint64
+	TraceID      model.TraceID
+	SpanID       model.SpanID
+	Service      string
+	// MinSeverity keeps records at or above this severity number.
+	MinSeverity model.SeverityNumber
+	// Text keeps records whose body or string attributes contain every word
+	// of it (the span content search's tokenizer: case and accents folded).
+	Text string
+	// Match, if set, is a further filter on the whole record.
+	Match func(*model.LogRecord) bool
+	// Limit is the page size (default 100).
+	Limit int
+	// Before continues from a previous page's Next.
+	Before *Cursor
+}
+
+// Hit is one matching record.
+type Hit struct {
+	Seq    uint64
+	Record model.LogRecord
+}
+
+// Page is one page of a search, newest first.
+type Page struct {
+	Hits []Hit
+	// Next is set when more records may match: pass it as Query.Before.
+	Next *Cursor
+	// BlocksRead and BlocksSkipped count segment blocks read and pruned.
+	BlocksRead, BlocksSkipped int
+}
+
+// compiled is a Query with its words tokenised.
+type compiled struct {
+	Query
+	words  []string
+	hashes []uint64
+}
+
+func compile(q Query) compiled {
+	c := compiled{Query: q}
+	seen := map[string]bool{}
+	text.Tokens(q.Text, func(tok string) {
+		if !seen[tok] {
+			seen[tok] = true
+			c.words = append(c.words, tok)
+			c.hashes = append(c.hashes, text.Hash(tok))
+		}
+	})
+	if c.Limit <= 0 {
+		c.Limit = 100
+	}
+	return c
+}
+
+// inWindow reports whether time t and sequence seq fall in the window and
+// before the cursor.
+func (c *compiled) inWindow(t, seq uint64) bool {
+	if t < c.Since || (c.Until != 0 && t >= c.Until) {
+		return false
+	}
+	if b := c.Before; b != nil && (t > b.Time || (t == b.Time && seq >= b.Seq)) {
+		return false
+	}
+	return true
+}
+
+func (c *compiled) headerMatch(h *header) bool {
+	return c.inWindow(h.time, h.seq) && h.severity >= c.MinSeverity &&
+		(c.TraceID.IsZero() || h.traceID == c.TraceID) && (c.SpanID.IsZero() || h.spanID == c.SpanID) &&
+		(c.Service == "" || h.service == c.Service)
+}
+
+func (c *compiled) recordMatch(r *model.LogRecord) bool {
+	if len(c.words) > 0 {
+		have := map[uint64]bool{}
+		recordTokens(r, func(h uint64) { have[h] = true })
+		for _, h := range c.hashes {
+			if !have[h] {
+				return false
+			}
+		}
+	}
+	return c.Match == nil || c.Match(r)
+}
+
+// blockMayMatch prunes a block by its footer entry.
+func (c *compiled) blockMayMatch(m *blockMeta) bool {
+	if m.maxT < c.Since || (c.Until != 0 && m.minT >= c.Until) || m.maxSev < c.MinSeverity {
+		return false
+	}
+	if b := c.Before; b != nil && m.minT > b.Time {
+		return false
+	}
+	if !c.TraceID.IsZero() && !m.traces.has(traceHash(c.TraceID)) {
+		return false
+	}
+	if c.Service != "" && !slices.Contains(m.services, c.Service) {
+		return false
+	}
+	for _, h := range c.hashes {
+		if !m.tokens.has(h) {
+			return false
+		}
+	}
+	return true
+}
+
+// newer orders hits newest first.
+func newer(a, b Hit) int {
+	if c := cmp.Compare(b.Record.Time(), a.Record.Time()); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Seq, a.Seq)
+}
+
+// Search returns the newest records matching q, at most q.Limit, and a
+// cursor when more may follow.
+func (s *Store) Search(q Query) (Page, error) {
+	c := compile(q)
+	s.mu.RLock()
+	var mem [][]entry
+	for _, m := range []map[string][]entry{s.bufs, s.sealing} {
+		if es := m[q.Project]; len(es) > 0 {
+			mem = append(mem, es)
+		}
+	}
+	var segs []*segment
+	for _, seg := range s.segs {
+		if seg.project == q.Project && seg.maxT >= c.Since && (c.Until == 0 || seg.minT < c.Until) {
+			segs = append(segs, seg)
+		}
+	}
+	s.mu.RUnlock()
+
+	var page Page
+	// hits keeps at most Limit+1 of the newest matches seen so far; floor
+	// is the oldest of them once it is full: nothing older can enter.
+	var hits []Hit
+	full := func() bool { return len(hits) > c.Limit }
+	keep := func(h Hit) {
+		hits = append(hits, h)
+		if len(hits) > 2*(c.Limit+1) {
+			slices.SortFunc(hits, newer)
+			hits = hits[:c.Limit+1]
+		}
+	}
+	floor := func() uint64 {
+		slices.SortFunc(hits, newer)
+		hits = hits[:min(len(hits), c.Limit+1)]
+		return hits[len(hits)-1].Record.Time()
+	}
+	for _, es := range mem {
+		for i := range es {
+			e := &es[i]
+			h := header{time: e.rec.Time(), seq: e.seq, severity: e.rec.SeverityNumber, traceID: e.rec.TraceID, spanID: e.rec.SpanID, service: e.rec.Service}
+			if c.headerMatch(&h) && c.recordMatch(&e.rec) {
+				keep(Hit{Seq: e.seq, Record: e.rec})
+			}
+		}
+	}
+	// Segments newest first, and their blocks from the newest.
+	slices.SortFunc(segs, func(a, b *segment) int { return cmp.Compare(b.maxT, a.maxT) })
+	for _, seg := range segs {
+		if full() && seg.maxT < floor() {
+			continue
+		}
+		for bi := len(seg.blocks) - 1; bi >= 0; bi-- {
+			m := &seg.blocks[bi]
+			if !c.blockMayMatch(m) || (full() && m.maxT < floor()) {
+				page.BlocksSkipped++
+				continue
+			}
+			page.BlocksRead++
+			blk, err := seg.readBlock(bi)
+			if errors.Is(err, fs.ErrNotExist) && !s.live(seg) {
+				break // retention removed it after the snapshot
+			}
+			if err != nil {
+				return Page{}, err
+			}
+			hs, err := blk.headers()
+			if err != nil {
+				return Page{}, err
+			}
+			var idx []int
+			for i := range hs {
+				if c.headerMatch(&hs[i]) {
+					idx = append(idx, i)
+				}
+			}
+			if len(idx) == 0 {
+				continue
+			}
+			es, err := blk.records(hs, idx)
+			if err != nil {
+				return Page{}, err
+			}
+			for i := range es {
+				if c.recordMatch(&es[i].rec) {
+					keep(Hit{Seq: es[i].seq, Record: es[i].rec})
+				}
+			}
+		}
+	}
+	slices.SortFunc(hits, newer)
+	if len(hits) > c.Limit {
+		hits = hits[:c.Limit]
+		last := hits[len(hits)-1]
+		page.Next = &Cursor{Time: last.Record.Time(), Seq: last.Seq}
+	}
+	page.Hits = hits
+	return page, nil
+}
+
+func (s *Store) live(seg *segment) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Contains(s.segs, seg)
+}

@@ -1,0 +1,674 @@
+package logstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/rastro-dev/rastro/internal/durable"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/text"
+	"github.com/rastro-dev/rastro/internal/vfs"
+)
+
+// BlockRecords is the most records one block holds.
+const BlockRecords = 1024
+
+const (
+	segMagic    = "RLOG"
+	segVersion  = 1
+	headerSize  = 8
+	trailerSize = 8 + 4 + 4 + 4 // footer offset, footer length, footer CRC, magic
+)
+
+// The columns of a block, in file order.
+const (
+	colTime     = iota // uvarint deltas from the block's first (smallest) time
+	colSeq             // uvarint
+	colObserved        // uvarint
+	colSeverity        // zigzag varint of sevCode
+	colTraceID         // 16 bytes each
+	colSpanID          // 8 bytes each
+	colService         // uvarint index into the block's services
+	colResScope        // uvarint resource index, uvarint scope index
+	colResources       // uvarint count, then per resource: proto bytes, schema URL (both length-prefixed)
+	colScopes          // the same for scopes
+	colPayload         // length-prefixed AppendLogPayloadProto output
+	numCols
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+var (
+	zenc     *zstd.Encoder
+	zdec     *zstd.Decoder
+	zstdOnce sync.Once
+	zstdErr  error
+)
+
+func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
+	zstdOnce.Do(func() {
+		zenc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true))
+		if zstdErr == nil {
+			zdec, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+		}
+	})
+	return zenc, zdec, zstdErr
+}
+
+// sevCode packs a record's severity number with a bit that says it had no
+// time of its own (its time column then holds the observed time).
+func sevCode(r *model.LogRecord) int64 {
+	c := int64(r.SeverityNumber) << 1
+	if r.TimeUnixNano == 0 {
+		c |= 1
+	}
+	return c
+}
+
+// entry is one stored record and its sequence number.
+type entry struct {
+	seq uint64
+	rec model.LogRecord
+}
+
+// blockMeta is what the footer keeps about one block; it stays in memory.
+type blockMeta struct {
+	off, length    int64
+	crc            uint32
+	n              int
+	minT, maxT     uint64 // record times (LogRecord.Time)
+	minSev, maxSev model.SeverityNumber
+	cols           [numCols]uint32 // compressed length of each column
+	services       []string
+	traces         bloom // trace ids (their first 8 bytes as the hash)
+	tokens         bloom // text.Hash of the words of bodies and string attributes
+}
+
+// segment is one immutable segment file of one project.
+type segment struct {
+	fs         vfs.FS
+	path, name string
+	project    string
+	count      int
+	minT, maxT uint64
+	bytes      int64
+	blocks     []blockMeta
+}
+
+// CorruptionError locates damage in a segment file.
+type CorruptionError struct {
+	File   string
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	return "logs segment " + e.File + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, durable.ErrCorruption) hold.
+func (e *CorruptionError) Is(target error) bool { return target == durable.ErrCorruption }
+
+func traceHash(id model.TraceID) uint64 { return binary.LittleEndian.Uint64(id[:8]) }
+
+// recordTokens emits the hashes of the words of a record's body and its
+// string attribute values (nested values included).
+func recordTokens(r *model.LogRecord, emit func(uint64)) {
+	valueWords(r.Body, emit)
+	for _, kv := range r.Attributes {
+		valueWords(kv.Value, emit)
+	}
+}
+
+func valueWords(v model.Value, emit func(uint64)) {
+	switch v.Type {
+	case model.ValueString:
+		text.Tokens(v.Str, func(tok string) { emit(text.Hash(tok)) })
+	case model.ValueArray:
+		for _, e := range v.Elems() {
+			valueWords(e, emit)
+		}
+	case model.ValueKvList:
+		for _, f := range v.Fields() {
+			valueWords(f.Value, emit)
+		}
+	}
+}
+
+// writeSegment writes entries (sorted by time, then sequence) as a new
+// segment file at path: a temporary file, fsync'ed, renamed into place, and
+// the directory synced.
+func writeSegment(fsys vfs.FS, dir, name, project string, entries []entry) (*segment, error) {
+	enc, _, err := codecs()
+	if err != nil {
+		return nil, err
+	}
+	seg := &segment{fs: fsys, path: dir + "/" + name, name: name, project: project, count: len(entries)}
+	out := make([]byte, headerSize, 1<<20)
+	copy(out, segMagic)
+	out[4] = segVersion
+	var cols [numCols][]byte
+	for start := 0; start < len(entries); start += BlockRecords {
+		blk := entries[start:min(start+BlockRecords, len(entries))]
+		m := blockMeta{off: int64(len(out)), n: len(blk), minT: blk[0].rec.Time(), maxT: blk[len(blk)-1].rec.Time(),
+			minSev: blk[0].rec.SeverityNumber, maxSev: blk[0].rec.SeverityNumber}
+		for i := range cols {
+			cols[i] = cols[i][:0]
+		}
+		resIdx := map[*model.Resource]uint64{}
+		scIdx := map[*model.Scope]uint64{}
+		svcIdx := map[string]uint64{}
+		var resTable, scTable []byte
+		var nTraces int
+		tokenSet := map[uint64]struct{}{}
+		for i := range blk {
+			r := &blk[i].rec
+			cols[colTime] = binary.AppendUvarint(cols[colTime], r.Time()-m.minT)
+			cols[colSeq] = binary.AppendUvarint(cols[colSeq], blk[i].seq)
+			cols[colObserved] = binary.AppendUvarint(cols[colObserved], r.ObservedTimeUnixNano)
+			cols[colSeverity] = binary.AppendVarint(cols[colSeverity], sevCode(r))
+			cols[colTraceID] = append(cols[colTraceID], r.TraceID[:]...)
+			cols[colSpanID] = append(cols[colSpanID], r.SpanID[:]...)
+			m.minSev, m.maxSev = min(m.minSev, r.SeverityNumber), max(m.maxSev, r.SeverityNumber)
+			si, ok := svcIdx[r.Service]
+			if !ok {
+				si = uint64(len(m.services))
+				svcIdx[r.Service] = si
+				m.services = append(m.services, r.Service)
+			}
+			cols[colService] = binary.AppendUvarint(cols[colService], si)
+			ri, ok := resIdx[r.Resource]
+			if !ok {
+				ri = uint64(len(resIdx))
+				resIdx[r.Resource] = ri
+				resTable = appendLP(resTable, otlp.AppendResourceProto(nil, orEmptyRes(r.Resource)))
+				resTable = appendLP(resTable, []byte(orEmptyRes(r.Resource).SchemaURL))
+			}
+			sci, ok := scIdx[r.Scope]
+			if !ok {
+				sci = uint64(len(scIdx))
+				scIdx[r.Scope] = sci
+				scTable = appendLP(scTable, otlp.AppendScopeProto(nil, orEmptyScope(r.Scope)))
+				scTable = appendLP(scTable, []byte(orEmptyScope(r.Scope).SchemaURL))
+			}
+			cols[colResScope] = binary.AppendUvarint(binary.AppendUvarint(cols[colResScope], ri), sci)
+			cols[colPayload] = appendLP(cols[colPayload], otlp.AppendLogPayloadProto(nil, r))
+			if !r.TraceID.IsZero() {
+				nTraces++
+			}
+			recordTokens(r, func(h uint64) { tokenSet[h] = struct{}{} })
+		}
+		cols[colResources] = append(binary.AppendUvarint(nil, uint64(len(resIdx))), resTable...)
+		cols[colScopes] = append(binary.AppendUvarint(nil, uint64(len(scIdx))), scTable...)
+		m.traces = newBloom(nTraces)
+		for i := range blk {
+			if id := blk[i].rec.TraceID; !id.IsZero() {
+				m.traces.add(traceHash(id))
+			}
+		}
+		m.tokens = newBloom(len(tokenSet))
+		for h := range tokenSet {
+			m.tokens.add(h)
+		}
+		blockStart := len(out)
+		for c := range cols {
+			before := len(out)
+			out = enc.EncodeAll(cols[c], out)
+			m.cols[c] = uint32(len(out) - before)
+		}
+		m.length = int64(len(out) - blockStart)
+		m.crc = crc32.Checksum(out[blockStart:], castagnoli)
+		seg.blocks = append(seg.blocks, m)
+		seg.minT = min(seg.minT, m.minT)
+		if start == 0 {
+			seg.minT = m.minT
+		}
+		seg.maxT = max(seg.maxT, m.maxT)
+	}
+	footer := enc.EncodeAll(encodeFooter(project, seg.blocks), nil)
+	footerOff := len(out)
+	out = append(out, footer...)
+	out = binary.LittleEndian.AppendUint64(out, uint64(footerOff))
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
+	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(footer, castagnoli))
+	out = append(out, segMagic...)
+	seg.bytes = int64(len(out))
+
+	tmp := seg.path + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return nil, fmt.Errorf("create logs segment: %w", err)
+	}
+	_, err = f.WriteAt(out, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = fsys.Rename(tmp, seg.path)
+	}
+	if err == nil {
+		err = fsys.SyncDir(dir)
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return nil, fmt.Errorf("write logs segment %s: %w", seg.path, err)
+	}
+	return seg, nil
+}
+
+func orEmptyRes(r *model.Resource) *model.Resource {
+	if r == nil {
+		return &model.Resource{}
+	}
+	return r
+}
+
+func orEmptyScope(s *model.Scope) *model.Scope {
+	if s == nil {
+		return &model.Scope{}
+	}
+	return s
+}
+
+func appendLP(b, v []byte) []byte { return append(binary.AppendUvarint(b, uint64(len(v))), v...) }
+
+func encodeFooter(project string, blocks []blockMeta) []byte {
+	b := appendLP(nil, []byte(project))
+	b = binary.AppendUvarint(b, uint64(len(blocks)))
+	for i := range blocks {
+		m := &blocks[i]
+		b = binary.AppendUvarint(b, uint64(m.off))
+		b = binary.AppendUvarint(b, uint64(m.length))
+		b = binary.LittleEndian.AppendUint32(b, m.crc)
+		b = binary.AppendUvarint(b, uint64(m.n))
+		b = binary.AppendUvarint(b, m.minT)
+		b = binary.AppendUvarint(b, m.maxT)
+		b = binary.AppendVarint(b, int64(m.minSev))
+		b = binary.AppendVarint(b, int64(m.maxSev))
+		for _, c := range m.cols {
+			b = binary.AppendUvarint(b, uint64(c))
+		}
+		b = binary.AppendUvarint(b, uint64(len(m.services)))
+		for _, s := range m.services {
+			b = appendLP(b, []byte(s))
+		}
+		for _, f := range []bloom{m.traces, m.tokens} {
+			b = binary.AppendUvarint(b, uint64(len(f)))
+			for _, w := range f {
+				b = binary.LittleEndian.AppendUint64(b, w)
+			}
+		}
+	}
+	return b
+}
+
+// dec reads the footer's and the columns' encodings; the first error sticks.
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail(what string) {
+	if d.err == nil {
+		d.err = errors.New(what)
+	}
+}
+
+func (d *dec) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad " + what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad " + what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) bytes(what string, n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail(what + " runs past its end")
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) lp(what string) []byte { return d.bytes(what, d.uvarint(what+" length")) }
+
+func decodeFooter(b []byte, fileSize int64) (string, []blockMeta, error) {
+	d := &dec{b: b}
+	project := string(d.lp("project"))
+	nb := d.uvarint("block count")
+	if nb > uint64(len(b)) {
+		return "", nil, errors.New("block count larger than the footer")
+	}
+	blocks := make([]blockMeta, 0, nb)
+	for range nb {
+		var m blockMeta
+		m.off, m.length = int64(d.uvarint("block offset")), int64(d.uvarint("block length"))
+		crc := d.bytes("block crc", 4)
+		if crc != nil {
+			m.crc = binary.LittleEndian.Uint32(crc)
+		}
+		m.n = int(d.uvarint("block records"))
+		m.minT, m.maxT = d.uvarint("min time"), d.uvarint("max time")
+		m.minSev, m.maxSev = model.SeverityNumber(d.varint("min severity")), model.SeverityNumber(d.varint("max severity"))
+		var sum int64
+		for c := range m.cols {
+			m.cols[c] = uint32(d.uvarint("column length"))
+			sum += int64(m.cols[c])
+		}
+		ns := d.uvarint("service count")
+		for i := uint64(0); i < ns && d.err == nil; i++ {
+			m.services = append(m.services, string(d.lp("service")))
+		}
+		for _, f := range []*bloom{&m.traces, &m.tokens} {
+			words := d.uvarint("filter length")
+			raw := d.bytes("filter", words*8)
+			*f = make(bloom, len(raw)/8)
+			for i := range *f {
+				(*f)[i] = binary.LittleEndian.Uint64(raw[i*8:])
+			}
+		}
+		if d.err != nil {
+			return "", nil, d.err
+		}
+		if m.off < headerSize || m.length != sum || m.off+m.length > fileSize || m.n <= 0 || m.n > BlockRecords {
+			return "", nil, fmt.Errorf("block %d: bad bounds", len(blocks))
+		}
+		blocks = append(blocks, m)
+	}
+	if d.err != nil {
+		return "", nil, d.err
+	}
+	return project, blocks, nil
+}
+
+// openSegment reads and checks a segment file's footer.
+func openSegment(fsys vfs.FS, dir, name string) (*segment, error) {
+	path := dir + "/" + name
+	f, err := fsys.OpenFile(path, os.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("open logs segment: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	corrupt := func(reason string) error { return &CorruptionError{File: path, Reason: reason} }
+	if size < headerSize+trailerSize {
+		return nil, corrupt("shorter than a header and a trailer")
+	}
+	var hdr [headerSize]byte
+	var tr [trailerSize]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
+		return nil, err
+	}
+	if _, err := f.ReadAt(tr[:], size-trailerSize); err != nil {
+		return nil, err
+	}
+	if string(hdr[:4]) != segMagic || string(tr[16:]) != segMagic {
+		return nil, corrupt("not a logs segment (bad magic)")
+	}
+	if hdr[4] != segVersion {
+		return nil, corrupt(fmt.Sprintf("unsupported version %d", hdr[4]))
+	}
+	footerOff, footerLen := int64(binary.LittleEndian.Uint64(tr[0:])), int64(binary.LittleEndian.Uint32(tr[8:]))
+	if footerOff < headerSize || footerOff+footerLen != size-trailerSize {
+		return nil, corrupt("footer bounds do not match the file size")
+	}
+	raw := make([]byte, footerLen)
+	if _, err := f.ReadAt(raw, footerOff); err != nil {
+		return nil, err
+	}
+	if crc32.Checksum(raw, castagnoli) != binary.LittleEndian.Uint32(tr[12:]) {
+		return nil, corrupt("footer checksum mismatch")
+	}
+	_, zd, err := codecs()
+	if err != nil {
+		return nil, err
+	}
+	plain, err := zd.DecodeAll(raw, nil)
+	if err != nil {
+		return nil, corrupt("footer: " + err.Error())
+	}
+	project, blocks, err := decodeFooter(plain, footerOff)
+	if err != nil {
+		return nil, corrupt("footer: " + err.Error())
+	}
+	seg := &segment{fs: fsys, path: path, name: name, project: project, blocks: blocks, bytes: size}
+	for i, m := range blocks {
+		seg.count += m.n
+		if i == 0 || m.minT < seg.minT {
+			seg.minT = m.minT
+		}
+		seg.maxT = max(seg.maxT, m.maxT)
+	}
+	return seg, nil
+}
+
+// block is one read block: its compressed bytes, decoded column by column.
+type block struct {
+	seg  *segment
+	meta *blockMeta
+	raw  []byte
+	cols [numCols][]byte
+	done [numCols]bool
+}
+
+func (s *segment) readBlock(i int) (*block, error) {
+	m := &s.blocks[i]
+	f, err := s.fs.OpenFile(s.path, os.O_RDONLY)
+	if err != nil {
+		return nil, fmt.Errorf("open logs segment: %w", err)
+	}
+	defer f.Close()
+	raw := make([]byte, m.length)
+	if _, err := f.ReadAt(raw, m.off); err != nil {
+		return nil, fmt.Errorf("read logs segment %s: %w", s.path, err)
+	}
+	if crc32.Checksum(raw, castagnoli) != m.crc {
+		return nil, &CorruptionError{File: s.path, Reason: fmt.Sprintf("block %d at offset %d: checksum mismatch", i, m.off)}
+	}
+	return &block{seg: s, meta: m, raw: raw}, nil
+}
+
+func (b *block) col(c int) ([]byte, error) {
+	if b.done[c] {
+		return b.cols[c], nil
+	}
+	var off uint32
+	for i := range c {
+		off += b.meta.cols[i]
+	}
+	_, zd, err := codecs()
+	if err != nil {
+		return nil, err
+	}
+	plain, err := zd.DecodeAll(b.raw[off:off+b.meta.cols[c]], nil)
+	if err != nil {
+		return nil, &CorruptionError{File: b.seg.path, Reason: fmt.Sprintf("block at offset %d, column %d: %v", b.meta.off, c, err)}
+	}
+	b.cols[c], b.done[c] = plain, true
+	return plain, nil
+}
+
+// header is the part of a record a filter reads before deciding whether to
+// decode the rest.
+type header struct {
+	time, seq uint64
+	severity  model.SeverityNumber
+	noTime    bool // the record had no time: time is its observed time
+	traceID   model.TraceID
+	spanID    model.SpanID
+	service   string
+}
+
+// headers decodes the columns every query reads.
+func (b *block) headers() ([]header, error) {
+	n := b.meta.n
+	hs := make([]header, n)
+	var cs [colService + 1][]byte
+	for _, c := range []int{colTime, colSeq, colSeverity, colTraceID, colSpanID, colService} {
+		v, err := b.col(c)
+		if err != nil {
+			return nil, err
+		}
+		cs[c] = v
+	}
+	if len(cs[colTraceID]) != 16*n || len(cs[colSpanID]) != 8*n {
+		return nil, b.corrupt("id columns have the wrong length")
+	}
+	dt, ds, dv, dsvc := &dec{b: cs[colTime]}, &dec{b: cs[colSeq]}, &dec{b: cs[colSeverity]}, &dec{b: cs[colService]}
+	for i := range hs {
+		h := &hs[i]
+		h.time = b.meta.minT + dt.uvarint("time")
+		h.seq = ds.uvarint("sequence")
+		code := dv.varint("severity")
+		h.severity, h.noTime = model.SeverityNumber(code>>1), code&1 == 1
+		copy(h.traceID[:], cs[colTraceID][16*i:])
+		copy(h.spanID[:], cs[colSpanID][8*i:])
+		si := dsvc.uvarint("service")
+		if si >= uint64(len(b.meta.services)) {
+			return nil, b.corrupt("service index out of range")
+		}
+		h.service = b.meta.services[si]
+	}
+	for _, d := range []*dec{dt, ds, dv, dsvc} {
+		if d.err != nil {
+			return nil, b.corrupt(d.err.Error())
+		}
+	}
+	return hs, nil
+}
+
+func (b *block) corrupt(reason string) error {
+	return &CorruptionError{File: b.seg.path, Reason: fmt.Sprintf("block at offset %d: %s", b.meta.off, reason)}
+}
+
+// records decodes the whole records at the given indexes (ascending).
+func (b *block) records(hs []header, idx []int) ([]entry, error) {
+	var cs [numCols][]byte
+	for _, c := range []int{colObserved, colResScope, colResources, colScopes, colPayload} {
+		v, err := b.col(c)
+		if err != nil {
+			return nil, err
+		}
+		cs[c] = v
+	}
+	readTable := func(raw []byte, what string, decode func(p []byte, url string) error) error {
+		d := &dec{b: raw}
+		n := d.uvarint(what + " count")
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			p, url := d.lp(what), d.lp(what+" schema URL")
+			if d.err == nil {
+				if err := decode(p, string(url)); err != nil {
+					return err
+				}
+			}
+		}
+		return d.err
+	}
+	var ress []*model.Resource
+	var scs []*model.Scope
+	err := readTable(cs[colResources], "resource", func(p []byte, url string) error {
+		r, err := otlp.DecodeResourceProto(p)
+		if err == nil {
+			r.SchemaURL = url
+			ress = append(ress, r)
+		}
+		return err
+	})
+	if err == nil {
+		err = readTable(cs[colScopes], "scope", func(p []byte, url string) error {
+			s, err := otlp.DecodeScopeProto(p)
+			if err == nil {
+				s.SchemaURL = url
+				scs = append(scs, s)
+			}
+			return err
+		})
+	}
+	if err != nil {
+		return nil, b.corrupt(err.Error())
+	}
+	out := make([]entry, 0, len(idx))
+	dObs, dRS, dPay := &dec{b: cs[colObserved]}, &dec{b: cs[colResScope]}, &dec{b: cs[colPayload]}
+	next := 0
+	for i := range hs {
+		obs := dObs.uvarint("observed time")
+		ri, si := dRS.uvarint("resource index"), dRS.uvarint("scope index")
+		payload := dPay.lp("payload")
+		if next >= len(idx) || idx[next] != i {
+			continue
+		}
+		next++
+		if dObs.err != nil || dRS.err != nil || dPay.err != nil {
+			return nil, b.corrupt(errors.Join(dObs.err, dRS.err, dPay.err).Error())
+		}
+		if ri >= uint64(len(ress)) || si >= uint64(len(scs)) {
+			return nil, b.corrupt("resource or scope index out of range")
+		}
+		h := &hs[i]
+		r := model.LogRecord{ObservedTimeUnixNano: obs, SeverityNumber: h.severity, TraceID: h.traceID, SpanID: h.spanID,
+			Resource: ress[ri], Scope: scs[si], Service: h.service}
+		if err := otlp.DecodeLogPayloadProto(payload, &r); err != nil {
+			return nil, b.corrupt("payload: " + err.Error())
+		}
+		if !h.noTime {
+			r.TimeUnixNano = h.time
+		}
+		out = append(out, entry{seq: h.seq, rec: r})
+	}
+	return out, nil
+}
+
+// sortEntries orders entries by time, then sequence (oldest first).
+func sortEntries(es []entry) {
+	slices.SortFunc(es, func(a, b entry) int {
+		ta, tb := a.rec.Time(), b.rec.Time()
+		switch {
+		case ta != tb:
+			if ta < tb {
+				return -1
+			}
+			return 1
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+}

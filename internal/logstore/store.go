@@ -1,0 +1,497 @@
+package logstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/vfs"
+	"github.com/rastro-dev/rastro/internal/wal"
+)
+
+// Record types in the write-ahead log.
+const (
+	recProto = 1 // an ExportLogsServiceRequest in protobuf
+	recJSON  = 2 // the same in OTLP/JSON
+)
+
+// Format is the encoding of an ingest request body.
+type Format int
+
+const (
+	FormatProto Format = iota
+	FormatJSON
+)
+
+// Options configures a Store. Zero fields take the defaults given.
+type Options struct {
+	// Dir is the store's directory (the server uses DATA/logs).
+	Dir string
+	// FS is the filesystem; nil means the operating system's.
+	FS vfs.FS
+	// WALMode is the durability of an acknowledged request (default wal.ModeSync).
+	WALMode wal.Mode
+	// SealBytes: the write buffer is sealed into segments once its estimated
+	// size passes this. Default 32 MiB.
+	SealBytes int64
+	// Now gives the observed time of records that carry neither a time nor an
+	// observed time. Default time.Now.
+	Now func() time.Time
+	// Logf receives warnings. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+// Store is the log store. Its methods are safe for concurrent use.
+type Store struct {
+	opts Options
+	fs   vfs.FS
+	wal  *wal.WAL
+
+	sealMu sync.Mutex // one seal or retention pass at a time
+	sealCh chan struct{}
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu       sync.RWMutex
+	bufs     map[string][]entry // project -> records not yet sealed
+	sealing  map[string][]entry // the buffer being sealed, still searchable
+	bufBytes int64
+	nextSeq  uint64 // given in WAL order by apply
+	segs     []*segment
+	man      manifest
+	closed   bool
+	sealErr  error
+}
+
+type manifest struct {
+	Version  int      `json:"version"`
+	Segments []string `json:"segments"`
+	WALStart uint64   `json:"wal_start"` // the first WAL file not yet sealed
+	NextSeq  uint64   `json:"next_seq"`  // the sequence number of the first record in that file
+	NextFile uint64   `json:"next_file"`
+}
+
+const manifestName = "MANIFEST.json"
+
+// Open opens (or creates) the store in opts.Dir: it reads the manifest,
+// opens the segments it lists (removing files a crash left unlisted) and
+// replays the WAL into the write buffer.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("logstore: no directory")
+	}
+	if opts.SealBytes <= 0 {
+		opts.SealBytes = 32 << 20
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string][]entry{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
+	if err := s.fs.MkdirAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	if err := s.readManifest(); err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, name := range s.man.Segments {
+		seg, err := openSegment(s.fs, opts.Dir, name)
+		if err != nil {
+			return nil, fmt.Errorf("logstore: %w", err)
+		}
+		s.segs = append(s.segs, seg)
+		listed[name] = true
+	}
+	names, err := s.fs.List(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	for _, n := range names {
+		if (strings.HasSuffix(n, ".rlog") && !listed[n]) || strings.HasSuffix(n, ".tmp") {
+			opts.Logf("logstore: removing %s, left by an interrupted seal", n)
+			if err := s.fs.Remove(opts.Dir + "/" + n); err != nil {
+				return nil, fmt.Errorf("logstore: %w", err)
+			}
+		}
+	}
+	w, err := wal.Open(wal.Options{Dir: opts.Dir + "/wal", Mode: opts.WALMode, MinSeq: s.man.WALStart, FS: opts.FS, Logf: opts.Logf})
+	if err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	s.wal = w
+	s.nextSeq = s.man.NextSeq
+	if _, err := w.Replay(s.man.WALStart, func(r wal.Record) error {
+		b, err := decode(r.Type, r.Body)
+		if err != nil {
+			opts.Logf("logstore: a WAL record no longer decodes, skipped: %v", err)
+			return nil
+		}
+		s.add(r.Project, b.Records, int64(len(r.Body)))
+		return nil
+	}); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("logstore: replay: %w", err)
+	}
+	s.wg.Add(1)
+	go s.sealer()
+	return s, nil
+}
+
+func decode(typ uint8, body []byte) (otlp.LogBatch, error) {
+	switch typ {
+	case recProto:
+		return otlp.DecodeLogsProto(body)
+	case recJSON:
+		return otlp.DecodeLogsJSON(body)
+	}
+	return otlp.LogBatch{}, fmt.Errorf("unknown record type %d", typ)
+}
+
+func (s *Store) readManifest() error {
+	f, err := s.fs.OpenFile(s.opts.Dir+"/"+manifestName, os.O_RDONLY)
+	if errors.Is(err, fs.ErrNotExist) {
+		s.man = manifest{Version: 1}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("logstore: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return err
+	}
+	b := make([]byte, size)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return fmt.Errorf("logstore: read manifest: %w", err)
+	}
+	if err := json.Unmarshal(b, &s.man); err != nil || s.man.Version != 1 {
+		return &CorruptionError{File: s.opts.Dir + "/" + manifestName, Reason: fmt.Sprintf("unreadable manifest (version %d): %v", s.man.Version, err)}
+	}
+	return nil
+}
+
+func (s *Store) writeManifest(m manifest) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	path := s.opts.Dir + "/" + manifestName
+	f, err := s.fs.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return fmt.Errorf("write logs manifest: %w", err)
+	}
+	_, err = f.WriteAt(b, 0)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(path+".tmp", path)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(s.opts.Dir)
+	}
+	if err != nil {
+		return fmt.Errorf("write logs manifest: %w", err)
+	}
+	return nil
+}
+
+// add puts decoded records into the write buffer, numbering them; it runs
+// in WAL order (the WAL's apply, or replay).
+func (s *Store) add(project string, recs []model.LogRecord, bodyBytes int64) {
+	if len(recs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	b := s.bufs[project]
+	for i := range recs {
+		b = append(b, entry{seq: s.nextSeq, rec: recs[i]})
+		s.nextSeq++
+	}
+	s.bufs[project] = b
+	s.bufBytes += estimate(recs, bodyBytes)
+	s.mu.Unlock()
+}
+
+// estimate is the heap a decoded request holds: its private copy of the
+// body (which the strings alias) and the records with their attribute arrays.
+func estimate(recs []model.LogRecord, bodyBytes int64) int64 {
+	n := bodyBytes
+	for i := range recs {
+		n += 240 + int64(len(recs[i].Attributes))*64
+	}
+	return n
+}
+
+// Result of Append.
+type Result struct {
+	Accepted  int
+	Rejected  int
+	RejectMsg string
+	Problems  model.Problems
+}
+
+// ErrClosed is returned by Append after Close.
+var ErrClosed = errors.New("logstore: closed")
+
+// Append decodes one export request and, unless it is malformed (an
+// *otlp.Error, nothing stored), writes it to the WAL; when Append returns
+// without error its records are durable (per the WAL mode) and searchable.
+func (s *Store) Append(project string, format Format, body []byte) (Result, error) {
+	typ := uint8(recProto)
+	b, err := otlp.DecodeLogsProto(body)
+	if format == FormatJSON {
+		typ = recJSON
+		b, err = otlp.DecodeLogsJSON(body)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Accepted: len(b.Records), Rejected: b.Rejected, RejectMsg: b.RejectMsg, Problems: b.Problems}
+	if len(b.Records) == 0 {
+		return res, nil
+	}
+	// A record with neither time is given the time it was received; the
+	// request is re-encoded so that replay gives it the same one.
+	now := uint64(0)
+	for i := range b.Records {
+		if b.Records[i].Time() == 0 {
+			if now == 0 {
+				now = uint64(s.opts.Now().UnixNano())
+			}
+			b.Records[i].ObservedTimeUnixNano = now
+		}
+	}
+	if now != 0 {
+		body, typ = otlp.EncodeLogsProto(b.Records), recProto
+	}
+	s.mu.RLock()
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return Result{}, ErrClosed
+	}
+	err = s.wal.Append(wal.Record{Type: typ, Project: project, Body: body}, func() {
+		s.add(project, b.Records, int64(len(body)))
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	s.mu.RLock()
+	full := s.bufBytes >= s.opts.SealBytes
+	s.mu.RUnlock()
+	if full {
+		select {
+		case s.sealCh <- struct{}{}:
+		default:
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) sealer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.sealCh:
+			if err := s.Seal(); err != nil {
+				s.opts.Logf("logstore: seal failed (the records stay in the WAL and the buffer): %v", err)
+			}
+		}
+	}
+}
+
+// Seal writes the write buffer into segment files (one per project) and
+// removes the WAL files they cover.
+func (s *Store) Seal() error {
+	s.sealMu.Lock()
+	defer s.sealMu.Unlock()
+	s.mu.RLock()
+	empty := len(s.bufs) == 0
+	s.mu.RUnlock()
+	if empty {
+		return nil
+	}
+	var nextSeq uint64
+	walStart, err := s.wal.Rotate(func(uint64) {
+		s.mu.Lock()
+		s.sealing, s.bufs, s.bufBytes = s.bufs, map[string][]entry{}, 0
+		nextSeq = s.nextSeq
+		s.mu.Unlock()
+	})
+	if err != nil {
+		return err
+	}
+	projects := make([]string, 0, len(s.sealing))
+	for p := range s.sealing {
+		projects = append(projects, p)
+	}
+	slices.Sort(projects)
+	m := s.man
+	m.Segments = slices.Clone(m.Segments)
+	var made []*segment
+	for _, p := range projects {
+		es := slices.Clone(s.sealing[p])
+		sortEntries(es)
+		name := fmt.Sprintf("%016d.rlog", m.NextFile)
+		m.NextFile++
+		seg, err := writeSegment(s.fs, s.opts.Dir, name, p, es)
+		if err != nil {
+			s.restoreSealing()
+			return err
+		}
+		made = append(made, seg)
+		m.Segments = append(m.Segments, name)
+	}
+	m.WALStart, m.NextSeq = walStart, nextSeq
+	if err := s.writeManifest(m); err != nil {
+		s.restoreSealing()
+		return err
+	}
+	s.mu.Lock()
+	s.man = m
+	s.segs = append(slices.Clone(s.segs), made...)
+	s.sealing = nil
+	s.mu.Unlock()
+	if err := s.wal.RemoveBefore(walStart); err != nil {
+		s.opts.Logf("logstore: removing sealed WAL files: %v", err)
+	}
+	return nil
+}
+
+// restoreSealing puts a buffer whose seal failed back in front of the
+// current one, so that a later seal retries it (its WAL files are kept).
+func (s *Store) restoreSealing() {
+	s.mu.Lock()
+	for p, es := range s.sealing {
+		s.bufs[p] = append(slices.Clone(es), s.bufs[p]...)
+		s.bufBytes += estimate(nil, int64(len(es))*240)
+	}
+	s.sealing = nil
+	s.mu.Unlock()
+}
+
+// DropBefore removes the segments whose newest record is older than cutoff
+// (nanoseconds) and whose project satisfies match (nil: every project):
+// retention. It returns the records removed.
+func (s *Store) DropBefore(cutoff uint64, match func(project string) bool) (int, error) {
+	s.sealMu.Lock()
+	defer s.sealMu.Unlock()
+	s.mu.RLock()
+	var keep, drop []*segment
+	for _, seg := range s.segs {
+		if seg.maxT < cutoff && (match == nil || match(seg.project)) {
+			drop = append(drop, seg)
+		} else {
+			keep = append(keep, seg)
+		}
+	}
+	m := s.man
+	s.mu.RUnlock()
+	if len(drop) == 0 {
+		return 0, nil
+	}
+	m.Segments = nil
+	for _, seg := range keep {
+		m.Segments = append(m.Segments, seg.name)
+	}
+	if err := s.writeManifest(m); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.man, s.segs = m, keep
+	s.mu.Unlock()
+	n := 0
+	for _, seg := range drop {
+		n += seg.count
+		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.opts.Logf("logstore: remove %s: %v", seg.path, err)
+		}
+	}
+	return n, s.fs.SyncDir(s.opts.Dir)
+}
+
+// Stats describes the store.
+type Stats struct {
+	Records         int   `json:"records"`
+	BufferedRecords int   `json:"buffered_records"`
+	Segments        int   `json:"segments"`
+	SegmentBytes    int64 `json:"segment_bytes"`
+	WALBytes        int64 `json:"wal_bytes"`
+}
+
+// Stats counts records, segments and bytes.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var st Stats
+	for _, seg := range s.segs {
+		st.Records += seg.count
+		st.SegmentBytes += seg.bytes
+	}
+	st.Segments = len(s.segs)
+	for _, m := range []map[string][]entry{s.bufs, s.sealing} {
+		for _, es := range m {
+			st.BufferedRecords += len(es)
+		}
+	}
+	st.Records += st.BufferedRecords
+	st.WALBytes = s.wal.Size()
+	return st
+}
+
+// Close seals the buffer and closes the WAL.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	s.wg.Wait()
+	err := s.Seal()
+	return errors.Join(err, s.wal.Close())
+}
+
+// Cursor marks a place in the newest-first order: the next page holds the
+// records strictly older than (Time, Seq).
+type Cursor struct {
+	Time uint64
+	Seq  uint64
+}
+
+// String encodes the cursor for an API ("time.seq").
+func (c Cursor) String() string {
+	return strconv.FormatUint(c.Time, 10) + "." + strconv.FormatUint(c.Seq, 10)
+}
+
+// ParseCursor reads what String wrote.
+func ParseCursor(s string) (Cursor, error) {
+	t, q, ok := strings.Cut(s, ".")
+	ti, err1 := strconv.ParseUint(t, 10, 64)
+	qi, err2 := strconv.ParseUint(q, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return Cursor{}, fmt.Errorf("bad cursor %q: want the next_cursor of a previous answer", s)
+	}
+	return Cursor{Time: ti, Seq: qi}, nil
+}
