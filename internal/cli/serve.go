@@ -276,6 +276,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	if c.storage == "clickhouse" {
 		chOpts.Prices, chOpts.Logger = prices, log
+		srv.NoLogs()
 		return serveClickHouse(ctx, srv, log, chOpts, start)
 	}
 	eng, err := engine.Open(opts)
@@ -283,15 +284,34 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		shutdown(srv, log)
 		return fmt.Errorf("open store %s: %w", c.dataDir, err)
 	}
+	logs, err := openLogs(c.dataDir, mode, log)
+	if err != nil {
+		shutdown(srv, log)
+		eng.Close()
+		return fmt.Errorf("open log store %s/logs: %w", c.dataDir, err)
+	}
 	opened.Store(eng)
 	srv.SetBackend(eng)
+	srv.SetLogs(logs)
+	retentionCtx, stopRetention := context.WithCancel(ctx)
+	retentionDone := make(chan struct{})
+	go func() {
+		defer close(retentionDone)
+		logRetention(retentionCtx, logs, c.lifecycleInterval, time.Duration(c.retention), c.retentionProject.m, log)
+	}()
 	log.Info("ready", "took", time.Since(start).String())
 
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests")
 	shutdown(srv, log)
+	stopRetention()
+	<-retentionDone
+	lerr := logs.Close()
 	if err := eng.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
+	}
+	if lerr != nil {
+		return fmt.Errorf("close log store: %w", lerr)
 	}
 	log.Info("stopped")
 	return nil

@@ -10,42 +10,6 @@ import (
 	"github.com/rastro-dev/rastro/internal/text"
 )
 
-// Query selects log records of one project. Zero fields do not filter.
-type Query struct {
-	Project string
-	// Since and Until bound the record's time (LogRecord.Time): Since <= t < Until; Until 0 = no bound.
-	Since, Until uint64
-	TraceID      model.TraceID
-	SpanID       model.SpanID
-	Service      string
-	// MinSeverity keeps records at or above this severity number.
-	MinSeverity model.SeverityNumber
-	// Text keeps records whose body or string attributes contain every word
-	// of it (the span content search's tokenizer: case and accents folded).
-	Text string
-	// Match, if set, is a further filter on the whole record.
-	Match func(*model.LogRecord) bool
-	// Limit is the page size (default 100).
-	Limit int
-	// Before continues from a previous page's Next.
-	Before *Cursor
-}
-
-// Hit is one matching record.
-type Hit struct {
-	Seq    uint64
-	Record model.LogRecord
-}
-
-// Page is one page of a search, newest first.
-type Page struct {
-	Hits []Hit
-	// Next is set when more records may match: pass it as Query.Before.
-	Next *Cursor
-	// BlocksRead and BlocksSkipped count segment blocks read and pruned.
-	BlocksRead, BlocksSkipped int
-}
-
 // compiled is a Query with its words tokenised.
 type compiled struct {
 	Query
@@ -130,9 +94,9 @@ func newer(a, b Hit) int {
 	return cmp.Compare(b.Seq, a.Seq)
 }
 
-// Search returns the newest records matching q, at most q.Limit, and a
+// SearchLogs returns the newest records matching q, at most q.Limit, and a
 // cursor when more may follow.
-func (s *Store) Search(q Query) (Page, error) {
+func (s *Store) SearchLogs(q Query) (Page, error) {
 	c := compile(q)
 	s.mu.RLock()
 	var mem [][]entry

@@ -30,17 +30,17 @@ const (
 
 // The columns of a block, in file order.
 const (
-	colTime     = iota // uvarint deltas from the block's first (smallest) time
-	colSeq             // uvarint
-	colObserved        // uvarint
-	colSeverity        // zigzag varint of sevCode
-	colTraceID         // 16 bytes each
-	colSpanID          // 8 bytes each
-	colService         // uvarint index into the block's services
-	colResScope        // uvarint resource index, uvarint scope index
-	colResources       // uvarint count, then per resource: proto bytes, schema URL (both length-prefixed)
-	colScopes          // the same for scopes
-	colPayload         // length-prefixed AppendLogPayloadProto output
+	colTime      = iota // uvarint deltas from the block's first (smallest) time
+	colSeq              // uvarint
+	colObserved         // uvarint
+	colSeverity         // zigzag varint of sevCode
+	colTraceID          // 16 bytes each
+	colSpanID           // 8 bytes each
+	colService          // uvarint index into the block's services
+	colResScope         // uvarint resource index, uvarint scope index
+	colResources        // uvarint count, then per resource: proto bytes, schema URL (both length-prefixed)
+	colScopes           // the same for scopes
+	colPayload          // length-prefixed AppendLogPayloadProto output
 	numCols
 )
 

@@ -7,10 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rastro-dev/rastro/internal/store"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
@@ -24,13 +25,23 @@ const (
 	recJSON  = 2 // the same in OTLP/JSON
 )
 
-// Format is the encoding of an ingest request body.
-type Format int
-
-const (
-	FormatProto Format = iota
-	FormatJSON
+// The types of the API side live in internal/store.
+type (
+	Format = store.LogFormat
+	Result = store.LogResult
+	Query  = store.LogQuery
+	Cursor = store.LogCursor
+	Hit    = store.LogHit
+	Page   = store.LogPage
 )
+
+// Request formats.
+const (
+	FormatProto = store.LogFormatProto
+	FormatJSON  = store.LogFormatJSON
+)
+
+var _ store.LogBackend = (*Store)(nil)
 
 // Options configures a Store. Zero fields take the defaults given.
 type Options struct {
@@ -239,21 +250,13 @@ func estimate(recs []model.LogRecord, bodyBytes int64) int64 {
 	return n
 }
 
-// Result of Append.
-type Result struct {
-	Accepted  int
-	Rejected  int
-	RejectMsg string
-	Problems  model.Problems
-}
+// ErrClosed is returned by AppendLogs after Close.
+var ErrClosed = store.ErrClosed
 
-// ErrClosed is returned by Append after Close.
-var ErrClosed = errors.New("logstore: closed")
-
-// Append decodes one export request and, unless it is malformed (an
-// *otlp.Error, nothing stored), writes it to the WAL; when Append returns
+// AppendLogs decodes one export request and, unless it is malformed (an
+// *otlp.Error, nothing stored), writes it to the WAL; when AppendLogs returns
 // without error its records are durable (per the WAL mode) and searchable.
-func (s *Store) Append(project string, format Format, body []byte) (Result, error) {
+func (s *Store) AppendLogs(project string, format Format, body []byte) (Result, error) {
 	typ := uint8(recProto)
 	b, err := otlp.DecodeLogsProto(body)
 	if format == FormatJSON {
@@ -471,27 +474,4 @@ func (s *Store) Close() error {
 	s.wg.Wait()
 	err := s.Seal()
 	return errors.Join(err, s.wal.Close())
-}
-
-// Cursor marks a place in the newest-first order: the next page holds the
-// records strictly older than (Time, Seq).
-type Cursor struct {
-	Time uint64
-	Seq  uint64
-}
-
-// String encodes the cursor for an API ("time.seq").
-func (c Cursor) String() string {
-	return strconv.FormatUint(c.Time, 10) + "." + strconv.FormatUint(c.Seq, 10)
-}
-
-// ParseCursor reads what String wrote.
-func ParseCursor(s string) (Cursor, error) {
-	t, q, ok := strings.Cut(s, ".")
-	ti, err1 := strconv.ParseUint(t, 10, 64)
-	qi, err2 := strconv.ParseUint(q, 10, 64)
-	if !ok || err1 != nil || err2 != nil {
-		return Cursor{}, fmt.Errorf("bad cursor %q: want the next_cursor of a previous answer", s)
-	}
-	return Cursor{Time: ti, Seq: qi}, nil
 }

@@ -184,7 +184,7 @@ func checkQuery(t *testing.T, s *Store, all []stored, q Query) {
 	var got []Hit
 	pages := 0
 	for {
-		p, err := s.Search(q)
+		p, err := s.SearchLogs(q)
 		if err != nil {
 			t.Fatalf("Search(%+v): %v", q, err)
 		}
@@ -231,7 +231,7 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 		project := []string{"", "acme"}[g.r.IntN(2)]
 		recs := g.records(1 + g.r.IntN(300))
 		format, body := FormatProto, otlp.EncodeLogsProto(recs)
-		res, err := s.Append(project, format, body)
+		res, err := s.AppendLogs(project, format, body)
 		if err != nil || res.Accepted != len(recs) {
 			t.Fatalf("Append: %+v, %v", res, err)
 		}
@@ -280,11 +280,11 @@ func TestRecordWithoutTimeKeepsItsReceiveTime(t *testing.T) {
 	}
 	body := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"no time at all"}},
 		{"timeUnixNano":"5","body":{"stringValue":"has a time"}}]}]}]}`
-	if _, err := s.Append("", FormatJSON, []byte(body)); err != nil {
+	if _, err := s.AppendLogs("", FormatJSON, []byte(body)); err != nil {
 		t.Fatal(err)
 	}
 	check := func(s *Store, when string) {
-		p, err := s.Search(Query{Text: "time"})
+		p, err := s.SearchLogs(Query{Text: "time"})
 		if err != nil || len(p.Hits) != 2 {
 			t.Fatalf("%s: %d hits, %v", when, len(p.Hits), err)
 		}
@@ -333,7 +333,7 @@ func TestPowerCutKeepsAcknowledgedRecords(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	for round := range 30 {
 		recs := g.records(1 + g.r.IntN(60))
-		if _, err := s.Append("", FormatProto, otlp.EncodeLogsProto(recs)); err != nil {
+		if _, err := s.AppendLogs("", FormatProto, otlp.EncodeLogsProto(recs)); err != nil {
 			t.Fatal(err)
 		}
 		acked = append(acked, normalized(t, recs)...)
@@ -353,7 +353,7 @@ func TestPowerCutKeepsAcknowledgedRecords(t *testing.T) {
 		if err != nil {
 			t.Fatalf("image %d: reopen: %v", i, err)
 		}
-		p, err := s.Search(Query{Limit: 1 << 20})
+		p, err := s.SearchLogs(Query{Limit: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -382,7 +382,7 @@ func TestCorruptSegmentIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append("", FormatProto, otlp.EncodeLogsProto(g.records(500))); err != nil {
+	if _, err := s.AppendLogs("", FormatProto, otlp.EncodeLogsProto(g.records(500))); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -408,7 +408,7 @@ func TestCorruptSegmentIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	_, err = s.Search(Query{Limit: 1000})
+	_, err = s.SearchLogs(Query{Limit: 1000})
 	if !errors.Is(err, durable.ErrCorruption) || !strings.Contains(err.Error(), seg) {
 		t.Fatalf("search over a damaged block: %v, want a corruption error naming %s", err, seg)
 	}
@@ -436,7 +436,7 @@ func TestDropBefore(t *testing.T) {
 		project string
 		ts      uint64
 	}{{"", 100}, {"acme", 100}, {"", 300}} {
-		if _, err := s.Append(c.project, FormatProto, mk(c.ts, "entry")); err != nil {
+		if _, err := s.AppendLogs(c.project, FormatProto, mk(c.ts, "entry")); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Seal(); err != nil {
@@ -448,7 +448,7 @@ func TestDropBefore(t *testing.T) {
 		t.Fatalf("DropBefore(default project) = %d, %v; want 1", n, err)
 	}
 	count := func(project string) int {
-		p, err := s.Search(Query{Project: project})
+		p, err := s.SearchLogs(Query{Project: project})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +476,7 @@ func TestTextUsesTheSharedTokenizer(t *testing.T) {
 	}
 	defer s.Close()
 	rec := model.LogRecord{TimeUnixNano: 1, Body: model.StringValue("Refund for café order: 退款 done"), Resource: &model.Resource{}, Scope: &model.Scope{}}
-	if _, err := s.Append("", FormatProto, otlp.EncodeLogsProto([]model.LogRecord{rec})); err != nil {
+	if _, err := s.AppendLogs("", FormatProto, otlp.EncodeLogsProto([]model.LogRecord{rec})); err != nil {
 		t.Fatal(err)
 	}
 	for _, sealed := range []bool{false, true} {
@@ -484,7 +484,7 @@ func TestTextUsesTheSharedTokenizer(t *testing.T) {
 			s.Seal()
 		}
 		for q, want := range map[string]int{"REFUND": 1, "cafe": 1, "退款": 1, "refund absent": 0} {
-			p, err := s.Search(Query{Text: q})
+			p, err := s.SearchLogs(Query{Text: q})
 			if err != nil || len(p.Hits) != want {
 				t.Errorf("sealed=%v: %q found %d, want %d (%v)", sealed, q, len(p.Hits), want, err)
 			}

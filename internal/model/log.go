@@ -1,6 +1,10 @@
 package model
 
-import "strconv"
+import (
+	"encoding/hex"
+	"errors"
+	"strconv"
+)
 
 // SeverityNumber is OTLP's log severity (logs.proto SeverityNumber): 0 is
 // unspecified, 1-4 TRACE, 5-8 DEBUG, 9-12 INFO, 13-16 WARN, 17-20 ERROR,
@@ -90,4 +94,19 @@ func NormalizeLog(r *LogRecord, p *Problems) {
 	if bad {
 		p.InvalidUTF8++
 	}
+}
+
+// ParseSpanID parses 16 hex digits (either case). The all-zero id is rejected.
+func ParseSpanID(s string) (SpanID, error) {
+	var id SpanID
+	if len(s) != 16 {
+		return id, errors.New("span id must be 16 hex digits, got " + strconv.Itoa(len(s)) + " characters")
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, errors.New("span id is not hex: " + quoteShort(s))
+	}
+	if id.IsZero() {
+		return id, errors.New("span id is all zeros")
+	}
+	return id, nil
 }

@@ -1,6 +1,8 @@
 package otlp
 
 import (
+	"strconv"
+
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -129,4 +131,55 @@ func EncodeLogsProto(records []model.LogRecord) []byte {
 		i = j
 	}
 	return out
+}
+
+// AppendLogJSON appends one log record in Rastro's API JSON shape: times as
+// RFC 3339 and as nanosecond strings, the severity as number and text, the
+// body as the JSON form of its value (a string for most records), the
+// attributes, resource and scope as objects, and the ids in hex.
+func AppendLogJSON(b []byte, r *model.LogRecord) []byte {
+	b = append(b, '{')
+	c := comma{}
+	t := r.Time()
+	b = c.key(b, "time")
+	b = appendRFC3339(b, t)
+	b = c.key(b, "time_unix_nano")
+	b = strconv.AppendUint(b, r.TimeUnixNano, 10)
+	b = c.key(b, "observed_time_unix_nano")
+	b = strconv.AppendUint(b, r.ObservedTimeUnixNano, 10)
+	b = c.key(b, "severity_number")
+	b = strconv.AppendInt(b, int64(r.SeverityNumber), 10)
+	b = c.key(b, "severity")
+	b = appendJSONString(b, r.SeverityNumber.String())
+	b = appendStrField(b, &c, "severity_text", r.SeverityText)
+	b = c.key(b, "service")
+	b = appendJSONString(b, r.Service)
+	b = appendStrField(b, &c, "event_name", r.EventName)
+	b = c.key(b, "body")
+	b = appendValueJSON(b, &r.Body)
+	b = c.key(b, "attributes")
+	b = appendAttrsObject(b, r.Attributes)
+	if !r.TraceID.IsZero() {
+		b = appendHexField(b, &c, "trace_id", r.TraceID[:])
+	}
+	if !r.SpanID.IsZero() {
+		b = appendHexField(b, &c, "span_id", r.SpanID[:])
+	}
+	b = appendUintField(b, &c, "flags", uint64(r.Flags))
+	b = appendUintField(b, &c, "dropped_attributes_count", uint64(r.DroppedAttributesCount))
+	b = c.key(b, "resource")
+	if r.Resource != nil {
+		b = appendAttrsObject(b, r.Resource.Attributes)
+	} else {
+		b = append(b, "{}"...)
+	}
+	if sc := r.Scope; sc != nil && (sc.Name != "" || sc.Version != "") {
+		b = c.key(b, "scope")
+		b = append(b, '{')
+		c2 := comma{}
+		b = appendStrField(b, &c2, "name", sc.Name)
+		b = appendStrField(b, &c2, "version", sc.Version)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }

@@ -171,7 +171,8 @@ func (s *Server) refused(e *authError) {
 // grpcAccess is the access rule of each gRPC method; a method missing here
 // is refused (the interceptors fail closed).
 var grpcAccess = map[string]access{
-	exportMethod: accessIngest,
+	exportMethod:     accessIngest,
+	logsExportMethod: accessIngest,
 }
 
 // grpcAuthorize is authorize for a gRPC call: the same rules, reading the

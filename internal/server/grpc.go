@@ -98,6 +98,7 @@ func newGRPCServer(s *Server) *grpc.Server {
 	}
 	g := grpc.NewServer(opts...)
 	g.RegisterService(&traceServiceDesc, s)
+	g.RegisterService(&logsServiceDesc, s)
 	return g
 }
 

@@ -38,6 +38,7 @@ func (rt *route) isQuery() bool { return rt.access == accessRead && !rt.stream }
 func (s *Server) routeTable() []route {
 	var t []route
 	t = append(t, s.ingestRoutes()...)
+	t = append(t, s.logRoutes()...)
 	t = append(t, s.queryRoutes()...)
 	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.insightRoutes()...)

@@ -13,8 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/rastro-dev/rastro/internal/llm"
-	"github.com/rastro-dev/rastro/internal/mcpserver"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/mcpserver"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -176,7 +177,10 @@ type Server struct {
 	opts    Options
 	log     *slog.Logger
 	backend atomic.Pointer[attached]
-	met     *metrics
+	// logs is the log store (logs.go); noLogs: the backend has none.
+	logs   atomic.Pointer[attachedLogs]
+	noLogs atomic.Bool
+	met    *metrics
 	// auth is the auth file's tokens, swapped whole by ReloadAuth; nil
 	// when access control is off.
 	auth atomic.Pointer[authSet]

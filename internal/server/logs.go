@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+type attachedLogs struct{ store.LogBackend }
+
+// SetLogs attaches the log store. Until it is called the log routes answer
+// 503 while the server starts; a backend that has none (ClickHouse) never
+// calls it and the routes answer 501.
+func (s *Server) SetLogs(l store.LogBackend) { s.logs.Store(&attachedLogs{l}) }
+
+// NoLogs marks that this server has no log store (the storage backend does
+// not offer one): the log routes answer 501.
+func (s *Server) NoLogs() { s.noLogs.Store(true) }
+
+const protoLogsOTLPProto, protoLogsOTLPJSON = "otlp-logs-proto", "otlp-logs-json"
+
+func (s *Server) logRoutes() []route {
+	return []route{
+		{method: "POST", pattern: "/v1/logs", access: accessIngest, handler: s.handleOTLPLogs, documented: true},
+		{method: "GET", pattern: "/api/v1/logs", access: accessRead, name: "logs", handler: s.handleLogs, documented: true},
+		{method: "GET", pattern: "/api/v1/traces/{trace_id}/logs", access: accessRead, name: "trace_logs", handler: s.handleTraceLogs, documented: true},
+	}
+}
+
+// currentLogs is the attached log store, or nil with the error to answer.
+func (s *Server) currentLogs() (store.LogBackend, *ingestError) {
+	if a := s.logs.Load(); a != nil {
+		return a.LogBackend, nil
+	}
+	if s.noLogs.Load() {
+		return nil, &ingestError{http.StatusNotImplemented, "not_implemented",
+			"logs are not built for this storage backend yet: use the embedded storage (docs/clickhouse.md)", 0}
+	}
+	return nil, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL", 0}
+}
+
+// handleOTLPLogs serves POST /v1/logs: OTLP/HTTP logs, protobuf or JSON,
+// gzip or not, with the admission and durability of /v1/traces.
+func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var format store.LogFormat
+	protocol := protoLogsOTLPProto
+	switch mt {
+	case "application/x-protobuf", "application/protobuf":
+	case "application/json":
+		format, protocol = store.LogFormatJSON, protoLogsOTLPJSON
+	default:
+		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+		writeError(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type %q is not supported on /v1/logs: use application/x-protobuf or application/json", r.Header.Get("Content-Type")))
+		return
+	}
+	res, ierr := s.ingestLogs(r, format)
+	code := http.StatusOK
+	if ierr != nil {
+		code = ierr.status
+	}
+	s.met.requests.WithLabelValues(protocol, strconv.Itoa(code)).Inc()
+	if ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
+		}
+		writeError(w, code, ierr.msg)
+		return
+	}
+	if format == store.LogFormatProto {
+		// ExportLogsServiceResponse{partial_success{rejected_log_records, error_message}}
+		var out []byte
+		if res.Rejected > 0 {
+			ps := protowire.AppendTag(nil, 1, protowire.VarintType)
+			ps = protowire.AppendVarint(ps, uint64(res.Rejected))
+			ps = protowire.AppendTag(ps, 2, protowire.BytesType)
+			ps = protowire.AppendString(ps, res.RejectMsg)
+			out = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), ps)
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+		w.Write(out)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if res.Rejected > 0 {
+		fmt.Fprintf(w, `{"partialSuccess":{"rejectedLogRecords":"%d","errorMessage":%s}}`+"\n", res.Rejected, strconv.Quote(res.RejectMsg))
+		return
+	}
+	w.Write([]byte("{}\n"))
+}
+
+func (s *Server) ingestLogs(r *http.Request, format store.LogFormat) (store.LogResult, *ingestError) {
+	ls, ierr := s.currentLogs()
+	if ierr != nil {
+		return store.LogResult{}, ierr
+	}
+	project := projectFrom(r.Context())
+	if r.ContentLength > s.opts.MaxBodyBytes {
+		return store.LogResult{}, tooLarge(s.opts.MaxBodyBytes)
+	}
+	if b := s.currentBackend(); b != nil {
+		if ierr := s.admitProject(b, project); ierr != nil {
+			return store.LogResult{}, ierr
+		}
+	}
+	body, held, ierr := s.readBody(r)
+	defer s.release(held)
+	if ierr != nil {
+		return store.LogResult{}, ierr
+	}
+	done, ierr := s.ingestSlot()
+	if ierr != nil {
+		return store.LogResult{}, ierr
+	}
+	defer done()
+	res, err := ls.AppendLogs(project, format, body)
+	if err != nil {
+		return res, logAppendError(err)
+	}
+	if res.Accepted == 0 && res.Rejected > 0 {
+		return res, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
+	}
+	if s.rates != nil {
+		s.rates.take(project, res.Accepted)
+	}
+	return res, nil
+}
+
+func logAppendError(err error) *ingestError {
+	var oe *otlp.Error
+	switch {
+	case errors.As(err, &oe):
+		return badRequest("decode logs request: %v", err)
+	case errors.Is(err, syscall.ENOSPC):
+		return &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept): " + err.Error(), 5}
+	case errors.Is(err, store.ErrClosed):
+		return &ingestError{http.StatusServiceUnavailable, "stopping", "the server is stopping", 0}
+	}
+	msg := "could not store the logs durably: " + err.Error()
+	if errors.Is(err, store.ErrStopped) {
+		msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart)"
+	}
+	return &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
+}
+
+// handleLogs serves GET /api/v1/logs.
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	q, err := parseLogQuery(r, time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	s.answerLogs(w, r, q)
+}
+
+// handleTraceLogs serves GET /api/v1/traces/{trace_id}/logs: the logs of
+// one trace, oldest first, as a trace's spans are read.
+func (s *Server) handleTraceLogs(w http.ResponseWriter, r *http.Request) {
+	id, err := model.ParseTraceID(r.PathValue("trace_id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q, err := parseLogQuery(r, time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q.TraceID = id
+	s.answerLogs(w, r, q)
+}
+
+func (s *Server) answerLogs(w http.ResponseWriter, r *http.Request, q store.LogQuery) {
+	ls, ierr := s.currentLogs()
+	if ierr != nil {
+		writeError(w, ierr.status, ierr.msg)
+		return
+	}
+	q.Project = projectFrom(r.Context())
+	page, err := ls.SearchLogs(q)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	buf := make([]byte, 0, 512*len(page.Hits)+64)
+	buf = append(buf, `{"logs":[`...)
+	for i := range page.Hits {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = otlp.AppendLogJSON(buf, &page.Hits[i].Record)
+	}
+	buf = append(buf, ']')
+	if page.Next != nil {
+		buf = append(buf, `,"next_cursor":"`...)
+		buf = append(buf, page.Next.String()...)
+		buf = append(buf, '"')
+	}
+	buf = append(buf, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(buf)
+}
+
+// maxLogLimit bounds one page of logs.
+const maxLogLimit = 10000
+
+// parseLogQuery reads the log search's parameters: since, until, limit and
+// cursor as the span search reads them, trace_id, span_id, service,
+// severity (the lowest severity kept: a number 1-24 or a name such as WARN
+// or error), and content (words that must all appear in the body or a
+// string attribute).
+func parseLogQuery(r *http.Request, now time.Time) (store.LogQuery, error) {
+	v := r.URL.Query()
+	var q store.LogQuery
+	for name := range v {
+		switch name {
+		case "since", "until", "limit", "cursor", "trace_id", "span_id", "service", "severity", "content":
+		default:
+			return q, fmt.Errorf("unknown parameter %q: the log search takes since, until, limit, cursor, trace_id, span_id, service, severity and content", name)
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *uint64
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(p.name); s != "" {
+			t, err := query.ParseTime(s, now)
+			if err != nil {
+				return q, fmt.Errorf("%s: %v", p.name, err)
+			}
+			if t.Before(time.Unix(0, 0)) {
+				return q, fmt.Errorf("%s %q is before 1970", p.name, s)
+			}
+			*p.dst = uint64(t.UnixNano())
+		}
+	}
+	if q.Until != 0 && q.Until <= q.Since {
+		return q, fmt.Errorf("until must be after since")
+	}
+	q.Limit = 100
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxLogLimit {
+			return q, fmt.Errorf("limit %q: want a whole number from 1 to %d", s, maxLogLimit)
+		}
+		q.Limit = n
+	}
+	if s := v.Get("cursor"); s != "" {
+		c, err := store.ParseLogCursor(s)
+		if err != nil {
+			return q, err
+		}
+		q.Before = &c
+	}
+	if s := v.Get("trace_id"); s != "" {
+		id, err := model.ParseTraceID(s)
+		if err != nil {
+			return q, err
+		}
+		q.TraceID = id
+	}
+	if s := v.Get("span_id"); s != "" {
+		id, err := model.ParseSpanID(s)
+		if err != nil {
+			return q, err
+		}
+		q.SpanID = id
+	}
+	q.Service = v.Get("service")
+	if s := v.Get("severity"); s != "" {
+		n, err := parseSeverity(s)
+		if err != nil {
+			return q, err
+		}
+		q.MinSeverity = n
+	}
+	q.Text = v.Get("content")
+	return q, nil
+}
+
+// parseSeverity reads a severity number (1-24) or a name: TRACE, DEBUG,
+// INFO, WARN (or WARNING), ERROR, FATAL, any case, optionally with the step
+// (INFO2).
+func parseSeverity(s string) (model.SeverityNumber, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 || n > 24 {
+			return 0, fmt.Errorf("severity %d: want 1-24 or a name (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)", n)
+		}
+		return model.SeverityNumber(n), nil
+	}
+	u := strings.ToUpper(s)
+	if u == "WARNING" {
+		u = "WARN"
+	}
+	for n := model.SeverityNumber(1); n <= 24; n++ {
+		if n.String() == u {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("severity %q: want 1-24 or a name (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)", s)
+}
+
+// logsExportMethod is the full name of LogsService/Export.
+const logsExportMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Export"
+
+const protoLogsOTLPGRPC = "otlp-logs-grpc"
+
+var logsServiceDesc = grpc.ServiceDesc{
+	ServiceName: "opentelemetry.proto.collector.logs.v1.LogsService",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "Export",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			h := func(ctx context.Context, _ any) (any, error) {
+				var in rawRequest
+				if err := dec(&in); err != nil {
+					return nil, err
+				}
+				return srv.(*Server).exportLogs(ctx, in.b)
+			}
+			if interceptor == nil {
+				panic("server: the gRPC server has no access interceptor (broken invariant)")
+			}
+			return interceptor(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: logsExportMethod}, h)
+		},
+	}},
+	Metadata: "opentelemetry/proto/collector/logs/v1/logs_service.proto",
+}
+
+// exportLogs handles one OTLP/gRPC logs Export call.
+func (s *Server) exportLogs(ctx context.Context, body []byte) (*collogspb.ExportLogsServiceResponse, error) {
+	res, ierr := s.exportLogsGRPC(ctx, body)
+	code := codes.OK
+	if ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		switch {
+		case ierr.status == http.StatusNotImplemented:
+			code = codes.Unimplemented
+		case ierr.status == http.StatusServiceUnavailable:
+			code = codes.Unavailable
+		case ierr.status == http.StatusTooManyRequests:
+			code = codes.ResourceExhausted
+		default:
+			code = codes.InvalidArgument
+		}
+	}
+	s.met.requests.WithLabelValues(protoLogsOTLPGRPC, code.String()).Inc()
+	if ierr != nil {
+		return nil, status.Error(code, ierr.msg)
+	}
+	resp := &collogspb.ExportLogsServiceResponse{}
+	if res.Rejected > 0 {
+		resp.PartialSuccess = &collogspb.ExportLogsPartialSuccess{RejectedLogRecords: int64(res.Rejected), ErrorMessage: res.RejectMsg}
+	}
+	return resp, nil
+}
+
+func (s *Server) exportLogsGRPC(ctx context.Context, body []byte) (store.LogResult, *ingestError) {
+	ls, ierr := s.currentLogs()
+	if ierr != nil {
+		return store.LogResult{}, ierr
+	}
+	project := projectFrom(ctx)
+	if b := s.currentBackend(); b != nil {
+		if ierr := s.admitProject(b, project); ierr != nil {
+			return store.LogResult{}, ierr
+		}
+	}
+	n := int64(len(body))
+	if !s.admit(n) {
+		return store.LogResult{}, overloaded()
+	}
+	defer s.release(n)
+	done, ierr := s.ingestSlot()
+	if ierr != nil {
+		return store.LogResult{}, ierr
+	}
+	defer done()
+	res, err := ls.AppendLogs(project, store.LogFormatProto, body)
+	if err != nil {
+		return res, logAppendError(err)
+	}
+	if res.Accepted == 0 && res.Rejected > 0 {
+		return res, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
+	}
+	if s.rates != nil {
+		s.rates.take(project, res.Accepted)
+	}
+	return res, nil
+}
