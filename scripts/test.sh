@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/... ./internal/chstore/...)
+race_pkgs=(./internal/wal/... ./internal/segment/... ./internal/engine/... ./internal/server/... ./internal/process/... ./internal/store/... ./internal/chstore/... ./internal/logstore/...)
 
 # The MCP tests drive the server with third-party clients from npm (the
 # TypeScript SDK and the Inspector CLI, pinned in the lock file); Node.js 20+.
@@ -22,7 +22,7 @@ echo "== go test -race (concurrent packages)"
 go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
 
 echo "== go test (everything else)"
-mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store -e /internal/chstore)
+mapfile -t rest < <(go list ./... | grep -v -e /internal/wal -e /internal/segment -e /internal/engine -e /internal/server -e /internal/process -e /internal/store -e /internal/chstore -e /internal/logstore)
 go test -count=1 -timeout 20m "${rest[@]}"
 
 # The fuzz targets of the parsers that read bytes from the network: their
@@ -37,6 +37,7 @@ fuzz_targets=(
 	"./internal/server FuzzParseAuthFile"
 	"./internal/otlp FuzzDecodeProto" "./internal/otlp FuzzDecodeJSON" "./internal/otlp FuzzDecodeNative"
 	"./internal/otlp FuzzDecodeZipkinJSON" "./internal/otlp FuzzDecodeZipkinProto"
+	"./internal/otlp FuzzDecodeLogsProto" "./internal/otlp FuzzDecodeLogsJSON"
 )
 echo "== go test -fuzz (network parsers, ${fuzztime} each)"
 for t in "${fuzz_targets[@]}"; do
