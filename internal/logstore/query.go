@@ -15,6 +15,9 @@ type compiled struct {
 	Query
 	words  []string
 	hashes []uint64
+	// hidden, when set, drops records an erasure in progress covers (and
+	// those Match refuses).
+	hidden func(r *model.LogRecord, seq uint64) bool
 }
 
 func compile(q Query) compiled {
@@ -105,6 +108,25 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 			mem = append(mem, es)
 		}
 	}
+	var erased []erasure
+	for _, e := range s.man.Erased {
+		if e.Project == q.Project {
+			erased = append(erased, e)
+		}
+	}
+	if len(erased) > 0 {
+		// An erasure in progress: its records are hidden at once.
+		match := c.Match
+		c.Match = nil
+		c.hidden = func(r *model.LogRecord, seq uint64) bool {
+			for i := range erased {
+				if erased[i].covers(q.Project, r.TraceID, seq) {
+					return true
+				}
+			}
+			return match != nil && !match(r)
+		}
+	}
 	var segs []*segment
 	for _, seg := range s.segs {
 		if seg.project == q.Project && seg.maxT >= c.Since && (c.Until == 0 || seg.minT < c.Until) {
@@ -134,7 +156,7 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 		for i := range es {
 			e := &es[i]
 			h := header{time: e.rec.Time(), seq: e.seq, severity: e.rec.SeverityNumber, traceID: e.rec.TraceID, spanID: e.rec.SpanID, service: e.rec.Service}
-			if c.headerMatch(&h) && c.recordMatch(&e.rec) {
+			if c.headerMatch(&h) && c.recordMatch(&e.rec) && (c.hidden == nil || !c.hidden(&e.rec, e.seq)) {
 				keep(Hit{Seq: e.seq, Record: e.rec})
 			}
 		}
@@ -177,7 +199,7 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 				return Page{}, err
 			}
 			for i := range es {
-				if c.recordMatch(&es[i].rec) {
+				if c.recordMatch(&es[i].rec) && (c.hidden == nil || !c.hidden(&es[i].rec, es[i].seq)) {
 					keep(Hit{Seq: es[i].seq, Record: es[i].rec})
 				}
 			}

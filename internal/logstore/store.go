@@ -89,6 +89,9 @@ type manifest struct {
 	WALStart uint64   `json:"wal_start"` // the first WAL file not yet sealed
 	NextSeq  uint64   `json:"next_seq"`  // the sequence number of the first record in that file
 	NextFile uint64   `json:"next_file"`
+	// Erased lists the trace erasures whose records may still be in the
+	// WAL (erase.go): replay and seals leave those records out.
+	Erased []erasure `json:"erased,omitempty"`
 }
 
 const manifestName = "MANIFEST.json"
@@ -232,8 +235,12 @@ func (s *Store) add(project string, recs []model.LogRecord, bodyBytes int64) {
 	s.mu.Lock()
 	b := s.bufs[project]
 	for i := range recs {
-		b = append(b, entry{seq: s.nextSeq, rec: recs[i]})
+		seq := s.nextSeq
 		s.nextSeq++
+		// Only a replay meets records an erasure covers.
+		if len(s.man.Erased) == 0 || !s.erased(project, recs[i].TraceID, seq) {
+			b = append(b, entry{seq: seq, rec: recs[i]})
+		}
 	}
 	s.bufs[project] = b
 	s.bufBytes += estimate(recs, bodyBytes)
@@ -327,6 +334,10 @@ func (s *Store) sealer() {
 func (s *Store) Seal() error {
 	s.sealMu.Lock()
 	defer s.sealMu.Unlock()
+	return s.sealLocked()
+}
+
+func (s *Store) sealLocked() error {
 	s.mu.RLock()
 	empty := len(s.bufs) == 0
 	s.mu.RUnlock()
@@ -352,7 +363,10 @@ func (s *Store) Seal() error {
 	m.Segments = slices.Clone(m.Segments)
 	var made []*segment
 	for _, p := range projects {
-		es := slices.Clone(s.sealing[p])
+		es := s.liveEntries(p, s.sealing[p])
+		if len(es) == 0 {
+			continue
+		}
 		sortEntries(es)
 		name := fmt.Sprintf("%016d.rlog", m.NextFile)
 		m.NextFile++
@@ -365,6 +379,7 @@ func (s *Store) Seal() error {
 		m.Segments = append(m.Segments, name)
 	}
 	m.WALStart, m.NextSeq = walStart, nextSeq
+	m.Erased = pendingErasures(m.Erased, nextSeq)
 	if err := s.writeManifest(m); err != nil {
 		s.restoreSealing()
 		return err

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -490,4 +492,152 @@ func TestTextUsesTheSharedTokenizer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Erasing a trace removes its records from every answer at once and from
+// every file on disk (segments and WAL), survives a power cut, and keeps
+// the trace's records acknowledged after it and every other record.
+func TestEraseTraceRemovesItsLogsFromDisk(t *testing.T) {
+	fsys := vfs.NewMemFS()
+	dir := "/data/logs"
+	s, err := Open(Options{Dir: dir, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := model.TraceID{9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 1}
+	other := model.TraceID{7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 1}
+	rec := func(trace model.TraceID, ts uint64, body string) []byte {
+		return otlp.EncodeLogsProto([]model.LogRecord{{TimeUnixNano: ts, TraceID: trace, Body: model.StringValue(body),
+			Resource: &model.Resource{}, Scope: &model.Scope{}}})
+	}
+	for i := range 30 {
+		if _, err := s.AppendLogs("acme", FormatProto, rec(victim, uint64(100+i), fmt.Sprintf("secretprompt%d of the victim", i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AppendLogs("acme", FormatProto, rec(other, uint64(100+i), "ordinary")); err != nil {
+			t.Fatal(err)
+		}
+		if i == 14 {
+			if err := s.Seal(); err != nil { // half in a segment, half in the buffer
+				t.Fatal(err)
+			}
+		}
+	}
+	// The same trace id in another project is not touched.
+	if _, err := s.AppendLogs("", FormatProto, rec(victim, 50, "other project")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.EraseTrace("acme", victim)
+	if err != nil || n != 30 {
+		t.Fatalf("EraseTrace = %d, %v; want 30 records removed", n, err)
+	}
+	after := rec(victim, 200, "arrived after the erasure")
+	if _, err := s.AppendLogs("acme", FormatProto, after); err != nil {
+		t.Fatal(err)
+	}
+	count := func(s *Store, project string, trace model.TraceID) int {
+		p, err := s.SearchLogs(Query{Project: project, TraceID: trace, Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Hits)
+	}
+	check := func(s *Store, when string) {
+		if got := count(s, "acme", victim); got != 1 {
+			t.Fatalf("%s: %d records of the erased trace, want only the one sent after the erasure", when, got)
+		}
+		if count(s, "acme", other) != 30 || count(s, "", victim) != 1 {
+			t.Fatalf("%s: other records lost: %d of the other trace, %d in the other project", when, count(s, "acme", other), count(s, "", victim))
+		}
+	}
+	check(s, "after the erasure")
+	leaks := func(m *vfs.MemFS) []string {
+		var out []string
+		for _, name := range m.Names("") {
+			b, _ := m.ReadFile(name)
+			if bytes.Contains(b, []byte("secretprompt")) {
+				out = append(out, name)
+			}
+			// Segments are compressed: decode them to look.
+			if strings.HasSuffix(name, ".rlog") {
+				seg, err := openSegment(m, dir, name[len(dir)+1:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				for bi := range seg.blocks {
+					blk, _ := seg.readBlock(bi)
+					payload, _ := blk.col(colPayload)
+					if bytes.Contains(payload, []byte("secretprompt")) {
+						out = append(out, name)
+					}
+				}
+			}
+		}
+		return out
+	}
+	if l := leaks(fsys); len(l) > 0 {
+		t.Fatalf("the erased records are still on disk in %v", l)
+	}
+	image := fsys.Crash(vfs.CrashOptions{})
+	s.Close()
+	s2, err := Open(Options{Dir: dir, FS: image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s2, "after a power cut")
+	s2.Close()
+}
+
+// When the erasure's own seal fails, the erasure is still durable: after a
+// power cut the WAL's copies of the erased records are not replayed.
+func TestEraseSurvivesAFailedSeal(t *testing.T) {
+	mem := vfs.NewMemFS()
+	var failCreates atomic.Bool
+	fsys := &vfs.Faulty{FS: mem, Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if failCreates.Load() && op == vfs.OpCreate && strings.HasSuffix(name, ".rlog.tmp") {
+			return vfs.Fault{Err: vfs.Errno(op, name, syscall.EIO)}
+		}
+		return vfs.Fault{}
+	}}
+	dir := "/data/logs"
+	s, err := Open(Options{Dir: dir, FS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := model.TraceID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	for i := range 5 {
+		body := otlp.EncodeLogsProto([]model.LogRecord{
+			{TimeUnixNano: uint64(10 + i), TraceID: victim, Body: model.StringValue("erase me"), Resource: &model.Resource{}, Scope: &model.Scope{}},
+			{TimeUnixNano: uint64(10 + i), Body: model.StringValue("keep me"), Resource: &model.Resource{}, Scope: &model.Scope{}},
+		})
+		if _, err := s.AppendLogs("", FormatProto, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failCreates.Store(true)
+	if _, err := s.EraseTrace("", victim); err == nil || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("EraseTrace with segment writes failing: %v, want the EIO", err)
+	}
+	if p, _ := s.SearchLogs(Query{TraceID: victim}); len(p.Hits) != 0 {
+		t.Fatalf("%d erased records still answered", len(p.Hits))
+	}
+	image := mem.Crash(vfs.CrashOptions{})
+	s2, err := Open(Options{Dir: dir, FS: image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	p, err := s2.SearchLogs(Query{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Hits) != 5 {
+		t.Fatalf("after the power cut: %d records, want the 5 kept ones", len(p.Hits))
+	}
+	for _, h := range p.Hits {
+		if h.Record.Body.Str != "keep me" {
+			t.Fatalf("an erased record came back from the WAL: %+v", h.Record)
+		}
+	}
+	s.Close()
 }

@@ -66,6 +66,15 @@ func (s *Server) erase(w http.ResponseWriter, r *http.Request, b store.Backend, 
 		s.queryFailed(w, err) // a refused request (store.ErrBadRequest) is a 400
 		return
 	}
+	// A trace's log records go with it (docs/logs.md); the log store
+	// removes them before answering.
+	if a := s.logs.Load(); a != nil && req.TraceID != nil {
+		if _, err := a.EraseTrace(req.Project, *req.TraceID); err != nil {
+			s.log.Error("erasing a trace's logs failed", "err", err)
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the trace's spans are being erased (erasure %d), but erasing its log records failed: %v; send the same request again", st.ID, err))
+			return
+		}
+	}
 	w.Header().Set("Location", "/api/v1/erasures/"+strconv.FormatUint(st.ID, 10))
 	writeJSON(w, http.StatusAccepted, erasureJSON(st))
 }

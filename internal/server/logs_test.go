@@ -225,3 +225,38 @@ func TestLogsNotImplementedWithoutLogStore(t *testing.T) {
 		t.Fatalf("gRPC export without a log store: %v, want Unimplemented with a message", err)
 	}
 }
+
+// Erasing a trace erases its log records too.
+func TestEraseTraceErasesItsLogs(t *testing.T) {
+	ts := startLogsServer(t)
+	trace := model.TraceID{0xab, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	span := model.Span{TraceID: trace, SpanID: model.SpanID{1}, Name: "chat", StartTimeUnixNano: 1e18, EndTimeUnixNano: 1e18 + 5,
+		Resource: &model.Resource{}, Scope: &model.Scope{}}
+	if code, body := ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto([]model.Span{span})); code != 200 {
+		t.Fatalf("span: %d %s", code, body)
+	}
+	logs := otlp.EncodeLogsProto([]model.LogRecord{
+		{TimeUnixNano: 1e18, TraceID: trace, Body: model.StringValue("the user's prompt"), Resource: &model.Resource{}, Scope: &model.Scope{}},
+		{TimeUnixNano: 1e18, Body: model.StringValue("unrelated"), Resource: &model.Resource{}, Scope: &model.Scope{}},
+	})
+	if code, body := ts.post("/v1/logs", "application/x-protobuf", logs); code != 200 {
+		t.Fatalf("logs: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("DELETE", ts.base+"/api/v1/traces/"+trace.String(), nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE trace: %d", resp.StatusCode)
+	}
+	var got apiLogs
+	if code := ts.get("/api/v1/traces/"+trace.String()+"/logs", &got); code != 200 || len(got.Logs) != 0 {
+		t.Fatalf("the erased trace's logs: %d, %d records, want none", code, len(got.Logs))
+	}
+	got = apiLogs{}
+	if code := ts.get("/api/v1/logs", &got); code != 200 || len(got.Logs) != 1 || got.Logs[0].Body != "unrelated" {
+		t.Fatalf("the other record: %d, %+v", code, got.Logs)
+	}
+}

@@ -18,6 +18,9 @@ type LogBackend interface {
 	AppendLogs(project string, format LogFormat, body []byte) (LogResult, error)
 	// SearchLogs returns the newest records matching q.
 	SearchLogs(q LogQuery) (LogPage, error)
+	// EraseTrace removes the project's records of one trace acknowledged
+	// before the call, from every answer and from disk; it returns how many.
+	EraseTrace(project string, trace model.TraceID) (int, error)
 }
 
 // LogFormat is the encoding of a logs export request.
