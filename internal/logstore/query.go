@@ -54,6 +54,19 @@ func (c *compiled) headerMatch(h *header) bool {
 		(c.Service == "" || h.service == c.Service)
 }
 
+// entryMatch is recordMatch using a buffered record's word hashes.
+func (c *compiled) entryMatch(e *entry) bool {
+	if e.toks == nil {
+		return c.recordMatch(&e.rec)
+	}
+	for _, h := range c.hashes {
+		if _, found := slices.BinarySearch(e.toks, h); !found {
+			return false
+		}
+	}
+	return c.Match == nil || c.Match(&e.rec)
+}
+
 func (c *compiled) recordMatch(r *model.LogRecord) bool {
 	if len(c.words) > 0 {
 		have := map[uint64]bool{}
@@ -102,10 +115,10 @@ func newer(a, b Hit) int {
 func (s *Store) SearchLogs(q Query) (Page, error) {
 	c := compile(q)
 	s.mu.RLock()
-	var mem [][]entry
-	for _, m := range []map[string][]entry{s.bufs, s.sealing} {
-		if es := m[q.Project]; len(es) > 0 {
-			mem = append(mem, es)
+	var mem []projBuf // snapshots: the records and summaries so far
+	for _, m := range []map[string]*projBuf{s.bufs, s.sealing} {
+		if pb := m[q.Project]; pb != nil && len(pb.es) > 0 {
+			mem = append(mem, projBuf{es: pb.es, sums: pb.sums})
 		}
 	}
 	var erased []erasure
@@ -152,14 +165,22 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 		hits = hits[:min(len(hits), c.Limit+1)]
 		return hits[len(hits)-1].Record.Time()
 	}
-	for _, es := range mem {
-		for i := range es {
-			e := &es[i]
-			h := header{time: e.rec.Time(), seq: e.seq, severity: e.rec.SeverityNumber, traceID: e.rec.TraceID, spanID: e.rec.SpanID, service: e.rec.Service}
-			if c.headerMatch(&h) && c.recordMatch(&e.rec) && (c.hidden == nil || !c.hidden(&e.rec, e.seq)) {
-				keep(Hit{Seq: e.seq, Record: e.rec})
+	for _, pb := range mem {
+		scan := func(es []entry) {
+			for i := range es {
+				e := &es[i]
+				h := header{time: e.rec.Time(), seq: e.seq, severity: e.rec.SeverityNumber, traceID: e.rec.TraceID, spanID: e.rec.SpanID, service: e.rec.Service}
+				if c.headerMatch(&h) && c.entryMatch(e) && (c.hidden == nil || !c.hidden(&e.rec, e.seq)) {
+					keep(Hit{Seq: e.seq, Record: e.rec})
+				}
 			}
 		}
+		for ci := range pb.sums {
+			if c.chunkMayMatch(&pb.sums[ci]) {
+				scan(pb.es[ci*chunkRecords : (ci+1)*chunkRecords])
+			}
+		}
+		scan(pb.es[len(pb.sums)*chunkRecords:])
 	}
 	// Segments newest first, and their blocks from the newest.
 	slices.SortFunc(segs, func(a, b *segment) int { return cmp.Compare(b.maxT, a.maxT) })

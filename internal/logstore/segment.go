@@ -77,6 +77,9 @@ func sevCode(r *model.LogRecord) int64 {
 type entry struct {
 	seq uint64
 	rec model.LogRecord
+	// toks are the record's word hashes, sorted, for records in the write
+	// buffer; nil for records read from a segment.
+	toks []uint64
 }
 
 // blockMeta is what the footer keeps about one block; it stays in memory.

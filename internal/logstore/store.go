@@ -73,8 +73,8 @@ type Store struct {
 	wg     sync.WaitGroup
 
 	mu       sync.RWMutex
-	bufs     map[string][]entry // project -> records not yet sealed
-	sealing  map[string][]entry // the buffer being sealed, still searchable
+	bufs     map[string]*projBuf // project -> records not yet sealed
+	sealing  map[string]*projBuf // the buffer being sealed, still searchable
 	bufBytes int64
 	nextSeq  uint64 // given in WAL order by apply
 	segs     []*segment
@@ -112,7 +112,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string][]entry{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string]*projBuf{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
@@ -152,7 +152,7 @@ func Open(opts Options) (*Store, error) {
 			opts.Logf("logstore: a WAL record no longer decodes, skipped: %v", err)
 			return nil
 		}
-		s.add(r.Project, b.Records, int64(len(r.Body)))
+		s.add(r.Project, b.Records, tokenize(b.Records), int64(len(r.Body)))
 		return nil
 	}); err != nil {
 		w.Close()
@@ -227,32 +227,51 @@ func (s *Store) writeManifest(m manifest) error {
 }
 
 // add puts decoded records into the write buffer, numbering them; it runs
-// in WAL order (the WAL's apply, or replay).
-func (s *Store) add(project string, recs []model.LogRecord, bodyBytes int64) {
+// in WAL order (the WAL's apply, or replay). toks[i] are the sorted word
+// hashes of recs[i] (tokenize).
+func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64, bodyBytes int64) {
 	if len(recs) == 0 {
 		return
 	}
 	s.mu.Lock()
-	b := s.bufs[project]
+	pb := s.bufs[project]
+	if pb == nil {
+		pb = &projBuf{}
+		s.bufs[project] = pb
+	}
 	for i := range recs {
 		seq := s.nextSeq
 		s.nextSeq++
 		// Only a replay meets records an erasure covers.
 		if len(s.man.Erased) == 0 || !s.erased(project, recs[i].TraceID, seq) {
-			b = append(b, entry{seq: seq, rec: recs[i]})
+			pb.push(entry{seq: seq, rec: recs[i], toks: toks[i]})
 		}
 	}
-	s.bufs[project] = b
-	s.bufBytes += estimate(recs, bodyBytes)
+	s.bufBytes += estimate(recs, toks, bodyBytes)
 	s.mu.Unlock()
+}
+
+// tokenize gives each record's word hashes, sorted and without repeats.
+func tokenize(recs []model.LogRecord) [][]uint64 {
+	out := make([][]uint64, len(recs))
+	for i := range recs {
+		var hs []uint64
+		recordTokens(&recs[i], func(h uint64) { hs = append(hs, h) })
+		slices.Sort(hs)
+		out[i] = slices.Clip(slices.Compact(hs))
+	}
+	return out
 }
 
 // estimate is the heap a decoded request holds: its private copy of the
 // body (which the strings alias) and the records with their attribute arrays.
-func estimate(recs []model.LogRecord, bodyBytes int64) int64 {
+func estimate(recs []model.LogRecord, toks [][]uint64, bodyBytes int64) int64 {
 	n := bodyBytes
 	for i := range recs {
-		n += 240 + int64(len(recs[i].Attributes))*64
+		n += 264 + int64(len(recs[i].Attributes))*64
+		if i < len(toks) {
+			n += 8 * int64(len(toks[i]))
+		}
 	}
 	return n
 }
@@ -297,8 +316,9 @@ func (s *Store) AppendLogs(project string, format Format, body []byte) (Result, 
 	if closed {
 		return Result{}, ErrClosed
 	}
+	toks := tokenize(b.Records) // here, in the request's goroutine, not under the lock
 	err = s.wal.Append(wal.Record{Type: typ, Project: project, Body: body}, func() {
-		s.add(project, b.Records, int64(len(body)))
+		s.add(project, b.Records, toks, int64(len(body)))
 	})
 	if err != nil {
 		return Result{}, err
@@ -347,7 +367,7 @@ func (s *Store) sealLocked() error {
 	var nextSeq uint64
 	walStart, err := s.wal.Rotate(func(uint64) {
 		s.mu.Lock()
-		s.sealing, s.bufs, s.bufBytes = s.bufs, map[string][]entry{}, 0
+		s.sealing, s.bufs, s.bufBytes = s.bufs, map[string]*projBuf{}, 0
 		nextSeq = s.nextSeq
 		s.mu.Unlock()
 	})
@@ -363,7 +383,7 @@ func (s *Store) sealLocked() error {
 	m.Segments = slices.Clone(m.Segments)
 	var made []*segment
 	for _, p := range projects {
-		es := s.liveEntries(p, s.sealing[p])
+		es := s.liveEntries(p, s.sealing[p].es)
 		if len(es) == 0 {
 			continue
 		}
@@ -399,9 +419,13 @@ func (s *Store) sealLocked() error {
 // current one, so that a later seal retries it (its WAL files are kept).
 func (s *Store) restoreSealing() {
 	s.mu.Lock()
-	for p, es := range s.sealing {
-		s.bufs[p] = append(slices.Clone(es), s.bufs[p]...)
-		s.bufBytes += estimate(nil, int64(len(es))*240)
+	for p, pb := range s.sealing {
+		var es []entry
+		if cur := s.bufs[p]; cur != nil {
+			es = cur.es
+		}
+		s.bufs[p] = newProjBuf(append(slices.Clone(pb.es), es...))
+		s.bufBytes += int64(len(pb.es)) * 264
 	}
 	s.sealing = nil
 	s.mu.Unlock()
@@ -466,9 +490,9 @@ func (s *Store) Stats() Stats {
 		st.SegmentBytes += seg.bytes
 	}
 	st.Segments = len(s.segs)
-	for _, m := range []map[string][]entry{s.bufs, s.sealing} {
-		for _, es := range m {
-			st.BufferedRecords += len(es)
+	for _, m := range []map[string]*projBuf{s.bufs, s.sealing} {
+		for _, pb := range m {
+			st.BufferedRecords += len(pb.es)
 		}
 	}
 	st.Records += st.BufferedRecords

@@ -217,10 +217,18 @@ func checkQuery(t *testing.T, s *Store, all []stored, q Query) {
 // across restarts, with paging, for random windows, ids, services,
 // severities, words and filters.
 func TestSearchEqualsBruteForce(t *testing.T) {
+	// Small seals: mostly segments. Large ones: the buffer's chunk
+	// summaries do the pruning.
+	for _, sealBytes := range []int64{64 << 10, 256 << 20} {
+		t.Run(fmt.Sprintf("seal%dKiB", sealBytes>>10), func(t *testing.T) { testSearchEqualsBruteForce(t, sealBytes) })
+	}
+}
+
+func testSearchEqualsBruteForce(t *testing.T, sealBytes int64) {
 	dir := t.TempDir()
 	g := newGen(1)
 	open := func() *Store {
-		s, err := Open(Options{Dir: dir, SealBytes: 64 << 10, WALMode: wal.ModeBuffered})
+		s, err := Open(Options{Dir: dir, SealBytes: sealBytes, WALMode: wal.ModeBuffered})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -244,7 +252,11 @@ func TestSearchEqualsBruteForce(t *testing.T) {
 			all = append(all, stored{project: project, seq: seq, rec: r})
 			seq++
 		}
-		switch round % 10 {
+		step := round % 10
+		if sealBytes > 1<<20 { // let the buffer grow past a few chunks
+			step = map[int]int{25: 3, 35: 7}[round]
+		}
+		switch step {
 		case 3:
 			if err := s.Seal(); err != nil {
 				t.Fatal(err)

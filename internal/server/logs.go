@@ -193,6 +193,7 @@ func (s *Server) handleTraceLogs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) answerLogs(w http.ResponseWriter, r *http.Request, q store.LogQuery) {
+	t0 := time.Now()
 	ls, ierr := s.currentLogs()
 	if ierr != nil {
 		writeError(w, ierr.status, ierr.msg)
@@ -220,6 +221,7 @@ func (s *Server) answerLogs(w http.ResponseWriter, r *http.Request, q store.LogQ
 	}
 	buf = append(buf, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
+	setServerTiming(w, t0)
 	w.Write(buf)
 }
 
