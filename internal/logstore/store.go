@@ -81,6 +81,7 @@ type Store struct {
 	man      manifest
 	closed   bool
 	sealErr  error
+	subs     []*subscriber // live tails (tail.go)
 }
 
 type manifest struct {
@@ -239,6 +240,7 @@ func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64, bod
 		pb = &projBuf{}
 		s.bufs[project] = pb
 	}
+	first := len(pb.es)
 	for i := range recs {
 		seq := s.nextSeq
 		s.nextSeq++
@@ -246,6 +248,9 @@ func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64, bod
 		if len(s.man.Erased) == 0 || !s.erased(project, recs[i].TraceID, seq) {
 			pb.push(entry{seq: seq, rec: recs[i], toks: toks[i]})
 		}
+	}
+	for _, sub := range s.subs {
+		sub.offer(project, pb.es[first:])
 	}
 	s.bufBytes += estimate(recs, toks, bodyBytes)
 	s.mu.Unlock()
@@ -508,7 +513,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	subs := s.subs
+	s.subs = nil
 	s.mu.Unlock()
+	for _, sub := range subs {
+		sub.end()
+	}
 	close(s.done)
 	s.wg.Wait()
 	err := s.Seal()

@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -652,4 +653,52 @@ func TestEraseSurvivesAFailedSeal(t *testing.T) {
 		}
 	}
 	s.Close()
+}
+
+// A tail gets the matching records of its project in acknowledgement
+// order, counts what it could not hold, and ends when the store closes.
+func TestTailLogs(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail, err := s.TailLogs(Query{Project: "acme", MinSeverity: 17})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(sev model.SeverityNumber, body string) model.LogRecord {
+		return model.LogRecord{TimeUnixNano: 1, SeverityNumber: sev, Body: model.StringValue(body), Resource: &model.Resource{}, Scope: &model.Scope{}}
+	}
+	s.AppendLogs("acme", FormatProto, otlp.EncodeLogsProto([]model.LogRecord{rec(9, "info"), rec(17, "first error")}))
+	s.AppendLogs("other", FormatProto, otlp.EncodeLogsProto([]model.LogRecord{rec(17, "another project")}))
+	s.AppendLogs("acme", FormatProto, otlp.EncodeLogsProto([]model.LogRecord{rec(21, "fatal")}))
+	var got []string
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for len(got) < 2 {
+		recs, dropped, err := tail.Next(ctx)
+		if err != nil || dropped != 0 {
+			t.Fatalf("Next: %v, dropped %d", err, dropped)
+		}
+		for _, r := range recs {
+			got = append(got, r.Body.Str)
+		}
+	}
+	if strings.Join(got, ",") != "first error,fatal" {
+		t.Fatalf("tail got %v", got)
+	}
+	// A reader that falls behind loses records past the queue, counted.
+	many := make([]model.LogRecord, tailQueue+5)
+	for i := range many {
+		many[i] = rec(17, "flood")
+	}
+	s.AppendLogs("acme", FormatProto, otlp.EncodeLogsProto(many))
+	recs, dropped, err := tail.Next(ctx)
+	if err != nil || len(recs) != tailQueue || dropped != 5 {
+		t.Fatalf("after a flood: %d records, %d dropped, %v; want %d and 5", len(recs), dropped, err, tailQueue)
+	}
+	s.Close()
+	if _, _, err := tail.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
 }

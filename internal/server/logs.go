@@ -43,6 +43,7 @@ func (s *Server) logRoutes() []route {
 		{method: "POST", pattern: "/v1/logs", access: accessIngest, handler: s.handleOTLPLogs, documented: true},
 		{method: "GET", pattern: "/api/v1/logs", access: accessRead, name: "logs", handler: s.handleLogs, documented: true},
 		{method: "GET", pattern: "/api/v1/traces/{trace_id}/logs", access: accessRead, name: "trace_logs", handler: s.handleTraceLogs, documented: true},
+		{method: "GET", pattern: "/api/v1/logs/tail", access: accessRead, handler: s.handleLogsTail, documented: true, stream: true},
 	}
 }
 
@@ -223,6 +224,77 @@ func (s *Server) answerLogs(w http.ResponseWriter, r *http.Request, q store.LogQ
 	w.Header().Set("Content-Type", "application/json")
 	setServerTiming(w, t0)
 	w.Write(buf)
+}
+
+// handleLogsTail streams the project's log records that match the filter
+// parameters as they are acknowledged, as server-sent events (the span
+// tail's stream, tail.go):
+//
+//	: tail open
+//	event: logs    data: {"logs":[...]}
+//	event: dropped data: {"dropped":N}   records skipped because the client read too slowly
+//	event: limited data: {"limited":N}   records over max_rate
+//	: keepalive
+func (s *Server) handleLogsTail(w http.ResponseWriter, r *http.Request) {
+	ls, ierr := s.currentLogs()
+	if ierr != nil {
+		writeError(w, ierr.status, ierr.msg)
+		return
+	}
+	v := r.URL.Query()
+	maxRate := 0
+	if m := v.Get("max_rate"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 1 || n > 1_000_000 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("max_rate %q: want a whole number from 1 to 1000000", m))
+			return
+		}
+		maxRate = n
+	}
+	for _, p := range []string{"since", "until", "limit", "cursor"} {
+		if v.Has(p) {
+			writeError(w, http.StatusBadRequest, p+": a tail takes no "+p+"; it streams every matching record from now until the client disconnects")
+			return
+		}
+	}
+	v.Del("max_rate")
+	r2 := r.Clone(r.Context())
+	r2.URL.RawQuery = v.Encode()
+	q, err := parseLogQuery(r2, time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	q.Project = projectFrom(r.Context())
+	t, err := ls.TailLogs(q)
+	if err != nil {
+		w.Header().Set("Retry-After", "10")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	defer t.Close()
+	bucket := tokenBucket{rate: float64(maxRate), tokens: float64(maxRate), last: time.Now()}
+	s.streamEvents(w, r, func(ctx context.Context) (event, error) {
+		recs, dropped, err := t.Next(ctx)
+		var limited int64
+		if maxRate > 0 && len(recs) > 0 {
+			n := bucket.take(len(recs), time.Now())
+			limited = int64(len(recs) - n)
+			recs = recs[:n]
+		}
+		var buf []byte
+		if len(recs) > 0 {
+			buf = append(buf, "event: logs\ndata: {\"logs\":["...)
+			for i := range recs {
+				if i > 0 {
+					buf = append(buf, ',')
+				}
+				buf = otlp.AppendLogJSON(buf, &recs[i])
+			}
+			buf = append(buf, "]}\n\n"...)
+		}
+		return event{buf, dropped, limited}, err
+	})
 }
 
 // maxLogLimit bounds one page of logs.

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -258,5 +260,59 @@ func TestEraseTraceErasesItsLogs(t *testing.T) {
 	got = apiLogs{}
 	if code := ts.get("/api/v1/logs", &got); code != 200 || len(got.Logs) != 1 || got.Logs[0].Body != "unrelated" {
 		t.Fatalf("the other record: %d, %+v", code, got.Logs)
+	}
+}
+
+// A live tail of logs streams the matching records as they are
+// acknowledged, and refuses window and paging parameters.
+func TestLogsTail(t *testing.T) {
+	ts := startLogsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.base+"/api/v1/logs/tail?severity=error&content=declined", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("tail: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	rd := bufio.NewReader(resp.Body)
+	line, err := rd.ReadString('\n')
+	if err != nil || line != ": tail open\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	mk := func(sev model.SeverityNumber, body string) model.LogRecord {
+		return model.LogRecord{TimeUnixNano: 1, SeverityNumber: sev, Body: model.StringValue(body), Resource: &model.Resource{}, Scope: &model.Scope{}}
+	}
+	body := otlp.EncodeLogsProto([]model.LogRecord{mk(9, "payment declined"), mk(17, "card declined"), mk(17, "disk full")})
+	if code, b := ts.post("/v1/logs", "application/x-protobuf", body); code != 200 {
+		t.Fatalf("post: %d %s", code, b)
+	}
+	var event, data string
+	for event == "" || data == "" {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the stream: %v", err)
+		}
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimSpace(strings.TrimPrefix(line, "event: "))
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	var got apiLogs
+	if err := json.Unmarshal([]byte(data), &got); err != nil || event != "logs" || len(got.Logs) != 1 || got.Logs[0].Body != "card declined" {
+		t.Fatalf("event %q data %s: want only the error record with the word", event, data)
+	}
+	cancel()
+	for _, p := range []string{"since=1h", "limit=5", "cursor=1.2", "max_rate=0", "severity=loud"} {
+		var out apiLogs
+		if code := ts.get("/api/v1/logs/tail?"+p, &out); code != 400 || out.Error == "" {
+			t.Errorf("tail?%s: %d %q, want 400 with a message", p, code, out.Error)
+		}
 	}
 }

@@ -45,11 +45,6 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 	if !ok {
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "this connection cannot stream")
-		return
-	}
 	t, err := b.Tail(r.Context(), project, &f)
 	if errors.Is(err, store.ErrBadRequest) {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -61,6 +56,39 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 		return
 	}
 	defer t.Close()
+	bucket := tokenBucket{rate: float64(maxRate), tokens: float64(maxRate), last: time.Now()}
+	s.streamEvents(w, r, func(ctx context.Context) (event, error) {
+		spans, dropped, err := t.Next(ctx)
+		var limited int64
+		if maxRate > 0 && len(spans) > 0 {
+			n := bucket.take(len(spans), time.Now())
+			limited = int64(len(spans) - n)
+			spans = spans[:n]
+		}
+		var buf []byte
+		if len(spans) > 0 {
+			buf = append(buf, "event: spans\ndata: {\"spans\":"...)
+			buf = appendSpans(buf, spans)
+			buf = append(buf, "}\n\n"...)
+		}
+		return event{buf, dropped, limited}, err
+	})
+}
+
+// event is what a stream's producer has for the client: encoded events
+// (possibly none), and counts of items dropped (the client read too
+// slowly) and limited (max_rate).
+type event struct {
+	buf              []byte
+	dropped, limited int64
+}
+
+// streamEvents answers a server-sent event stream: ": tail open" once it
+// starts, what next produces (next encodes, so that the writer only
+// writes), "dropped" and "limited" events, a keepalive comment every 15 s.
+// It ends when the client goes away, when next fails, or when the server
+// shuts down. The caller has answered nothing yet.
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request, next func(ctx context.Context) (event, error)) {
 	// Server shutdown ends the stream: Shutdown waits for handlers. A write
 	// blocked on a client that reads nothing fails at its deadline, or at
 	// once when the stream ends.
@@ -92,34 +120,22 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 	if write([]byte(": tail open\n\n")) != nil {
 		return
 	}
-	flusher.Flush()
-
-	type next struct {
-		buf     []byte
-		dropped int64
-		limited int64 // matching spans not sent because of max_rate
-		err     error
+	// The ResponseController finds the connection's Flusher through
+	// wrappers (the gzip writer passes an event stream through untouched).
+	if err := rc.Flush(); err != nil {
+		return
 	}
-	results := make(chan next)
+
+	type result struct {
+		event
+		err error
+	}
+	results := make(chan result)
 	go func() {
-		// Encoding happens here so that the writer below only writes.
-		bucket := tokenBucket{rate: float64(maxRate), tokens: float64(maxRate), last: time.Now()}
 		for {
-			spans, dropped, err := t.Next(ctx)
-			var limited int64
-			if maxRate > 0 && len(spans) > 0 {
-				n := bucket.take(len(spans), time.Now())
-				limited = int64(len(spans) - n)
-				spans = spans[:n]
-			}
-			var buf []byte
-			if len(spans) > 0 {
-				buf = append(buf, "event: spans\ndata: {\"spans\":"...)
-				buf = appendSpans(buf, spans)
-				buf = append(buf, "}\n\n"...)
-			}
+			ev, err := next(ctx)
 			select {
-			case results <- next{buf, dropped, limited, err}:
+			case results <- result{ev, err}:
 			case <-ctx.Done():
 				return
 			}
@@ -155,10 +171,9 @@ func (s *Server) handleTail(w http.ResponseWriter, r *http.Request, b store.Back
 		case <-ctx.Done():
 			return
 		}
-		if err != nil {
+		if err != nil || rc.Flush() != nil {
 			return // the client went away
 		}
-		flusher.Flush()
 	}
 }
 

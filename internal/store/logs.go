@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -18,9 +19,22 @@ type LogBackend interface {
 	AppendLogs(project string, format LogFormat, body []byte) (LogResult, error)
 	// SearchLogs returns the newest records matching q.
 	SearchLogs(q LogQuery) (LogPage, error)
+	// TailLogs follows the records of q.Project matching q's filters (not
+	// its window, limit or cursor) as they are acknowledged.
+	TailLogs(q LogQuery) (LogTail, error)
 	// EraseTrace removes the project's records of one trace acknowledged
 	// before the call, from every answer and from disk; it returns how many.
 	EraseTrace(project string, trace model.TraceID) (int, error)
+}
+
+// LogTail is a live subscription to newly acknowledged log records.
+type LogTail interface {
+	// Next waits for records and returns them (in acknowledgement order)
+	// with the count of matching records dropped since the last call
+	// because the reader fell behind. It returns ctx's error when ctx
+	// ends, and ErrClosed once the store closes.
+	Next(ctx context.Context) (records []model.LogRecord, dropped int64, err error)
+	Close()
 }
 
 // LogFormat is the encoding of a logs export request.
