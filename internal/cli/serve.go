@@ -77,7 +77,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
 	fs.Var(&c.maxBody, "max-body-bytes", "largest accepted request body, enforced after decompression too")
 	fs.Var(&c.maxInflight, "max-inflight-bytes", "request bytes admitted at once; beyond it ingest answers 429 (gRPC RESOURCE_EXHAUSTED)")
-	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size")
+	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size (spans and logs each have their own buffer)")
 	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "heap for spans not yet sealed (the buffer's estimate, within 25% of the heap it holds); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
@@ -284,7 +284,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		shutdown(srv, log)
 		return fmt.Errorf("open store %s: %w", c.dataDir, err)
 	}
-	logs, err := openLogs(c.dataDir, mode, log)
+	logs, err := openLogs(c.dataDir, mode, int64(c.sealBytes), log)
 	if err != nil {
 		shutdown(srv, log)
 		eng.Close()

@@ -10,10 +10,11 @@ import (
 	"github.com/rastro-dev/rastro/internal/wal"
 )
 
-// openLogs opens the log store under DATA/logs with the spans' durability.
-func openLogs(dataDir string, mode wal.Mode, log *slog.Logger) (*logstore.Store, error) {
+// openLogs opens the log store under DATA/logs with the spans' durability
+// and seal size.
+func openLogs(dataDir string, mode wal.Mode, sealBytes int64, log *slog.Logger) (*logstore.Store, error) {
 	return logstore.Open(logstore.Options{
-		Dir: dataDir + "/logs", WALMode: mode,
+		Dir: dataDir + "/logs", WALMode: mode, SealBytes: sealBytes,
 		Logf: func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
 	})
 }

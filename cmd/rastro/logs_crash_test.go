@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
+)
+
+// TestCrashKeepsEveryAcknowledgedLogRecord SIGKILLs the server at random
+// moments while clients send OTLP logs and seals run (small --seal-bytes):
+// after each restart every acknowledged record is there exactly once, and no
+// record is there twice.
+func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
+	iterations := 5
+	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
+		iterations = v
+	}
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	var ackedMu sync.Mutex
+	acked := map[string]bool{}
+	verify := func(c *child) {
+		t.Helper()
+		seen := map[string]int{}
+		cursor := ""
+		for {
+			u := c.base + "/api/v1/logs?limit=10000"
+			if cursor != "" {
+				u += "&cursor=" + url.QueryEscape(cursor)
+			}
+			resp, err := http.Get(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var page struct {
+				Logs []struct {
+					Body string `json:"body"`
+				} `json:"logs"`
+				Next string `json:"next_cursor"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&page)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("GET /api/v1/logs: %d %v", resp.StatusCode, err)
+			}
+			for _, l := range page.Logs {
+				seen[l.Body]++
+			}
+			if cursor = page.Next; cursor == "" {
+				break
+			}
+		}
+		for body, n := range seen {
+			if n != 1 {
+				t.Fatalf("record %q is stored %d times", body, n)
+			}
+		}
+		ackedMu.Lock()
+		defer ackedMu.Unlock()
+		for body := range acked {
+			if seen[body] != 1 {
+				t.Fatalf("acknowledged record %q is missing after the crash", body)
+			}
+		}
+	}
+	for it := range iterations {
+		c := startChild(t, dir, "--seal-bytes", "256KiB")
+		verify(c)
+		killAfter := int64(3 + r.IntN(40))
+		var acks atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &http.Client{Timeout: 10 * time.Second}
+				for n := 0; ctx.Err() == nil && n < 5000; n++ {
+					recs := make([]model.LogRecord, 50)
+					res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
+					for i := range recs {
+						recs[i] = model.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano()), SeverityNumber: 9,
+							Body: model.StringValue(fmt.Sprintf("crashlog it%d w%d n%d i%d", it, w, n, i)), Resource: res, Scope: &model.Scope{}}
+					}
+					req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/logs", bytes.NewReader(otlp.EncodeLogsProto(recs)))
+					req.Header.Set("Content-Type", "application/x-protobuf")
+					resp, err := client.Do(req)
+					if err != nil {
+						return // the server died
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						continue
+					}
+					ackedMu.Lock()
+					for i := range recs {
+						acked[recs[i].Body.Str] = true
+					}
+					ackedMu.Unlock()
+					acks.Add(1)
+				}
+			}()
+		}
+		waitFor(t, 60*time.Second, "acknowledged log batches", func() bool { return acks.Load() >= killAfter })
+		c.kill(cancel, &wg)
+	}
+	c := startChild(t, dir)
+	verify(c)
+	if len(acked) == 0 {
+		t.Fatal("no batch was ever acknowledged")
+	}
+	entries, _ := os.ReadDir(dir + "/logs")
+	segments := 0
+	for _, e := range entries {
+		if len(e.Name()) > 5 && e.Name()[len(e.Name())-5:] == ".rlog" {
+			segments++
+		}
+	}
+	if segments == 0 {
+		t.Fatal("no log segment was sealed during the crash runs")
+	}
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+	t.Logf("%d iterations, %d acknowledged records verified, %d segments", iterations, len(acked), segments)
+}
