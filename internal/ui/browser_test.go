@@ -24,6 +24,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/logstore"
 	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/ui"
 )
@@ -64,11 +65,17 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs, err := logstore.Open(logstore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.SetBackend(eng)
+	srv.SetLogs(logs)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		logs.Close()
 		eng.Close()
 	})
 	return &stack{base: "http://" + srv.HTTPAddr()}
@@ -125,7 +132,23 @@ func (s *stack) seed(t *testing.T) {
 		}
 	}
 	s.postJSON(t, xssSpans(now.Add(-2*time.Minute)))
+	s.post(t, "/v1/logs", "application/json", []byte(xssLogs(now.Add(-2*time.Minute))))
 	s.postJSON(t, wideTrace(now.Add(-3*time.Minute)))
+}
+
+// xssLogs is an OTLP/JSON logs request with two records of the XSS trace's
+// root span whose texts are payloads.
+func xssLogs(start time.Time) string {
+	at := func(ms int) string { return fmt.Sprint(start.Add(time.Duration(ms) * time.Millisecond).UnixNano()) }
+	rec := func(ms, sev int, body string) map[string]any {
+		return map[string]any{"timeUnixNano": at(ms), "severityNumber": sev, "severityText": "log " + xssSVG,
+			"traceId": xssTrace, "spanId": xssRoot, "body": map[string]any{"stringValue": body},
+			"attributes": []map[string]any{{"key": "payload.img", "value": map[string]any{"stringValue": xssImg}}}}
+	}
+	return mustJSON(map[string]any{"resourceLogs": []map[string]any{{
+		"resource":  map[string]any{"attributes": []map[string]any{{"key": "service.name", "value": map[string]any{"stringValue": "xss-svc"}}}},
+		"scopeLogs": []map[string]any{{"logRecords": []map[string]any{rec(20, 9, "log body "+xssScript), rec(40, 17, "log error "+xssURL)}}},
+	}}})
 }
 
 func (s *stack) postJSON(t *testing.T, spans []map[string]any) {
@@ -646,6 +669,9 @@ func TestBrowser(t *testing.T) {
 		b.open(t, "/traces/"+xssTrace+"?span="+xssRoot)
 		b.wait(t, `document.querySelectorAll('.wf-row').length === 3 && !document.querySelector('#span-detail').hidden && document.querySelector('#status-message')`)
 		b.safe(t, "trace, root span", xssImg, xssScript, xssSVG, xssURL, "key-payload")
+		// The span's log records, oldest first, as text.
+		b.wait(t, `document.querySelectorAll('#span-logs .log-record').length === 2 && /^Logs \(2\)/.test(document.querySelector('#span-logs h3').textContent)`)
+		b.safe(t, "trace, root span's logs", "log body "+xssScript, "log error "+xssURL, "log "+xssSVG)
 		// The LLM span: the conversation and the tool call.
 		b.do(t, `document.querySelector('.wf-row[data-span-id="`+xssLLM+`"]').click()`)
 		b.wait(t, `document.querySelectorAll('#conversation .msg').length >= 3 && !!document.querySelector('#conversation .tool-call')`)

@@ -17,8 +17,13 @@ const ROW = 26;
 export function render(root, ctx) {
   fill(root, loading('trace ' + ctx.arg));
   let cleanup = () => {};
-  get('/api/v1/traces/' + enc(ctx.arg), null, ctx.signal).then(d => {
-    if (ctx.alive()) cleanup = draw(root, ctx, d);
+  // The trace's log records come with it; a store without logs (501) or a
+  // failed request leaves the trace readable, with the reason in its place.
+  const logs = get('/api/v1/traces/' + enc(ctx.arg) + '/logs', {limit: 1000}, ctx.signal)
+    .then(d => ({records: d.logs || [], more: !!d.next_cursor}))
+    .catch(e => (e.name === 'AbortError' ? {records: []} : {records: [], error: e.status === 501 ? null : e.message}));
+  Promise.all([get('/api/v1/traces/' + enc(ctx.arg), null, ctx.signal), logs]).then(([d, l]) => {
+    if (ctx.alive()) cleanup = draw(root, ctx, d, l);
   }).catch(e => {
     if (e.name !== 'AbortError') fill(root, h('h1', null, 'Trace ', h('span', {class: 'mono'}, ctx.arg)), errorBox(e));
   });
@@ -77,8 +82,15 @@ export function markCritical(root) {
   }
 }
 
-function draw(root, ctx, data) {
+function draw(root, ctx, data, logs) {
   const spans = data.spans || [];
+  // Log records by span id, oldest first; "" holds those of no span.
+  const logsBySpan = new Map();
+  for (const r of (logs.records || []).slice().reverse()) {
+    const k = r.span_id || '';
+    if (!logsBySpan.has(k)) logsBySpan.set(k, []);
+    logsBySpan.get(k).push(r);
+  }
   const t0 = performance.now();
   const {byId, roots, nodes} = buildTree(spans);
   let start = Infinity, end = -Infinity, errors = 0;
@@ -216,7 +228,7 @@ function draw(root, ctx, data) {
   function showDetail(n) {
     if (!n) { detail.hidden = true; detail.replaceChildren(); return; }
     detail.hidden = false;
-    fill(detail, spanDetail(n.s, start, () => select(null)));
+    fill(detail, spanDetail(n.s, start, () => select(null), logsBySpan.get(n.s.span_id) || [], logs));
   }
 
   function runFind() {
@@ -302,7 +314,25 @@ function kv(obj) {
   }));
 }
 
-function spanDetail(s, traceStart, close) {
+// logSection lists a span's log records: time from the span's start,
+// severity, body, attributes.
+function logSection(s, records, logs) {
+  const out = [h('h3', null, 'Logs (' + records.length + (logs.more ? '+' : '') + ')')];
+  if (logs.error) out.push(h('div', {class: 'error small'}, 'Logs could not be read: ' + logs.error));
+  for (const r of records) {
+    const sev = r.severity_number >= 17 ? ' err' : r.severity_number >= 13 ? ' acc' : '';
+    out.push(h('div', {class: 'event log-record'},
+      h('div', {class: 'row small'},
+        h('span', {class: 'muted'}, '+' + dur(Math.max(0, Number(r.time_unix_nano || 0) - s.start_time_unix_nano))),
+        h('span', {class: 'badge' + sev}, r.severity_text || r.severity),
+        r.event_name ? h('span', {class: 'badge'}, r.event_name) : null),
+      foldText(valueText(r.body), 600, 'val'),
+      Object.keys(r.attributes || {}).length ? kv(r.attributes) : null));
+  }
+  return h('section', {id: 'span-logs'}, out);
+}
+
+function spanDetail(s, traceStart, close, records, logs) {
   const llm = isLLM(s) ? info(s) : null;
   const out = [
     h('div', {class: 'row'}, h('h2', {class: 'grow'}, s.name || '(no name)'),
@@ -316,6 +346,7 @@ function spanDetail(s, traceStart, close) {
     s.status_message ? h('div', {class: 'error', id: 'status-message'}, s.status_message) : null,
   ];
   if (llm) out.push(llmSection(s, llm));
+  if (records.length || logs.error) out.push(logSection(s, records, logs));
   out.push(h('h3', null, 'Attributes'), kv(s.attributes));
   out.push(h('h3', null, 'Events (' + (s.events || []).length + ')'));
   for (const e of s.events || []) {
