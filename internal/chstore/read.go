@@ -103,7 +103,7 @@ func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID)
 	if n == 0 {
 		return out, nil
 	}
-	w := base(project, lo, hi+1)
+	w := s.base(project, lo, hi+1)
 	w.add("intDiv(start, 60000000000) >= ?", lo/60e9)
 	w.add("intDiv(start, 60000000000) <= ?", hi/60e9)
 	w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", hexIDs)
@@ -201,7 +201,7 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		page = min(max(2*want, minCandidatePage), maxCandidatePage)
 	}
 	for ; ; page = min(4*page, maxCandidatePage) {
-		w := base(project, f.Start, f.End)
+		w := s.base(project, f.Start, f.End)
 		if !w.hints(f) {
 			return nil
 		}

@@ -27,7 +27,7 @@ func (s *Store) scan(ctx context.Context, project string, start, end uint64, f *
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	if f != nil && !w.hints(f) {
 		return memstore.New(memstore.Options{Prices: s.opts.Prices}), nil
 	}
