@@ -90,6 +90,8 @@ type Options struct {
 	// NoRollups answers statistics from spans alone (for tests comparing
 	// the two, and to rule the rollups out).
 	NoRollups bool
+	// NoAttrIndex searches without the attribute index (attrindex.go).
+	NoAttrIndex bool
 	// Prices prices LLM calls at append; nil means llm.DefaultPrices().
 	Prices *llm.Prices
 	// Logger receives the version found and the migrations applied; nil
@@ -162,9 +164,10 @@ type Store struct {
 	opts     Options
 	conn     driver.Conn
 	features Features
-	rollups  map[string]bool // rollups that saw every span (rollup.go)
+	rollups  map[string]bool // rollups and indexes that saw every span (rollup.go)
 
 	rollupReads atomic.Int64 // queries the rollup answered part of (tests)
+	indexReads  atomic.Int64 // searches whose candidates came from the attribute index (tests)
 
 	w writer // the write path (append.go)
 

@@ -187,6 +187,9 @@ var migrations = []migration{
 	{1, "spans and trace index", func(Features) []string { return []string{spansTable, traceIndexTable} }, nil},
 	{2, "erasures", func(Features) []string { return []string{erasuresTable, erasedTracesTable} }, nil},
 	{3, "LLM rollup", func(Features) []string { return []string{llmRollupTable(), llmRollupView(), rollupsTable} }, markRollupComplete("llm")},
+	{4, "attribute index", func(Features) []string {
+		return []string{attrIndexTable, attrIndexView("attr_index_span_mv", 0, "span_attr"), attrIndexView("attr_index_res_mv", 1, "res_attr")}
+	}, markRollupComplete("attr_index")},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }
