@@ -114,3 +114,35 @@ func BenchmarkSearchSelective(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIngestViews: the cost of the materialized views (LLM rollup,
+// attribute index) on ingest: benchCorpus canonical spans through Append
+// (4 writers of 5,000-span requests) into a fresh database with the views,
+// then into another without them, back to back.
+func BenchmarkIngestViews(b *testing.B) {
+	spans := benchSpans(b, benchCorpus)
+	for _, views := range []bool{true, false} {
+		name := "views"
+		if !views {
+			name = "no-views"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				s, err := Open(b.Context(), Options{URL: chtestURL(b)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !views {
+					for _, v := range []string{"llm_rollup_mv", "attr_index_span_mv", "attr_index_res_mv"} {
+						if err := s.conn.Exec(b.Context(), "DROP TABLE "+v); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				el := ingest(b, s, spans)
+				b.ReportMetric(float64(len(spans))/el.Seconds(), "spans/s")
+				s.Close()
+			}
+		})
+	}
+}

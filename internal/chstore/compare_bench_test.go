@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,7 +22,10 @@ import (
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
-var compareSpans = flag.Int("compare-spans", 1_000_000, "spans BenchmarkVersusEngine loads (a tenth of them from the LLM corpus)")
+var (
+	compareSpans    = flag.Int("compare-spans", 1_000_000, "spans BenchmarkVersusEngine loads (a tenth of them from the LLM corpus)")
+	compareBackends = flag.String("compare-backends", "engine,clickhouse", "the backends BenchmarkVersusEngine measures")
+)
 
 // BenchmarkVersusEngine loads one corpus (canonical spans and a tenth of
 // LLM spans, one project) into ClickHouse and into the embedded engine
@@ -97,6 +101,9 @@ func BenchmarkVersusEngine(b *testing.B) {
 		name string
 		be   store.Backend
 	}{{"engine", eng}, {"clickhouse", ch}} {
+		if !slices.Contains(strings.Split(*compareBackends, ","), c.name) {
+			continue
+		}
 		el := ingest(b, c.be, corpus)
 		b.Logf("%s: ingest %d spans in %v: %.0f spans/s", c.name, len(corpus), el.Round(time.Millisecond), float64(len(corpus))/el.Seconds())
 		b.ReportMetric(float64(len(corpus))/el.Seconds(), c.name+"-ingest-spans/s")
@@ -143,6 +150,7 @@ func BenchmarkVersusEngine(b *testing.B) {
 			}
 			rows.Close()
 			b.ReportMetric(float64(total)/float64(len(corpus)), "clickhouse-disk-B/span")
+			b.Logf("clickhouse: all tables: %.1f bytes/span", float64(total)/float64(len(corpus)))
 		} else {
 			if err := eng.Close(); err != nil {
 				b.Fatal(err)
@@ -157,6 +165,7 @@ func BenchmarkVersusEngine(b *testing.B) {
 				return nil
 			})
 			b.ReportMetric(float64(size)/float64(len(corpus)), "engine-disk-B/span")
+			b.Logf("engine: data directory: %.1f bytes/span", float64(size)/float64(len(corpus)))
 			engClosed = true
 		}
 	}
