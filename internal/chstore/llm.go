@@ -209,13 +209,24 @@ const minuteNanos = uint64(time.Minute)
 // [start, end) (end 0: unbounded) and returns them, [m0, m1).
 func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQuery, step time.Duration, start, end uint64) (m0, m1 uint64, ok bool, err error) {
 	f := &q.Filter
-	if s.opts.NoRollups || !s.rollups["llm"] || !sqlOnly(f) || f.MinDuration != 0 || f.MaxDuration != 0 || step%time.Minute != 0 {
+	if !sqlOnly(f) || f.MinDuration != 0 || f.MaxDuration != 0 || step%time.Minute != 0 {
 		return 0, 0, false, nil
 	}
 	for _, d := range q.GroupBy {
 		if _, ok := llmRollupDims[d]; !ok {
 			return 0, 0, false, nil
 		}
+	}
+	return s.rollupSpan(ctx, project, "llm", start, end)
+}
+
+// rollupSpan reports whether the named rollup can answer the whole minutes
+// [m0, m1) of [start, end) (end 0: unbounded, m1 unused): it saw every span,
+// there is a whole minute, and no erased trace overlaps them (a rollup
+// still counts erased spans).
+func (s *Store) rollupSpan(ctx context.Context, project, name string, start, end uint64) (m0, m1 uint64, ok bool, err error) {
+	if s.opts.NoRollups || !s.rollups[name] {
+		return 0, 0, false, nil
 	}
 	m0 = (start + minuteNanos - 1) / minuteNanos
 	hi := uint64(math.MaxUint64)
@@ -226,12 +237,11 @@ func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQ
 		}
 		hi = m1 * minuteNanos
 	}
-	// The rollup still counts the spans of erased traces.
 	var n uint64
 	if err := s.conn.QueryRow(ctx, `SELECT count() FROM trace_index WHERE project = ?
 		AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
 		project, project, m0*minuteNanos, hi).Scan(&n); err != nil {
-		return 0, 0, false, fmt.Errorf("LLM statistics on ClickHouse: erased traces: %w", err)
+		return 0, 0, false, fmt.Errorf("statistics on ClickHouse: erased traces: %w", err)
 	}
 	return m0, m1, n == 0, nil
 }

@@ -177,7 +177,7 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 
 // partitionedTables are the tables partitioned by the day of start, with
 // the same partition ids.
-var partitionedTables = []string{"spans", "llm_rollup", "attr_index"}
+var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup"}
 
 // retentionDeletes remove a project's rows older than a cutoff (bound:
 // project, cutoff in unix ns).
@@ -186,6 +186,7 @@ var retentionDeletes = []string{
 	"ALTER TABLE trace_index DELETE WHERE project = ? AND start_max < ?",
 	"ALTER TABLE llm_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 	"ALTER TABLE attr_index DELETE WHERE project = ? AND start < ?",
+	"ALTER TABLE ops_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 }
 
 // validPartitionID accepts the ids of a toDate partition key (YYYYMMDD).

@@ -108,12 +108,14 @@ func TestRetention(t *testing.T) {
 		}
 	}
 	visible("after the sweep")
-	// The project's expired rows of the trace index, the rollup and the
+	// The project's expired rows of the trace index, the rollups and the
 	// attribute index go too; the partition dropped went from all.
 	for _, c := range []struct{ table, cond string }{
 		{"trace_index", "project = 'a' AND start_max < ?"},
 		{"attr_index", "project = 'a' AND start < ?"},
 		{"llm_rollup", "project = 'a' AND minute * 60000000000 < ?"},
+		{"ops_rollup", "project = 'a' AND minute * 60000000000 < ?"},
+		{"ops_rollup", "project = 'b' AND minute * 60000000000 < ? - 6 * 86400000000000"},
 		{"attr_index", "project = 'b' AND start < ? - 6 * 86400000000000"},
 	} {
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {

@@ -203,3 +203,82 @@ func TestRollupOnDatabaseWithSpans(t *testing.T) {
 		t.Fatal("an incomplete rollup answered")
 	}
 }
+
+// TestREDRollupEqualsSpanScan: RED answered with the rollup (whole minutes)
+// and spans (the edges) equals RED from spans alone, series for series and
+// bucket for bucket, on random windows, steps, splits and filters; calls
+// and errors equal the reference's (memstore).
+func TestREDRollupEqualsSpanScan(t *testing.T) {
+	dsn := chtestURL(t)
+	roll := open(t, Options{URL: dsn})
+	scan := open(t, Options{URL: dsn, NoRollups: true})
+	if !roll.rollups["ops"] {
+		t.Fatal("the RED rollup of a fresh database is not complete")
+	}
+	ctx := t.Context()
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
+	spans := spansAt(t, 61, 4000, base)
+	more, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 5062, Spans: 1000, Start: base.Add(13 * time.Minute), Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans = append(spans, more...)
+	appendAll(t, roll, "p", slices.Clone(spans))
+	ref := memstore.New(memstore.Options{})
+	if err := ref.Append(ctx, &store.Write{Project: "p", Spans: slices.Clone(spans)}); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	lo, hi := uint64(base.UnixNano()), uint64(base.Add(3*time.Hour).UnixNano())
+	used := 0
+	for i := range 30 {
+		q := store.OpsQuery{Step: []time.Duration{time.Minute, 5 * time.Minute, time.Hour}[rng.IntN(3)]}
+		q.Start = lo + rng.Uint64N(hi-lo)
+		q.End = q.Start + rng.Uint64N(hi-q.Start)
+		switch rng.IntN(5) {
+		case 0:
+			q.Start = 0
+		case 1:
+			q.End = 0
+		}
+		q.ByOperation = rng.IntN(2) == 0
+		q.NameOnly = q.ByOperation && rng.IntN(2) == 0
+		if rng.IntN(3) == 0 {
+			q.Service = spans[rng.IntN(len(spans))].Service
+		}
+		if rng.IntN(4) == 0 {
+			q.Name = spans[rng.IntN(len(spans))].Name
+		}
+		what := fmt.Sprintf("trial %d: %+v", i, q)
+		before := roll.rollupReads.Load()
+		got, _, err1 := roll.RED(ctx, "p", &q)
+		if roll.rollupReads.Load() > before {
+			used++
+		}
+		want, _, err2 := scan.RED(ctx, "p", &q)
+		exact, _, err3 := ref.RED(ctx, "p", &q)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("%s: %v / %v / %v", what, err1, err2, err3)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: with the rollup\n%+v\nfrom spans\n%+v", what, got, want)
+		}
+		if len(got) != len(exact) {
+			t.Fatalf("%s: %d series, the reference %d", what, len(got), len(exact))
+		}
+		for j := range got {
+			g, e := got[j], exact[j]
+			if g.Service != e.Service || g.Operation != e.Operation || g.Calls != e.Calls || g.Errors != e.Errors || len(g.Buckets) != len(e.Buckets) {
+				t.Fatalf("%s: series %d: %+v, the reference %+v", what, j, g, e)
+			}
+			for k := range g.Buckets {
+				if gb, eb := g.Buckets[k], e.Buckets[k]; gb.Start != eb.Start || gb.Calls != eb.Calls || gb.Errors != eb.Errors {
+					t.Fatalf("%s: series %d bucket %d: %+v, the reference %+v", what, j, k, gb, eb)
+				}
+			}
+		}
+	}
+	if used < 15 {
+		t.Fatalf("the rollup answered %d of 30 random RED queries, want most", used)
+	}
+}

@@ -93,8 +93,12 @@ func opsFilter(q *store.OpsQuery) *query.Filter {
 	return f
 }
 
-// RED computes rate, errors and exact duration percentiles (by scan).
+// RED computes rate, errors and duration percentiles: without a filter by
+// SQL (redrollup.go), with one by scan (exact percentiles).
 func (s *Store) RED(ctx context.Context, project string, q *store.OpsQuery) ([]store.REDSeries, store.Result, error) {
+	if out, ok, err := s.redSQL(ctx, project, q); ok {
+		return out, store.Result{}, err
+	}
 	m, err := s.scan(ctx, project, q.Start, q.End, opsFilter(q))
 	if err != nil {
 		return nil, store.Result{}, err

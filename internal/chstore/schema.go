@@ -190,6 +190,7 @@ var migrations = []migration{
 	{4, "attribute index", func(Features) []string {
 		return []string{attrIndexTable, attrIndexView("attr_index_span_mv", 0, "span_attr"), attrIndexView("attr_index_res_mv", 1, "res_attr")}
 	}, markRollupComplete("attr_index")},
+	{5, "RED rollup", func(Features) []string { return []string{opsRollupTable(), opsRollupView()} }, markRollupComplete("ops")},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }
