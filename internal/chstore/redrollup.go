@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/sketch"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -88,26 +89,22 @@ func (h *hist) quantiles() store.Quantiles {
 	return store.Quantiles{}
 }
 
-// redSQL answers RED without a filter by SQL (rollup and edges, or spans
-// alone); ok is false when it cannot (a filter, a step not in whole
-// minutes: the scan answers, or refuses, those).
-func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (out []store.REDSeries, ok bool, err error) {
+// opsSQL runs the RED and heatmap aggregation without a filter by SQL
+// (rollup and edges, or spans alone), calling visit with each (series,
+// bucket) row; ok is false when it cannot (a filter, a step not in whole
+// minutes: the scan answers, or refuses, those). ks and kn are the SQL of
+// the series' service and name (constant text).
+func (s *Store) opsSQL(ctx context.Context, project string, q *store.OpsQuery, ks, kn string,
+	visit func(k [2]string, bucket, calls, errs, lo, hi uint64, keys []int32, counts []uint64)) (ok bool, err error) {
 	if q.Filter != nil || q.Step < time.Minute || q.Step%time.Minute != 0 {
-		return nil, false, nil
+		return false, nil
 	}
 	if err := s.usable(ctx); err != nil {
-		return nil, true, err
+		return true, err
 	}
 	start, end := s.window(project, q.Start, q.End)
 	if end != 0 && start >= end {
-		return []store.REDSeries{}, true, nil
-	}
-	ks, kn := "service", "''"
-	if q.ByOperation {
-		kn = "name"
-		if q.NameOnly {
-			ks = "''"
-		}
+		return true, nil
 	}
 	step := uint64(q.Step)
 	var names, exprs []string
@@ -133,7 +130,7 @@ func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (
 	add := func(sql string, a []any) { parts, args = append(parts, sql), append(args, a...) }
 	m0, m1, use, err := s.rollupSpan(ctx, project, "ops", start, end)
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	if use {
 		s.rollupReads.Add(1)
@@ -160,14 +157,9 @@ func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (
 		strings.Join(parts, " UNION ALL ") + ") GROUP BY ks, kn, bucket"
 	rows, err := s.conn.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, true, fmt.Errorf("RED on ClickHouse: %w", err)
+		return true, fmt.Errorf("RED on ClickHouse: %w", err)
 	}
 	defer rows.Close()
-	type series struct {
-		total   hist
-		buckets map[uint64]*hist
-	}
-	groups := map[[2]string]*series{}
 	for rows.Next() {
 		var (
 			k                   [2]string
@@ -177,11 +169,33 @@ func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (
 			counts              []uint64
 		)
 		if err := rows.Scan(&k[0], &k[1], &bucket, &calls, &errs, &lo, &hi, &keys, &counts); err != nil {
-			return nil, true, fmt.Errorf("RED on ClickHouse: %w", err)
+			return true, fmt.Errorf("RED on ClickHouse: %w", err)
 		}
-		if calls == 0 {
-			continue
+		if calls > 0 {
+			visit(k, bucket, calls, errs, lo, hi, keys, counts)
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return true, fmt.Errorf("RED on ClickHouse: %w", err)
+	}
+	return true, nil
+}
+
+// redSQL answers RED without a filter by SQL (opsSQL).
+func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (out []store.REDSeries, ok bool, err error) {
+	ks, kn := "service", "''"
+	if q.ByOperation {
+		kn = "name"
+		if q.NameOnly {
+			ks = "''"
+		}
+	}
+	type series struct {
+		total   hist
+		buckets map[uint64]*hist
+	}
+	groups := map[[2]string]*series{}
+	ok, err = s.opsSQL(ctx, project, q, ks, kn, func(k [2]string, bucket, calls, errs, lo, hi uint64, keys []int32, counts []uint64) {
 		g := groups[k]
 		if g == nil {
 			g = &series{buckets: map[uint64]*hist{}}
@@ -194,9 +208,9 @@ func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (
 			g.buckets[bucket] = b
 		}
 		b.add(calls, errs, lo, hi, keys, counts)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, true, fmt.Errorf("RED on ClickHouse: %w", err)
+	})
+	if !ok || err != nil {
+		return nil, ok, err
 	}
 	out = make([]store.REDSeries, 0, len(groups))
 	for k, g := range groups {
@@ -209,6 +223,37 @@ func (s *Store) redSQL(ctx context.Context, project string, q *store.OpsQuery) (
 	}
 	slices.SortFunc(out, func(a, b store.REDSeries) int {
 		return cmp.Or(cmp.Compare(b.Calls, a.Calls), strings.Compare(a.Service, b.Service), strings.Compare(a.Operation, b.Operation))
+	})
+	return out, true, nil
+}
+
+// heatmapSQL answers the heatmap without a filter by SQL (opsSQL): each
+// sketch bucket of the histograms falls in one heatmap bucket
+// (sketch.HeatmapStep), so the cells equal those of the durations.
+func (s *Store) heatmapSQL(ctx context.Context, project string, q *store.OpsQuery) (store.Heatmap, bool, error) {
+	type cell struct {
+		t uint64
+		h int
+	}
+	cells := map[cell]int64{}
+	ok, err := s.opsSQL(ctx, project, q, "''", "''", func(_ [2]string, bucket, _, _, _, _ uint64, keys []int32, counts []uint64) {
+		for i, k := range keys {
+			h := 0
+			if k > 0 {
+				h = (int(k) + sketch.HeatmapStep - 1) / sketch.HeatmapStep
+			}
+			cells[cell{bucket, h}] += int64(counts[i])
+		}
+	})
+	if !ok || err != nil {
+		return store.Heatmap{}, ok, err
+	}
+	out := store.Heatmap{Bounds: sketch.HeatmapBounds(), Cells: make([]store.HeatCell, 0, len(cells))}
+	for c, n := range cells {
+		out.Cells = append(out.Cells, store.HeatCell{Start: c.t, Bucket: c.h, Count: n})
+	}
+	slices.SortFunc(out.Cells, func(a, b store.HeatCell) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Bucket, b.Bucket))
 	})
 	return out, true, nil
 }

@@ -207,7 +207,8 @@ func TestRollupOnDatabaseWithSpans(t *testing.T) {
 // TestREDRollupEqualsSpanScan: RED answered with the rollup (whole minutes)
 // and spans (the edges) equals RED from spans alone, series for series and
 // bucket for bucket, on random windows, steps, splits and filters; calls
-// and errors equal the reference's (memstore).
+// and errors equal the reference's (memstore). The latency heatmap, from the
+// same rollup, equals both cell for cell.
 func TestREDRollupEqualsSpanScan(t *testing.T) {
 	dsn := chtestURL(t)
 	roll := open(t, Options{URL: dsn})
@@ -250,6 +251,15 @@ func TestREDRollupEqualsSpanScan(t *testing.T) {
 			q.Name = spans[rng.IntN(len(spans))].Name
 		}
 		what := fmt.Sprintf("trial %d: %+v", i, q)
+		hg, _, err1 := roll.Heatmap(ctx, "p", &q)
+		hw, _, err2 := scan.Heatmap(ctx, "p", &q)
+		he, _, err3 := ref.Heatmap(ctx, "p", &q)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("%s: heatmap: %v / %v / %v", what, err1, err2, err3)
+		}
+		if !reflect.DeepEqual(hg, hw) || !reflect.DeepEqual(hg, he) {
+			t.Fatalf("%s: heatmap with the rollup\n%+v\nfrom spans\n%+v\nthe reference\n%+v", what, hg, hw, he)
+		}
 		before := roll.rollupReads.Load()
 		got, _, err1 := roll.RED(ctx, "p", &q)
 		if roll.rollupReads.Load() > before {

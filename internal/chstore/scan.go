@@ -106,8 +106,12 @@ func (s *Store) RED(ctx context.Context, project string, q *store.OpsQuery) ([]s
 	return m.RED(ctx, project, q)
 }
 
-// Heatmap counts spans by time and duration bucket (by scan).
+// Heatmap counts spans by time and duration bucket: without a filter by
+// SQL (redrollup.go), with one by scan.
 func (s *Store) Heatmap(ctx context.Context, project string, q *store.OpsQuery) (store.Heatmap, store.Result, error) {
+	if out, ok, err := s.heatmapSQL(ctx, project, q); ok {
+		return out, store.Result{}, err
+	}
 	m, err := s.scan(ctx, project, q.Start, q.End, opsFilter(q))
 	if err != nil {
 		return store.Heatmap{}, store.Result{}, err
