@@ -25,9 +25,10 @@
 //
 // Live tails see the spans acknowledged by this process only.
 //
-// Goroutines: Open starts one collector and Options.Inserters inserters;
-// Close stops accepting writes, lets them drain the queue, waits for them,
-// then closes the connection pool.
+// Goroutines: Open starts one collector and Options.Inserters inserters,
+// and with a retention the sweeper (retention.go); Close stops the sweeper,
+// stops accepting writes, lets them drain the queue, waits for them, then
+// closes the connection pool.
 package chstore
 
 import (
@@ -38,6 +39,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -75,6 +77,21 @@ type Options struct {
 	// load (see scan.go); beyond it the query is refused (400) and asks for
 	// a narrower window.
 	MaxScanSpans int
+	// Retention hides, then removes, spans whose start is older than this
+	// (0 keeps everything); ProjectRetention overrides it per project (0
+	// keeps that project forever). The same settings as the engine's
+	// (retention.go).
+	Retention        time.Duration
+	ProjectRetention map[string]time.Duration
+	// RetentionEvery is how often the retention sweep runs.
+	RetentionEvery time.Duration
+	// Now is the clock of retention cutoffs; nil means time.Now.
+	Now func() time.Time
+	// NoRollups answers statistics from spans alone (for tests comparing
+	// the two, and to rule the rollups out).
+	NoRollups bool
+	// NoAttrIndex searches without the attribute index (attrindex.go).
+	NoAttrIndex bool
 	// Prices prices LLM calls at append; nil means llm.DefaultPrices().
 	Prices *llm.Prices
 	// Logger receives the version found and the migrations applied; nil
@@ -108,8 +125,22 @@ func (o *Options) Validate() error {
 	if o.MaxScanSpans == 0 {
 		o.MaxScanSpans = DefaultMaxScanSpans
 	}
-	if o.BatchWindow < 0 || o.MaxBatchSpans < 0 || o.Inserters < 0 || o.MaxQueuedSpans < 0 || o.MaxScanSpans < 0 {
-		return errors.New("chstore: negative batch window, batch size, inserters, queue or scan limit")
+	if o.RetentionEvery == 0 {
+		o.RetentionEvery = DefaultRetentionEvery
+	}
+	if o.BatchWindow < 0 || o.MaxBatchSpans < 0 || o.Inserters < 0 || o.MaxQueuedSpans < 0 || o.MaxScanSpans < 0 || o.RetentionEvery < 0 {
+		return errors.New("chstore: negative batch window, batch size, inserters, queue, scan limit or retention sweep interval")
+	}
+	if o.Retention < 0 {
+		return fmt.Errorf("chstore: negative retention %v", o.Retention)
+	}
+	for p, d := range o.ProjectRetention {
+		if d < 0 {
+			return fmt.Errorf("chstore: negative retention %v for project %q", d, p)
+		}
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Prices == nil {
 		o.Prices = llm.DefaultPrices()
@@ -133,12 +164,22 @@ type Store struct {
 	opts     Options
 	conn     driver.Conn
 	features Features
+	rollups  map[string]bool // rollups and indexes that saw every span (rollup.go)
+
+	rollupReads atomic.Int64 // queries the rollup answered part of (tests)
+	indexReads  atomic.Int64 // searches whose candidates came from the attribute index (tests)
 
 	w writer // the write path (append.go)
 
 	tails *store.TailHub
 
 	eraseMu sync.Mutex // one erasure at a time in this process
+
+	retMu     sync.Mutex        // one retention sweep at a time
+	deleted   map[string]uint64 // project -> cutoff of the last retention delete started (under retMu)
+	retStop   chan struct{}     // closed by Close to stop the sweeper
+	retWG     sync.WaitGroup
+	closeOnce sync.Once
 }
 
 var _ interface {
@@ -190,9 +231,19 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
-	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion())
-	s := &Store{opts: opts, conn: conn, features: feat, tails: store.NewTailHub("chstore", maxTails, tailQueue)}
+	rollups, err := completeRollups(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion(), "rollups", rollups)
+	s := &Store{opts: opts, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
+		deleted: map[string]uint64{}, retStop: make(chan struct{})}
 	s.w.start(s)
+	if opts.hasRetention() {
+		s.retWG.Add(1)
+		go s.sweeper(s.retStop)
+	}
 	return s, nil
 }
 
@@ -202,6 +253,8 @@ func (s *Store) Features() Features { return s.features }
 // Close stops accepting writes, waits for the queued ones to be inserted
 // (or fail), ends every tail and closes the connections.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { close(s.retStop) })
+	s.retWG.Wait()
 	s.w.stop()
 	s.tails.Close()
 	return s.conn.Close()

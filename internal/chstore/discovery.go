@@ -39,7 +39,7 @@ func (s *Store) names(ctx context.Context, sql string, args ...any) ([]store.Nam
 
 // Services counts spans per service in the window.
 func (s *Store) Services(ctx context.Context, project string, start, end uint64) ([]store.NameCount, store.Result, error) {
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	out, err := s.names(ctx, "SELECT service, count() FROM spans WHERE "+w.String()+" GROUP BY service ORDER BY service", w.args...)
 	return out, store.Result{}, err
 }
@@ -49,7 +49,7 @@ func (s *Store) Operations(ctx context.Context, project, service string, start, 
 	if err := s.usable(ctx); err != nil {
 		return nil, store.Result{}, err
 	}
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	if service != "" {
 		w.add("service = ?", service)
 	}
@@ -100,7 +100,7 @@ var listable = fmt.Sprintf("(atype NOT IN (%d, %d, %d, %d) AND length(astr) <= 2
 // AttributeKeys counts the listable values per scoped key; a key whose
 // values are never listable is listed with 0.
 func (s *Store) AttributeKeys(ctx context.Context, project string, start, end uint64) ([]store.NameCount, store.Result, error) {
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	out, err := s.names(ctx, "SELECT akey, toUInt64(sum("+listable+")) FROM spans"+scopedAttrs+" WHERE "+w.String()+
 		" GROUP BY akey ORDER BY akey", w.args...)
 	return out, store.Result{}, err
@@ -117,7 +117,7 @@ func (s *Store) AttributeValues(ctx context.Context, project, key string, start,
 	if err := s.usable(ctx); err != nil {
 		return nil, store.Result{}, err
 	}
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	keys := []string{key}
 	if !strings.HasPrefix(key, "span.") && !strings.HasPrefix(key, "resource.") {
 		keys = []string{"span." + key, "resource." + key}

@@ -55,7 +55,7 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 			return store.Erasure{}, err
 		}
 		if !req.All && len(ids) > 0 {
-			w := base(req.Project, 0, 0)
+			w := s.base(req.Project, 0, 0)
 			var all uint64
 			if err := s.conn.QueryRow(ctx, "SELECT uniqExact(trace_id) FROM spans WHERE "+w.String(), w.args...).Scan(&all); err != nil {
 				return store.Erasure{}, fmt.Errorf("count traces in ClickHouse: %w", err)

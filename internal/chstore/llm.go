@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/sketch"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -65,73 +67,124 @@ func (w *where) exact(f *query.Filter) {
 	}
 }
 
-// nearest is the SQL of the nearest-rank quantile q of a sorted array
-// (memstore's definition: the ceil(q*n)-th smallest).
-func nearest(arr string, q float64) string {
-	return fmt.Sprintf("%s[toUInt64(greatest(ceil(%g * length(%s)), 1))]", arr, q, arr)
-}
-
-// llmGroups runs the statistics as one GROUP BY over spans: exact counts,
-// sums and nearest-rank percentiles. step > 0 adds the time bucket.
+// llmGroups runs the statistics as one GROUP BY: the window's whole
+// minutes from the rollup when it can answer (rollup.go), the rest from
+// spans, merged as aggregate states. Counts and sums are exact; the
+// quantiles are the sketch's (1% relative error, as on the engine). step > 0
+// adds the time bucket.
 func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery, step time.Duration) (store.LLMStats, error) {
 	if err := s.usable(ctx); err != nil {
 		return store.LLMStats{}, err
 	}
 	f := &q.Filter
-	w := base(project, f.Start, f.End)
-	w.add("llm = 1")
-	w.exact(f)
-	var keys []string
-	for i, d := range q.GroupBy {
-		keys = append(keys, fmt.Sprintf("%s AS k%d", llmKeys[d], i))
+	out := store.LLMStats{Groups: []store.LLMGroup{}, QuantileError: sketch.Alpha}
+	start, end := s.window(project, f.Start, f.End)
+	if end != 0 && start >= end {
+		return out, nil
 	}
-	var args []any
-	bucket := "toInt64(0)"
-	if step > 0 {
-		bucket = "toInt64(intDiv(start, ?) * ?)"
-		args = append(args, uint64(step), uint64(step/time.Second))
+	states := llmStates()
+	var stateNames, stateExprs []string
+	for _, st := range states {
+		stateNames = append(stateNames, st.name)
+		stateExprs = append(stateExprs, st.expr+" AS "+st.name)
 	}
-	keys = append(keys, bucket+" AS bucket")
-	groupBy := make([]string, 0, len(keys))
+	var groupBy []string
 	for i := range q.GroupBy {
 		groupBy = append(groupBy, fmt.Sprintf("k%d", i))
 	}
 	groupBy = append(groupBy, "bucket")
-	inner := "SELECT " + strings.Join(keys, ", ") + `, count() AS spans, sum(llm_counted) AS counted, countIf(status = 2) AS errors,
-		uniqExact(trace_id) AS traces,
-		sumIf(greatest(llm_input_tokens, 0), llm_counted = 1) AS tin, sumIf(greatest(llm_output_tokens, 0), llm_counted = 1) AS tout,
-		sumIf(greatest(llm_cache_read_tokens, 0), llm_counted = 1) AS tcr, sumIf(greatest(llm_cache_creation_tokens, 0), llm_counted = 1) AS tcc,
-		sumIf(greatest(llm_reasoning_tokens, 0), llm_counted = 1) AS trs, sumIf(greatest(llm_cost_nano_usd, 0), llm_counted = 1) AS cost,
-		min(start) AS smin, max(end) AS emax,
-		arraySort(groupArray(duration)) AS d, arraySort(groupArrayIf(llm_ttft, llm_ttft != 0)) AS t
-		FROM spans WHERE ` + w.String() + " GROUP BY " + strings.Join(groupBy, ", ")
-	outer := "SELECT " + strings.Join(groupBy, ", ") + `, spans, counted, errors, traces, tin, tout, tcr, tcc, trs, cost, smin, emax,
-		length(d), ` + nearest("d", 0.5) + ", " + nearest("d", 0.95) + ", " + nearest("d", 0.99) + `, d[length(d)],
-		length(t), ` + nearest("t", 0.5) + ", " + nearest("t", 0.95) + ", " + nearest("t", 0.99) + `, t[length(t)]
-		FROM (` + inner + ")"
-	rows, err := s.conn.Query(ctx, outer, append(args, w.args...)...)
+	// spansPart aggregates spans selected by w into states.
+	spansPart := func(w *where) (string, []any) {
+		var sel []string
+		for i, d := range q.GroupBy {
+			sel = append(sel, fmt.Sprintf("%s AS k%d", llmKeys[d], i))
+		}
+		var args []any
+		if step > 0 {
+			sel = append(sel, "toInt64(intDiv(start, ?) * ?) AS bucket")
+			args = append(args, uint64(step), uint64(step/time.Second))
+		} else {
+			sel = append(sel, "toInt64(0) AS bucket")
+		}
+		return "SELECT " + strings.Join(append(sel, stateExprs...), ", ") + " FROM spans WHERE " + w.String() +
+			" GROUP BY " + strings.Join(groupBy, ", "), append(args, w.args...)
+	}
+	var parts []string
+	var args []any
+	add := func(sql string, a []any) { parts, args = append(parts, sql), append(args, a...) }
+	m0, m1, ok, err := s.llmRollupSpan(ctx, project, q, step, start, end)
 	if err != nil {
-		return store.LLMStats{}, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
+		return out, err
+	}
+	if ok {
+		s.rollupReads.Add(1)
+		var sel []string
+		for i, d := range q.GroupBy {
+			sel = append(sel, fmt.Sprintf("%s AS k%d", llmRollupDims[d], i))
+		}
+		var ra []any
+		if step > 0 {
+			sel = append(sel, "toInt64(intDiv(minute * 60000000000, ?) * ?) AS bucket")
+			ra = append(ra, uint64(step), uint64(step/time.Second))
+		} else {
+			sel = append(sel, "toInt64(0) AS bucket")
+		}
+		rw := &where{}
+		rw.add("project = ?", project)
+		rw.add("minute >= ?", m0)
+		if end != 0 {
+			rw.add("minute < ?", m1)
+		}
+		rw.exact(f)
+		add("SELECT "+strings.Join(append(sel, stateNames...), ", ")+" FROM llm_rollup WHERE "+rw.String(), append(ra, rw.args...))
+		// The edges: the partial minutes before m0 and from m1 on.
+		w := s.base(project, start, end)
+		w.add("llm = 1")
+		w.exact(f)
+		if end != 0 {
+			w.add("(start < ? OR start >= ?)", m0*minuteNanos, m1*minuteNanos)
+		} else {
+			w.add("start < ?", m0*minuteNanos)
+		}
+		add(spansPart(w))
+	} else {
+		w := s.base(project, start, end)
+		w.add("llm = 1")
+		w.exact(f)
+		add(spansPart(w))
+	}
+	merged := []string{"countMerge(spans)", "sumMerge(counted)", "sumMerge(errors)", "uniqExactMerge(traces)",
+		"sumMerge(tin)", "sumMerge(tout)", "sumMerge(tcr)", "sumMerge(tcc)", "sumMerge(trs)", "sumMerge(cost)",
+		"minMerge(smin)", "maxMerge(emax)", "minMerge(dmin)", "maxMerge(dmax)", "tupleElement(sumMapMerge(dh), 1)", "tupleElement(sumMapMerge(dh), 2)",
+		"sumMerge(tn)", "minMerge(tmin)", "maxMerge(tmax)", "tupleElement(sumMapMerge(th), 1)", "tupleElement(sumMapMerge(th), 2)"}
+	sql := "SELECT " + strings.Join(append(slices.Clone(groupBy), merged...), ", ") + " FROM (" + strings.Join(parts, " UNION ALL ") +
+		") GROUP BY " + strings.Join(groupBy, ", ")
+	rows, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return out, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
 	}
 	defer rows.Close()
-	out := store.LLMStats{Groups: []store.LLMGroup{}} // exact percentiles: QuantileError 0
 	for rows.Next() {
 		kv := make([]string, len(q.GroupBy))
 		var (
-			g                                        store.LLMGroup
-			spans, counted, errs, traces             uint64
-			tin, tout, tcr, tcc, trs, cost           int64
-			nd, nt                                   uint64
-			d50, d95, d99, dmax, t50, t95, t99, tmax uint64
+			g                              store.LLMGroup
+			spans, counted, errs, traces   uint64
+			tin, tout, tcr, tcc, trs, cost int64
+			dmin, dmax, tn, tmin, tmax     uint64
+			dk, tk                         []int32
+			dc, tc                         []uint64
 		)
 		dest := make([]any, 0, len(kv)+24)
 		for i := range kv {
 			dest = append(dest, &kv[i])
 		}
 		dest = append(dest, &g.Bucket, &spans, &counted, &errs, &traces, &tin, &tout, &tcr, &tcc, &trs, &cost, &g.M.MinStart, &g.M.MaxEnd,
-			&nd, &d50, &d95, &d99, &dmax, &nt, &t50, &t95, &t99, &tmax)
+			&dmin, &dmax, &dk, &dc, &tn, &tmin, &tmax, &tk, &tc)
 		if err := rows.Scan(dest...); err != nil {
-			return store.LLMStats{}, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
+			return out, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
+		}
+		if spans == 0 {
+			continue
 		}
 		g.Key = map[string]string{}
 		for i, d := range q.GroupBy {
@@ -139,19 +192,58 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 		}
 		g.M.Spans, g.M.Counted, g.M.Errors, g.M.Traces = int64(spans), int64(counted), int64(errs), int64(traces)
 		g.M.InputTokens, g.M.OutputTokens, g.M.CacheReadTokens, g.M.CacheCreationTokens, g.M.ReasoningTokens, g.M.CostNanoUSD = tin, tout, tcr, tcc, trs, cost
-		if nd > 0 {
-			g.M.Latency = &store.Quantiles{P50: float64(d50), P95: float64(d95), P99: float64(d99), Max: float64(dmax)}
-		}
-		if nt > 0 {
-			g.M.TTFT = &store.Quantiles{P50: float64(t50), P95: float64(t95), P99: float64(t99), Max: float64(tmax)}
-		}
+		g.M.Latency = quantilesOf(dk, dc, spans, dmin, dmax)
+		g.M.TTFT = quantilesOf(tk, tc, tn, tmin, tmax)
 		out.Groups = append(out.Groups, g)
 	}
 	if err := rows.Err(); err != nil {
-		return store.LLMStats{}, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
+		return out, fmt.Errorf("LLM statistics on ClickHouse: %w", err)
 	}
 	sortGroups(out.Groups, q.GroupBy, step > 0)
 	return out, nil
+}
+
+const minuteNanos = uint64(time.Minute)
+
+// llmRollupSpan decides whether the rollup answers the whole minutes of
+// [start, end) (end 0: unbounded) and returns them, [m0, m1).
+func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQuery, step time.Duration, start, end uint64) (m0, m1 uint64, ok bool, err error) {
+	f := &q.Filter
+	if !sqlOnly(f) || f.MinDuration != 0 || f.MaxDuration != 0 || step%time.Minute != 0 {
+		return 0, 0, false, nil
+	}
+	for _, d := range q.GroupBy {
+		if _, ok := llmRollupDims[d]; !ok {
+			return 0, 0, false, nil
+		}
+	}
+	return s.rollupSpan(ctx, project, "llm", start, end)
+}
+
+// rollupSpan reports whether the named rollup can answer the whole minutes
+// [m0, m1) of [start, end) (end 0: unbounded, m1 unused): it saw every span,
+// there is a whole minute, and no erased trace overlaps them (a rollup
+// still counts erased spans).
+func (s *Store) rollupSpan(ctx context.Context, project, name string, start, end uint64) (m0, m1 uint64, ok bool, err error) {
+	if s.opts.NoRollups || !s.rollups[name] {
+		return 0, 0, false, nil
+	}
+	m0 = (start + minuteNanos - 1) / minuteNanos
+	hi := uint64(math.MaxUint64)
+	if end != 0 {
+		m1 = end / minuteNanos
+		if m1 <= m0 {
+			return 0, 0, false, nil
+		}
+		hi = m1 * minuteNanos
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, `SELECT count() FROM trace_index WHERE project = ?
+		AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
+		project, project, m0*minuteNanos, hi).Scan(&n); err != nil {
+		return 0, 0, false, fmt.Errorf("statistics on ClickHouse: erased traces: %w", err)
+	}
+	return m0, m1, n == 0, nil
 }
 
 // keyText formats an hour or day bucket number as the store names it.
@@ -244,7 +336,7 @@ func (s *Store) SessionTraces(ctx context.Context, project, id string, f *query.
 	if err := s.usable(ctx); err != nil {
 		return nil, store.Result{}, err
 	}
-	w := base(project, f.Start, f.End)
+	w := s.base(project, f.Start, f.End)
 	w.add("llm = 1")
 	w.add("llm_session = ?", id)
 	if !w.hints(f) {

@@ -103,7 +103,7 @@ func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID)
 	if n == 0 {
 		return out, nil
 	}
-	w := base(project, lo, hi+1)
+	w := s.base(project, lo, hi+1)
 	w.add("intDiv(start, 60000000000) >= ?", lo/60e9)
 	w.add("intDiv(start, 60000000000) <= ?", hi/60e9)
 	w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", hexIDs)
@@ -183,8 +183,9 @@ const (
 // descending, trace id, span id), after cursor, each span once, until visit
 // returns false; want (0: unknown) sizes the first page. Candidates come from
 // SQL (the window and f's hints) a page at a time in two steps: the page's
-// keys, ordered and limited, from the light columns only; then the bodies of
-// those rows. f.Match decides.
+// keys, ordered and limited, from the light columns only (or from the
+// attribute index, attrindex.go); then the bodies of those rows. f.Match
+// decides.
 func (s *Store) matching(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, want int, visit func(sp *model.Span) bool) error {
 	if err := s.usable(ctx); err != nil {
 		return err
@@ -196,17 +197,32 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		c := *cursor
 		last = &c
 	}
+	// A required attribute pair: candidates from the attribute index.
+	start, end := s.window(project, f.Start, f.End)
+	ix, err := s.attrCandidate(ctx, project, f, start, end)
+	if err != nil {
+		return err
+	}
+	if ix != nil {
+		s.indexReads.Add(1)
+	}
 	page := maxCandidatePage
 	if want > 0 {
 		page = min(max(2*want, minCandidatePage), maxCandidatePage)
 	}
 	for ; ; page = min(4*page, maxCandidatePage) {
-		w := base(project, f.Start, f.End)
+		w := s.base(project, f.Start, f.End)
 		if !w.hints(f) {
 			return nil
 		}
 		w.after(last)
-		keys, err := s.candidateKeys(ctx, w, page)
+		var keys []store.Cursor
+		var err error
+		if ix != nil {
+			keys, err = s.indexKeys(ctx, project, ix, start, end, last, page)
+		} else {
+			keys, err = s.keys(ctx, "spans", w, page)
+		}
 		if err != nil {
 			return err
 		}
@@ -233,10 +249,11 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 	}
 }
 
-// candidateKeys returns the keys of up to page spans w selects, newest
-// first, each key once (copies of a re-sent span share it).
-func (s *Store) candidateKeys(ctx context.Context, w *where, page int) ([]store.Cursor, error) {
-	rows, err := s.conn.Query(ctx, "SELECT start, trace_id, span_id FROM spans WHERE "+w.String()+
+// keys returns the keys of up to page rows of table (spans, attr_index)
+// that w selects, newest first, each key once (copies of a re-sent span
+// share it).
+func (s *Store) keys(ctx context.Context, table string, w *where, page int) ([]store.Cursor, error) {
+	rows, err := s.conn.Query(ctx, "SELECT start, trace_id, span_id FROM "+table+" WHERE "+w.String()+
 		" GROUP BY start, trace_id, span_id ORDER BY start DESC, trace_id, span_id LIMIT ?", append(w.args, page)...)
 	if err != nil {
 		return nil, fmt.Errorf("search spans in ClickHouse: %w", err)

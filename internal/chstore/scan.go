@@ -27,7 +27,7 @@ func (s *Store) scan(ctx context.Context, project string, start, end uint64, f *
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	w := base(project, start, end)
+	w := s.base(project, start, end)
 	if f != nil && !w.hints(f) {
 		return memstore.New(memstore.Options{Prices: s.opts.Prices}), nil
 	}
@@ -93,8 +93,12 @@ func opsFilter(q *store.OpsQuery) *query.Filter {
 	return f
 }
 
-// RED computes rate, errors and exact duration percentiles (by scan).
+// RED computes rate, errors and duration percentiles: without a filter by
+// SQL (redrollup.go), with one by scan (exact percentiles).
 func (s *Store) RED(ctx context.Context, project string, q *store.OpsQuery) ([]store.REDSeries, store.Result, error) {
+	if out, ok, err := s.redSQL(ctx, project, q); ok {
+		return out, store.Result{}, err
+	}
 	m, err := s.scan(ctx, project, q.Start, q.End, opsFilter(q))
 	if err != nil {
 		return nil, store.Result{}, err
@@ -102,8 +106,12 @@ func (s *Store) RED(ctx context.Context, project string, q *store.OpsQuery) ([]s
 	return m.RED(ctx, project, q)
 }
 
-// Heatmap counts spans by time and duration bucket (by scan).
+// Heatmap counts spans by time and duration bucket: without a filter by
+// SQL (redrollup.go), with one by scan.
 func (s *Store) Heatmap(ctx context.Context, project string, q *store.OpsQuery) (store.Heatmap, store.Result, error) {
+	if out, ok, err := s.heatmapSQL(ctx, project, q); ok {
+		return out, store.Result{}, err
+	}
 	m, err := s.scan(ctx, project, q.Start, q.End, opsFilter(q))
 	if err != nil {
 		return store.Heatmap{}, store.Result{}, err

@@ -83,6 +83,9 @@ type migration struct {
 	version    uint32
 	name       string
 	statements func(f Features) []string
+	// after, when set, runs once the statements have (again, when a step
+	// is run twice: it must be safe to repeat).
+	after func(ctx context.Context, conn driver.Conn) error
 }
 
 // Table of the spans. One row per span copy; ReplacingMergeTree keeps the
@@ -181,8 +184,13 @@ const erasedTracesTable = `CREATE TABLE IF NOT EXISTS erased_traces (
 
 // migrations, oldest first. Append only: a released step never changes.
 var migrations = []migration{
-	{1, "spans and trace index", func(Features) []string { return []string{spansTable, traceIndexTable} }},
-	{2, "erasures", func(Features) []string { return []string{erasuresTable, erasedTracesTable} }},
+	{1, "spans and trace index", func(Features) []string { return []string{spansTable, traceIndexTable} }, nil},
+	{2, "erasures", func(Features) []string { return []string{erasuresTable, erasedTracesTable} }, nil},
+	{3, "LLM rollup", func(Features) []string { return []string{llmRollupTable(), llmRollupView(), rollupsTable} }, markRollupComplete("llm")},
+	{4, "attribute index", func(Features) []string {
+		return []string{attrIndexTable, attrIndexView("attr_index_span_mv", 0, "span_attr"), attrIndexView("attr_index_res_mv", 1, "res_attr")}
+	}, markRollupComplete("attr_index")},
+	{5, "RED rollup", func(Features) []string { return []string{opsRollupTable(), opsRollupView()} }, markRollupComplete("ops")},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }
@@ -219,8 +227,13 @@ func migrate(ctx context.Context, conn driver.Conn, f Features) (int, error) {
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 			}
 		}
+		if m.after != nil {
+			if err := m.after(ctx, conn); err != nil {
+				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
 		if err := insertRow(ctx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
-			m.version, m.name, time.Now().UTC().Truncate(time.Second)); err != nil {
+			m.version, m.name, nowSecond()); err != nil {
 			return n, fmt.Errorf("record migration %d: %w", m.version, err)
 		}
 		n++
@@ -287,3 +300,6 @@ func insertRow(ctx context.Context, conn driver.Conn, insert string, values ...a
 	}
 	return b.Send()
 }
+
+// nowSecond is the time as a DateTime column holds it.
+func nowSecond() time.Time { return time.Now().UTC().Truncate(time.Second) }

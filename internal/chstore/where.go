@@ -30,8 +30,9 @@ func (w *where) String() string {
 }
 
 // base selects a project's visible spans started in [start, end) (0 =
-// unbounded): erased traces are left out.
-func base(project string, start, end uint64) *where {
+// unbounded): erased traces and expired spans (retention.go) are left out.
+func (s *Store) base(project string, start, end uint64) *where {
+	start, end = s.window(project, start, end)
 	w := &where{}
 	w.add("project = ?", project)
 	if start != 0 {
@@ -42,6 +43,18 @@ func base(project string, start, end uint64) *where {
 	}
 	w.add("trace_id NOT IN (SELECT trace_id FROM erased_traces WHERE project = ?)", project)
 	return w
+}
+
+// window raises start to the project's retention cutoff; a window wholly
+// before it becomes empty (start = end).
+func (s *Store) window(project string, start, end uint64) (uint64, uint64) {
+	if c := s.cutoff(project); c != 0 && start < c {
+		start = c
+		if end != 0 && end <= c {
+			end = c
+		}
+	}
+	return start, end
 }
 
 // hints adds the filter's necessary conditions (query.Filter.Hints): every

@@ -15,6 +15,7 @@ func init() {
 func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "migrate", "--clickhouse-url URL")
 	url := fs.String("clickhouse-url", "", "the database, clickhouse://user:password@host:9000/database (native protocol)")
+	cluster := fs.String("clickhouse-cluster", "", "print the schema for this cluster (ReplicatedMergeTree and Distributed tables ON CLUSTER) for review, and apply nothing: untested against a cluster, and serve has no cluster mode (docs/clickhouse.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -26,6 +27,17 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	}
 	if *url == "" {
 		return fmt.Errorf("%w: give --clickhouse-url", errUsage)
+	}
+	if *cluster != "" {
+		stmts, err := chstore.ClusterSchemaForURL(*url, *cluster)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		fmt.Fprintln(env.Stdout, "-- rastro's ClickHouse schema for cluster "+*cluster+": generated, untested against a cluster (docs/clickhouse.md)")
+		for _, s := range stmts {
+			fmt.Fprintf(env.Stdout, "%s;\n\n", s)
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

@@ -18,7 +18,7 @@ import (
 // and lists them; a second run applies none.
 func TestMigrateAppliesOnce(t *testing.T) {
 	url := chtest.URL(t)
-	for i, want := range []string{"2 migration(s) applied now", "0 migration(s) applied now"} {
+	for i, want := range []string{"5 migration(s) applied now", "0 migration(s) applied now"} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url}, &out, &errb); code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
@@ -41,7 +41,6 @@ func TestServeStorageFlags(t *testing.T) {
 		{[]string{"--storage", "mysql"}, `--storage "mysql"`},
 		{[]string{"--storage", "clickhouse"}, "needs --clickhouse-url"},
 		{[]string{"--clickhouse-url", "clickhouse://127.0.0.1:9000/x"}, "is for --storage clickhouse"},
-		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:9000/x", "--retention", "7d"}, "not built for --storage clickhouse"},
 		{[]string{"--storage", "clickhouse", "--clickhouse-url", "mysql://x"}, "--clickhouse-url"},
 	} {
 		var out, errb bytes.Buffer
@@ -114,4 +113,25 @@ func TestServeOnClickHouse(t *testing.T) {
 		t.Errorf("log does not name the storage: %s", errb.String())
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestMigratePrintsClusterSchema: with --clickhouse-cluster, migrate prints
+// the cluster schema for the URL's database, connecting to nothing (the
+// URL's port is closed), and refuses a name that cannot go into DDL.
+func TestMigratePrintsClusterSchema(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", "clickhouse://127.0.0.1:1/obsdb", "--clickhouse-cluster", "c1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	for _, want := range []string{"untested against a cluster", "CREATE TABLE IF NOT EXISTS obsdb.spans_local ON CLUSTER c1",
+		"ENGINE = Distributed(c1, obsdb, spans_local, cityHash64(trace_id))"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", "clickhouse://127.0.0.1:1/obsdb", "--clickhouse-cluster", "c1;DROP"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "cluster name") {
+		t.Fatalf("a bad cluster name: exit %d %q", code, errb.String())
+	}
 }

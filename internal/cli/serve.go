@@ -161,11 +161,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --storage clickhouse needs --clickhouse-url", errUsage)
 	case c.storage == "embedded" && c.clickhouseURL != "":
 		return fmt.Errorf("%w: --clickhouse-url is for --storage clickhouse", errUsage)
-	case c.storage == "clickhouse" && (c.retention != 0 || len(c.retentionProject.m) > 0):
-		// Not built on ClickHouse yet: refused rather than silently ignored.
-		return fmt.Errorf("%w: --retention and --retention-project are not built for --storage clickhouse yet (docs/clickhouse.md)", errUsage)
 	}
-	chOpts := chstore.Options{URL: c.clickhouseURL}
+	chOpts := chstore.Options{URL: c.clickhouseURL, Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m}
 	if c.storage == "clickhouse" {
 		if err := chOpts.Validate(); err != nil {
 			return fmt.Errorf("%w: --clickhouse-url: %v", errUsage, err)

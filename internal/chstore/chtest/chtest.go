@@ -225,7 +225,9 @@ func (s *Server) Database(t testing.TB) string {
 		t.Fatalf("create database %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Dropping a large database while merges run can take a while on a
+		// busy host.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
 			t.Errorf("drop database %s: %v", name, err)

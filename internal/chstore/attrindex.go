@@ -1,0 +1,110 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+// The attribute index stands in for data-skipping indexes, which Debian's
+// 18.16 lacks altogether (INDEX is a syntax error there and the
+// experimental setting is unknown; checked). Two materialized views write a
+// row per string attribute of every inserted span (span and resource scope,
+// values up to maxHotValue) into attr_index, ordered by (project, key,
+// hash of the value, start): the spans holding one key = value pair are one
+// contiguous key range, newest last. A search whose filter requires such a
+// pair reads its candidates' keys there (the rarest pair's, when it requires
+// several) instead of testing the attribute arrays of every span of the
+// window, then reads those spans as before; query.Filter.Match still
+// decides, so a hash collision costs a candidate, never a wrong answer. A
+// value no span holds is answered from one empty key range.
+
+// attrIndexTable: the index. Partitioned like spans (retention drops the
+// same partition ids).
+const attrIndexTable = `CREATE TABLE IF NOT EXISTS attr_index (
+	project String,
+	scope UInt8,
+	key String,
+	vhash UInt64,
+	start UInt64,
+	trace_id FixedString(16),
+	span_id FixedString(8)
+) ENGINE = MergeTree
+PARTITION BY toDate(toDateTime(intDiv(start, 1000000000)))
+ORDER BY (project, key, vhash, start)`
+
+// attrIndexView writes one scope's string attributes (type 1,
+// model.ValueString; longer values are typeLong and stay out).
+func attrIndexView(name string, scope int, prefix string) string {
+	return fmt.Sprintf(`CREATE MATERIALIZED VIEW IF NOT EXISTS %s TO attr_index AS
+	SELECT project, toUInt8(%d) AS scope, k AS key, cityHash64(v) AS vhash, start, trace_id, span_id
+	FROM spans ARRAY JOIN %[3]s_keys AS k, %[3]s_str AS v, %[3]s_types AS t WHERE t = %d`, name, scope, prefix, model.ValueString)
+}
+
+// indexScope is the condition on the scope column of an attribute
+// condition's scope (constant text).
+func indexScope(s query.Scope) string {
+	switch s {
+	case query.ScopeSpan:
+		return "scope = 0"
+	case query.ScopeResource:
+		return "scope = 1"
+	}
+	return "scope IN (0, 1)"
+}
+
+// attrCandidate picks the attribute pair of f's hints with the fewest
+// index rows in [start, end), or nil when the index cannot serve f.
+func (s *Store) attrCandidate(ctx context.Context, project string, f *query.Filter, start, end uint64) (*query.AttrEq, error) {
+	if s.opts.NoAttrIndex || !s.rollups["attr_index"] {
+		return nil, nil
+	}
+	h := f.Hints()
+	var best *query.AttrEq
+	bestN := uint64(math.MaxUint64)
+	for i := range h.AttrEquals {
+		a := &h.AttrEquals[i]
+		if len(a.Value) > maxHotValue {
+			continue
+		}
+		if len(h.AttrEquals) == 1 {
+			return a, nil
+		}
+		w := indexWhere(project, a, start, end)
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM attr_index WHERE "+w.String(), w.args...).Scan(&n); err != nil {
+			return nil, fmt.Errorf("search the attribute index in ClickHouse: %w", err)
+		}
+		if n < bestN {
+			best, bestN = a, n
+		}
+	}
+	return best, nil
+}
+
+func indexWhere(project string, a *query.AttrEq, start, end uint64) *where {
+	w := &where{}
+	w.add("project = ?", project)
+	w.add("key = ?", a.Key)
+	w.add("vhash = cityHash64(?)", a.Value)
+	w.add(indexScope(a.Scope))
+	if start != 0 {
+		w.add("start >= ?", start)
+	}
+	if end != 0 {
+		w.add("start < ?", end)
+	}
+	return w
+}
+
+// indexKeys returns the keys of up to page spans holding a, newest first,
+// after c, each once.
+func (s *Store) indexKeys(ctx context.Context, project string, a *query.AttrEq, start, end uint64, c *store.Cursor, page int) ([]store.Cursor, error) {
+	w := indexWhere(project, a, start, end)
+	w.after(c)
+	return s.keys(ctx, "attr_index", w, page)
+}

@@ -1,0 +1,132 @@
+package chstore
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// Cluster schema: generated, not served. ClusterSchema turns the
+// single-node schema (every migration, in order) into the statements of a
+// sharded, replicated one: each table becomes a local table on every node
+// (name_local, created ON CLUSTER, engine Replicated*MergeTree with the
+// {shard} and {replica} macros) plus a Distributed table of the original
+// name over the locals; the materialized views read and write the locals,
+// so each shard rolls up and indexes the spans it stores; the bookkeeping
+// tables (schema_migrations, rollups) are replicated to every node.
+//
+// It is untested against a cluster: ON CLUSTER and Replicated*MergeTree
+// need ZooKeeper (or ClickHouse Keeper), which these machines do not have,
+// and the queries of this package are not written for Distributed tables
+// yet (their IN subqueries over distributed tables would need GLOBAL IN,
+// mutations and partition drops must address the locals ON CLUSTER).
+// `rastro serve` therefore has no cluster mode; `rastro migrate
+// --clickhouse-cluster NAME` prints these statements for review.
+
+// shardKeys are the sharding keys of the Distributed tables that rastro
+// inserts into: a trace's spans, its index row and its attribute index rows
+// on one shard. Tables written only by views, or rarely, shard at random.
+var shardKeys = map[string]string{
+	"spans":       "cityHash64(trace_id)",
+	"trace_index": "cityHash64(trace_id)",
+	"attr_index":  "cityHash64(trace_id)",
+}
+
+// replicatedEverywhere are tables every node keeps whole (one replica set
+// across the cluster).
+var replicatedEverywhere = map[string]bool{"schema_migrations": true, "rollups": true}
+
+var (
+	createTableRE = regexp.MustCompile(`^CREATE TABLE IF NOT EXISTS (\w+) \(`)
+	createViewRE  = regexp.MustCompile(`^CREATE MATERIALIZED VIEW IF NOT EXISTS (\w+) TO (\w+) AS`)
+	engineRE      = regexp.MustCompile(`ENGINE = (\w*)MergeTree(\(([^)]*)\))?`)
+	fromRE        = regexp.MustCompile(`\bFROM (\w+)\b`)
+	identRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// ClusterSchema returns the statements that create the schema of every
+// migration on cluster in database, in order.
+func ClusterSchema(cluster, database string) ([]string, error) {
+	if !identRE.MatchString(cluster) {
+		return nil, fmt.Errorf("cluster name %q: use letters, digits and _ (it is written into DDL)", cluster)
+	}
+	if !identRE.MatchString(database) {
+		return nil, fmt.Errorf("database name %q: use letters, digits and _ (it is written into DDL)", database)
+	}
+	var out []string
+	for _, stmt := range append([]string{migrationsTable}, allStatements()...) {
+		s, err := clusterStatements(stmt, cluster, database)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s...)
+	}
+	return out, nil
+}
+
+func allStatements() []string {
+	var out []string
+	for _, m := range migrations {
+		out = append(out, m.statements(Features{})...)
+	}
+	return out
+}
+
+func clusterStatements(stmt, cluster, db string) ([]string, error) {
+	stmt = strings.TrimSpace(stmt)
+	if m := createViewRE.FindStringSubmatch(stmt); m != nil {
+		view, to := m[1], m[2]
+		body := stmt[len(m[0]):]
+		body = fromRE.ReplaceAllString(body, "FROM "+db+".${1}_local")
+		return []string{fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s.%s ON CLUSTER %s TO %s.%s_local AS%s", db, view, cluster, db, to, body)}, nil
+	}
+	m := createTableRE.FindStringSubmatch(stmt)
+	if m == nil {
+		return nil, fmt.Errorf("cluster schema: no rule for %.60q", stmt)
+	}
+	table := m[1]
+	em := engineRE.FindStringSubmatch(stmt)
+	if em == nil {
+		return nil, fmt.Errorf("cluster schema: table %s has no MergeTree engine", table)
+	}
+	if replicatedEverywhere[table] {
+		path := fmt.Sprintf("'/clickhouse/tables/all/%s/%s', '{replica}'", db, table)
+		local := strings.Replace(stmt, m[0], fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (", db, table, cluster), 1)
+		return []string{strings.Replace(local, em[0], replicated(em, path), 1)}, nil
+	}
+	path := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s_local', '{replica}'", db, table)
+	local := strings.Replace(stmt, m[0], fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s_local ON CLUSTER %s (", db, table, cluster), 1)
+	local = strings.Replace(local, em[0], replicated(em, path), 1)
+	key, ok := shardKeys[table]
+	if !ok {
+		key = "rand()"
+	}
+	dist := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s AS %s.%s_local ENGINE = Distributed(%s, %s, %s_local, %s)",
+		db, table, cluster, db, table, cluster, db, table, key)
+	return []string{local, dist}, nil
+}
+
+// replicated is the Replicated form of a MergeTree engine clause.
+func replicated(em []string, path string) string {
+	args := path
+	if em[3] != "" {
+		args += ", " + em[3]
+	}
+	return fmt.Sprintf("ENGINE = Replicated%sMergeTree(%s)", em[1], args)
+}
+
+// ClusterSchemaForURL is ClusterSchema for the database of a ClickHouse URL
+// (the native protocol's DSN; nothing is connected to).
+func ClusterSchemaForURL(url, cluster string) ([]string, error) {
+	o, err := clickhouse.ParseDSN(url)
+	if err != nil {
+		return nil, fmt.Errorf("ClickHouse URL: %w", err)
+	}
+	db := o.Auth.Database
+	if db == "" {
+		db = "default"
+	}
+	return ClusterSchema(cluster, db)
+}

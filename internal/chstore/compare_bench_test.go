@@ -1,0 +1,245 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/store"
+)
+
+var (
+	compareSpans    = flag.Int("compare-spans", 1_000_000, "spans BenchmarkVersusEngine loads (a tenth of them from the LLM corpus)")
+	compareBackends = flag.String("compare-backends", "engine,clickhouse", "the backends BenchmarkVersusEngine measures")
+)
+
+// BenchmarkVersusEngine loads one corpus (canonical spans and a tenth of
+// LLM spans, one project) into ClickHouse and into the embedded engine
+// through the store seam (Append, 4 writers of 5,000-span requests, a
+// refused one sent again after 5 ms; not over HTTP), then times on each: trace by id (200 traces drawn from the
+// corpus, each answer checked for its span count), a selective attribute
+// filter ({ span.user.id = "u-NNN" }, about 1% of the canonical spans,
+// newest 20, checked non-empty), and LLM statistics by model over the whole
+// store (20 samples; on ClickHouse with and without the rollup). It reports
+// p50 and p95 of each and bytes on disk per span. Run it alone, once:
+//
+//	go test ./internal/chstore -run XXX -bench VersusEngine -benchtime 1x [-compare-spans N]
+func BenchmarkVersusEngine(b *testing.B) {
+	n := *compareSpans
+	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
+	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - n/10, Start: start, Window: 2 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	llmSpans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 1001, Spans: n / 10, Start: start, Window: 2 * time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	corpus := append(canon, llmSpans...)
+	perTrace := map[model.TraceID]int{}
+	var ids []model.TraceID
+	users := map[string]bool{}
+	for i := range corpus {
+		if perTrace[corpus[i].TraceID] == 0 {
+			ids = append(ids, corpus[i].TraceID)
+		}
+		perTrace[corpus[i].TraceID]++
+		if v, ok := corpus[i].Attr("user.id"); ok {
+			users[v.Str] = true
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 99))
+	var traces []model.TraceID
+	for range 210 {
+		traces = append(traces, ids[rng.IntN(len(ids))])
+	}
+	var filters []query.Filter
+	all := bench.CanonicalUsers()
+	for len(filters) < 210 {
+		if u := all[rng.IntN(len(all))]; users[u] {
+			expr, err := query.ParseTraceQL(fmt.Sprintf(`{ span.user.id = %q }`, u))
+			if err != nil {
+				b.Fatal(err)
+			}
+			filters = append(filters, query.Filter{Expr: expr})
+		}
+	}
+
+	ch, err := Open(b.Context(), Options{URL: chtestURL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ch.Close()
+	dir := b.TempDir()
+	eng, err := engine.Open(engine.Options{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	engClosed := false
+	defer func() {
+		if !engClosed {
+			eng.Close()
+		}
+	}()
+	ctx := b.Context()
+	b.ResetTimer()
+	for _, c := range []struct {
+		name string
+		be   store.Backend
+	}{{"engine", eng}, {"clickhouse", ch}} {
+		if !slices.Contains(strings.Split(*compareBackends, ","), c.name) {
+			continue
+		}
+		el := ingest(b, c.be, corpus)
+		b.Logf("%s: ingest %d spans in %v: %.0f spans/s", c.name, len(corpus), el.Round(time.Millisecond), float64(len(corpus))/el.Seconds())
+		b.ReportMetric(float64(len(corpus))/el.Seconds(), c.name+"-ingest-spans/s")
+		timeit(b, c.name+"-trace", 10, len(traces), func(i int) {
+			tr, _, err := c.be.Trace(ctx, "p", traces[i])
+			if err != nil || len(tr) != perTrace[traces[i]] {
+				b.Fatalf("%s: trace %s: %d spans (%v), want %d", c.name, traces[i], len(tr), err, perTrace[traces[i]])
+			}
+		})
+		timeit(b, c.name+"-filter", 10, len(filters), func(i int) {
+			got, _, _, err := c.be.SearchSpans(ctx, "p", &filters[i], 20, nil)
+			if err != nil || len(got) == 0 {
+				b.Fatalf("%s: %s: %d spans (%v)", c.name, filters[i].Expr, len(got), err)
+			}
+		})
+		llmq := &store.LLMQuery{GroupBy: []string{"model"}}
+		check := func(st store.LLMStats, err error) {
+			var spans int64
+			for _, g := range st.Groups {
+				spans += g.M.Spans
+			}
+			if err != nil || spans == 0 {
+				b.Fatalf("%s: LLM statistics: %d spans (%v)", c.name, spans, err)
+			}
+		}
+		timeit(b, c.name+"-llm", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+		if c.name == "clickhouse" {
+			ch.opts.NoRollups = true
+			timeit(b, c.name+"-llm-spans-only", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+			ch.opts.NoRollups = false
+			rows, err := ch.conn.Query(ctx, "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table ORDER BY table")
+			if err != nil {
+				b.Fatal(err)
+			}
+			var total uint64
+			for rows.Next() {
+				var table string
+				var bytes uint64
+				if err := rows.Scan(&table, &bytes); err != nil {
+					b.Fatal(err)
+				}
+				total += bytes
+				b.Logf("clickhouse: %s: %.1f bytes/span", table, float64(bytes)/float64(len(corpus)))
+			}
+			rows.Close()
+			b.ReportMetric(float64(total)/float64(len(corpus)), "clickhouse-disk-B/span")
+			b.Logf("clickhouse: all tables: %.1f bytes/span", float64(total)/float64(len(corpus)))
+		} else {
+			if err := eng.Close(); err != nil {
+				b.Fatal(err)
+			}
+			var size int64
+			filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					if fi, err := d.Info(); err == nil {
+						size += fi.Size()
+					}
+				}
+				return nil
+			})
+			b.ReportMetric(float64(size)/float64(len(corpus)), "engine-disk-B/span")
+			b.Logf("engine: data directory: %.1f bytes/span", float64(size)/float64(len(corpus)))
+			engClosed = true
+		}
+	}
+	fmt.Fprintln(os.Stderr, "load average:", loadavg())
+}
+
+// ingest appends spans with 4 writers of 5,000-span requests; a request
+// refused as overloaded (429) is sent again after 5 ms.
+func ingest(b *testing.B, be store.Backend, spans []model.Span) time.Duration {
+	const req = 5000
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	next := make(chan []model.Span)
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for part := range next {
+				for {
+					err := be.Append(context.Background(), &store.Write{Project: "p", Spans: slices.Clone(part)})
+					if errors.Is(err, store.ErrOverloaded) {
+						time.Sleep(5 * time.Millisecond) // as a client backs off a 429
+						continue
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+					break
+				}
+			}
+		}()
+	}
+	for i := 0; i < len(spans); i += req {
+		select {
+		case next <- spans[i:min(i+req, len(spans))]:
+		case err := <-errs:
+			b.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	return time.Since(t0)
+}
+
+// timeit runs f for warm then timed samples and reports p50 and p95 (ms,
+// nearest rank).
+func timeit(b *testing.B, name string, warm, n int, f func(i int)) {
+	for i := range warm {
+		f(i)
+	}
+	d := make([]float64, 0, n-warm)
+	for i := warm; i < n; i++ {
+		t0 := time.Now()
+		f(i)
+		d = append(d, float64(time.Since(t0).Microseconds())/1000)
+	}
+	slices.Sort(d)
+	rank := func(q float64) float64 { return d[max(int(q*float64(len(d))+0.999999)-1, 0)] }
+	b.ReportMetric(rank(0.5), name+"-p50-ms")
+	b.ReportMetric(rank(0.95), name+"-p95-ms")
+	b.Logf("%s: p50 %.2f ms, p95 %.2f ms over %d", name, rank(0.5), rank(0.95), len(d))
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return string(b)
+}
