@@ -39,8 +39,8 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
-	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
-	until := fs.String("until", "", "window end, same forms as --since")
+	var win windowFlags
+	win.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,12 +51,7 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 1 {
 		params.Set("q", strings.Join(fs.Args()[1:], " "))
 	}
-	if *since != "" {
-		params.Set("since", *since)
-	}
-	if *until != "" {
-		params.Set("until", *until)
-	}
+	win.set(params)
 	var resp struct {
 		GroupBy []string `json:"group_by"`
 		Groups  []struct {
@@ -64,9 +59,13 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 			llmMeasures
 		} `json:"groups"`
 		Totals llmMeasures `json:"totals"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/llm/stats", params, &resp); err != nil || printed {
 		return err
+	}
+	if len(resp.Groups) == 0 {
+		return resp.empty(env.Stdout, "spans")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, k := range resp.GroupBy {

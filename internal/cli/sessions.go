@@ -22,19 +22,14 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 	c.register(fs, env)
 	sortBy := fs.String("sort", "last_seen", "order: last_seen, first_seen, cost, tokens, spans or errors (descending)")
 	limit := fs.Int("limit", 50, "most sessions to list (1-1000)")
-	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
-	until := fs.String("until", "", "window end, same forms as --since")
+	var win windowFlags
+	win.register(fs)
 	full := fs.Bool("full", false, "with SESSION_ID: print messages whole (default: the first 300 characters)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	params := url.Values{}
-	if *since != "" {
-		params.Set("since", *since)
-	}
-	if *until != "" {
-		params.Set("until", *until)
-	}
+	win.set(params)
 	switch fs.NArg() {
 	case 0:
 	case 1:
@@ -51,9 +46,13 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 			llmMeasures
 		} `json:"sessions"`
 		Total int `json:"total"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/sessions", params, &resp); err != nil || printed {
 		return err
+	}
+	if len(resp.Sessions) == 0 {
+		return resp.empty(env.Stdout, "sessions")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tUSERS\tLAST SEEN\tTRACES\tSPANS\tERRORS\tTOKENS IN/OUT\tCOST USD")

@@ -71,7 +71,7 @@ func TestSessionsCommandShowsAConversation(t *testing.T) {
 func TestLLMStatsCommandLine(t *testing.T) {
 	base, _ := startTestServer(t)
 	var out, errb lockedBuffer
-	if c := Main(context.Background(), []string{"llm", "--server", base, "stats", "--by", "model"}, &out, &errb); c != 0 || !strings.Contains(out.String(), "MODEL") {
+	if c := Main(context.Background(), []string{"llm", "--server", base, "stats", "--by", "model"}, &out, &errb); c != 0 || !strings.Contains(out.String(), "no spans in the last 24h") {
 		t.Fatalf("flags before stats: exit %d, stdout %q, stderr %q", c, out.String(), errb.String())
 	}
 	if c := Main(context.Background(), []string{"llm", "--server", base, "--by", "stats"}, &out, &errb); c != 2 {
