@@ -55,7 +55,7 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("decode server response: %w", err)
 	}
 	if !c.json {
-		fmt.Fprintf(env.Stdout, "erasure %d: %d traces hidden from every query; physical removal follows (state %s)\n", st.ID, st.Traces, st.State)
+		fmt.Fprintf(env.Stdout, "erasure %d: %s hidden from every query; physical removal follows (state %s)\n", st.ID, plural(st.Traces, "trace"), st.State)
 	}
 	if *wait {
 		deadline := time.Now().Add(*timeout)
@@ -76,7 +76,7 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 			}
 		}
 		if !c.json {
-			fmt.Fprintf(env.Stdout, "erasure %d done: %d spans removed from segments, WAL and value store\n", st.ID, st.SpansErased)
+			fmt.Fprintf(env.Stdout, "erasure %d done: %s removed from segments, WAL and value store\n", st.ID, plural(st.SpansErased, "span"))
 		}
 	}
 	if c.json {
@@ -119,6 +119,6 @@ func runCompact(ctx context.Context, env *Env, args []string) error {
 	if err := json.Unmarshal(resp, &r); err != nil {
 		return fmt.Errorf("decode server response: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "%d merges: %d segments -> %d, %d bytes written in %.1fs\n", r.Merges, r.SegmentsBefore, r.SegmentsAfter, r.BytesWritten, r.TookMs/1000)
+	fmt.Fprintf(env.Stdout, "%s: %s -> %d, %s written in %.1fs\n", plural(r.Merges, "merge"), plural(r.SegmentsBefore, "segment"), r.SegmentsAfter, plural(r.BytesWritten, "byte"), r.TookMs/1000)
 	return nil
 }

@@ -33,7 +33,7 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "ClickHouse %s: %d migration(s) applied now\n", feat.Version, ran)
+	fmt.Fprintf(env.Stdout, "ClickHouse %s: %s applied now\n", feat.Version, plural(ran, "migration"))
 	for _, m := range steps {
 		at := "not applied"
 		if !m.AppliedAt.IsZero() {

@@ -103,7 +103,7 @@ func runErrors(ctx context.Context, env *Env, args []string) error {
 	fmt.Fprintf(tw, "COUNT\tSERVICE\tOPERATION\tTYPE\tMESSAGE\tLAST SEEN\tSAMPLE TRACE\n")
 	for _, g := range resp.Groups {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, g.Service, g.Operation, orDash(g.Type), orDash(clip(g.Message, 60)),
-			fmtTime(g.Last), c.traceLink(g.Trace))
+			c.fmtTime(g.Last), c.traceLink(g.Trace))
 	}
 	return tw.Flush()
 }

@@ -71,7 +71,7 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 			if t.RootName == "" {
 				root = "(root not received)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", fmtTime(t.Start), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", c.fmtTime(t.Start), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
 		}
 		return nil
 	}
@@ -88,7 +88,7 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	}
 	fmt.Fprintln(tw, "START\tSERVICE\tNAME\tDURATION\tSTATUS\tTRACE ID")
 	for _, s := range resp.Spans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
 	}
 	return nil
 }

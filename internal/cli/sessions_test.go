@@ -50,7 +50,7 @@ func TestSessionsCommandShowsAConversation(t *testing.T) {
 	}
 	got := out.String()
 	for _, want := range []string{"Where is my parcel?", "It left Lisbon today.", "When will it arrive?", "Tomorrow before noon.",
-		"session conv-7: 1 traces, 200 in / 40 out tokens"} {
+		"session conv-7: 1 trace, 200 in / 40 out tokens"} {
 		if strings.Count(got, want) != 1 {
 			t.Errorf("output has %q %d times, want once:\n%s", want, strings.Count(got, want), got)
 		}

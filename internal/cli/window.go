@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 )
 
 // windowFlags are --since and --until of every listing command. They are
@@ -35,18 +36,17 @@ type listingWindow struct {
 		Description string `json:"description"`
 		Wider       string `json:"wider"`
 	} `json:"window"`
+	Hint string `json:"hint"`
 }
 
 // empty says that nothing matched, which window was searched and how to
-// widen it: "no spans in the last 24h; try --since 7d".
+// widen it: the server's hint with the CLI's flag, "no spans in the last
+// 24h; try --since 7d".
 func (lw *listingWindow) empty(w io.Writer, noun string) error {
-	msg := "no " + noun
-	if d := lw.Window.Description; d != "" {
-		msg += " in " + d
+	msg := lw.Hint
+	if msg == "" {
+		msg = "no " + noun + " matched"
 	}
-	if lw.Window.Wider != "" {
-		msg += "; try --since " + lw.Window.Wider
-	}
-	_, err := fmt.Fprintln(w, msg)
+	_, err := fmt.Fprintln(w, strings.Replace(msg, "; try since=", "; try --since ", 1))
 	return err
 }

@@ -236,10 +236,19 @@ func emptyListing(body []byte, field string) bool {
 	return len(items) == 0 || string(items) == "null" || string(items) == "[]"
 }
 
+// inWindow puts "in" before a description that needs it: "in the last
+// 24h", "in all time", but "since ...", "from ... to ...".
+func inWindow(desc string) string {
+	if strings.HasPrefix(desc, "the ") || strings.HasPrefix(desc, "all time") {
+		return "in " + desc
+	}
+	return desc
+}
+
 // emptyHint is the sentence of an empty answer: "no spans in the last 24h;
 // try since=7d". The CLI writes the same with --since (flag is "--since ").
 func emptyHint(noun string, win *windowJSONField, flag string) string {
-	msg := "no " + noun + " in " + win.Description
+	msg := "no " + noun + " " + inWindow(win.Description)
 	if win.Wider != "" {
 		msg += "; try " + flag + win.Wider
 	}
