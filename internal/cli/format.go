@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"io"
+	"os"
 	"strconv"
 )
 
@@ -17,4 +19,15 @@ func plural[N int | int64 | uint64](n N, noun string, pluralForm ...string) stri
 		return s + " " + noun
 	}
 	return s + " " + p
+}
+
+// isTerminal reports whether w is a terminal (a character device), for
+// output meant for a person only: progress lines, redrawing.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -43,6 +43,7 @@ func (s *Server) routeTable() []route {
 	var t []route
 	t = append(t, s.ingestRoutes()...)
 	t = append(t, s.queryRoutes()...)
+	t = append(t, s.statusRoutes()...)
 	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.insightRoutes()...)
 	// MCP's streamable HTTP transport (docs/agents.md): POST, and GET and
