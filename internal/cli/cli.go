@@ -104,7 +104,9 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Short)
 	}
-	fmt.Fprintln(w, "\nRun 'rastro COMMAND --help' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'rastro COMMAND --help' for a command's flags. Every command but serve and completion takes --json;")
+	fmt.Fprintln(w, "the client commands print times in the local zone (--utc: UTC).")
+	fmt.Fprintln(w, "Exit codes: 0 success, 1 failure (the server refused, a check found problems), 2 usage error (a bad flag or argument).")
 }
 
 // newFlagSet returns a flag set whose errors go to env.Stderr and whose

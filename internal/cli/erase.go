@@ -58,6 +58,8 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "erasure %d: %s hidden from every query; physical removal follows (state %s)\n", st.ID, plural(st.Traces, "trace"), st.State)
 	}
 	if *wait {
+		stop := newProgress(env).while(fmt.Sprintf("erasure %d: waiting for the physical removal", st.ID))
+		defer func() { stop() }() // on the early returns
 		deadline := time.Now().Add(*timeout)
 		for st.State != "done" {
 			if time.Now().After(deadline) {
@@ -75,6 +77,8 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 				return fmt.Errorf("decode server response: %w", err)
 			}
 		}
+		stop()
+		stop = func() {}
 		if !c.json {
 			fmt.Fprintf(env.Stdout, "erasure %d done: %s removed from segments, WAL and value store\n", st.ID, plural(st.SpansErased, "span"))
 		}
@@ -101,7 +105,9 @@ func runCompact(ctx context.Context, env *Env, args []string) error {
 	if given { // (RASTRO_PROJECT, set for the other commands, is no error)
 		return fmt.Errorf("%w: --project does not apply: compaction merges the segments of every project", errUsage)
 	}
+	stop := newProgress(env).while("compacting (merging segments)")
 	resp, err := c.do(ctx, http.MethodPost, "/api/v1/admin/compact", nil, []byte("{}"), 24*time.Hour)
+	stop()
 	if err != nil {
 		return err
 	}

@@ -28,8 +28,14 @@ func runFsck(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: give exactly one DATA_DIR", errUsage)
 	}
+	what := "checking " + fs.Arg(0)
+	if *repair {
+		what = "checking and repairing " + fs.Arg(0)
+	}
+	stop := newProgress(env).while(what)
 	rep, err := engine.Fsck(fs.Arg(0), engine.FsckOptions{Repair: *repair,
 		Engine: engine.Options{BlockSpans: *blockSpans, NoContentIndex: *noContent}})
+	stop()
 	if rep != nil {
 		if *asJSON {
 			enc := json.NewEncoder(env.Stdout)
