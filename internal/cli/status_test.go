@@ -187,6 +187,25 @@ func TestStatusEqualsMetricsAndStats(t *testing.T) {
 	}
 }
 
+// TestStatusWatchRefreshes: --watch prints the report again until
+// interrupted, then exits 0.
+func TestStatusWatchRefreshes(t *testing.T) {
+	base, _ := startStatusServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb lockedBuffer
+	code := make(chan int, 1)
+	go func() { code <- Main(ctx, []string{"status", "--watch", "100ms", "--server", base}, &out, &errb) }()
+	waitUntil(t, "three reports", func() bool { return strings.Count(out.String(), "rastro devel") >= 3 || strings.Count(out.String(), "  warnings ") >= 3 })
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit %d after interrupt: %s", c, errb.String())
+	}
+	var e lockedBuffer
+	if c := Main(context.Background(), []string{"status", "--watch", "-1s", "--server", base}, &out, &e); c != 2 {
+		t.Errorf("--watch -1s: exit %d, want 2 (usage): %s", c, e.String())
+	}
+}
+
 func httpGet(url string) (int, http.Header, []byte) {
 	resp, err := http.Get(url)
 	if err != nil {
