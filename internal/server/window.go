@@ -163,16 +163,24 @@ func withWindow(l listing, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// windowRecorder holds a listing's successful JSON answer so that the
-// window, and the hint of an empty answer, can be added to it. Anything
-// else (errors, other content types) passes through untouched.
+// windowRecorder adds the window, and the hint of an empty answer, to a
+// listing's successful JSON answer. It holds the answer while it is small
+// (an empty listing is); past maxEmptyListing bytes the answer has items,
+// and it is passed on as written but for its last bytes, so that a large
+// answer is not copied. Anything else (errors, other content types)
+// passes through untouched.
 type windowRecorder struct {
 	http.ResponseWriter
-	code    int
-	hold    bool // the answer is held in buf
-	decided bool
-	buf     bytes.Buffer
+	code      int
+	hold      bool // a listing answer: held in buf, or streamed with its tail in buf
+	streaming bool // the head of the answer was passed on; buf holds its last bytes
+	decided   bool
+	buf       bytes.Buffer
 }
+
+// withheld is how many of the last bytes a streamed answer keeps back:
+// enough for its closing brace and trailing white space.
+const withheld = 16
 
 func (rw *windowRecorder) WriteHeader(code int) {
 	if rw.decided {
@@ -182,48 +190,82 @@ func (rw *windowRecorder) WriteHeader(code int) {
 	rw.hold = code == http.StatusOK && strings.HasPrefix(rw.Header().Get("Content-Type"), "application/json")
 	if !rw.hold {
 		rw.ResponseWriter.WriteHeader(code)
+		return
 	}
+	rw.Header().Del("Content-Length") // the answer grows
 }
 
 func (rw *windowRecorder) Write(p []byte) (int, error) {
 	if !rw.decided {
 		rw.WriteHeader(http.StatusOK)
 	}
-	if rw.hold {
+	if !rw.hold {
+		return rw.ResponseWriter.Write(p)
+	}
+	if !rw.streaming && rw.buf.Len()+len(p) <= maxEmptyListing {
 		return rw.buf.Write(p)
 	}
-	return rw.ResponseWriter.Write(p)
+	if !rw.streaming {
+		rw.streaming = true
+		rw.ResponseWriter.WriteHeader(rw.code)
+	}
+	// Pass on all but the last withheld bytes of what is held and p.
+	size := len(p)
+	held := rw.buf.Len()
+	if n := held + len(p) - withheld; n > 0 {
+		if n < held {
+			if _, err := rw.ResponseWriter.Write(rw.buf.Next(n)); err != nil {
+				return 0, err
+			}
+		} else {
+			if _, err := rw.ResponseWriter.Write(rw.buf.Bytes()); err != nil {
+				return 0, err
+			}
+			rw.buf.Reset()
+			if _, err := rw.ResponseWriter.Write(p[:n-held]); err != nil {
+				return 0, err
+			}
+			p = p[n-held:]
+		}
+	}
+	rw.buf.Write(p)
+	return size, nil
 }
 
-// finish writes the held answer with "window" (and "hint") added before
-// its closing brace.
+// finish writes what is held with "window" (and "hint") added before the
+// answer's closing brace.
 func (rw *windowRecorder) finish(l listing, win *windowJSONField) {
 	if !rw.hold {
 		return
 	}
-	body := bytes.TrimRight(rw.buf.Bytes(), " \n")
-	if len(body) < 2 || body[len(body)-1] != '}' {
+	if !rw.streaming {
 		rw.ResponseWriter.WriteHeader(rw.code)
+	}
+	body := bytes.TrimRight(rw.buf.Bytes(), " \n")
+	if len(body) == 0 || body[len(body)-1] != '}' || !rw.streaming && len(body) < 2 {
 		rw.ResponseWriter.Write(rw.buf.Bytes())
 		return
 	}
 	extra, _ := json.Marshal(win)
-	out := make([]byte, 0, len(body)+len(extra)+128)
-	out = append(out, body[:len(body)-1]...)
-	if len(body) > 2 {
-		out = append(out, ',')
+	tail := make([]byte, 0, len(extra)+256)
+	if rw.streaming || len(bytes.TrimSpace(body[:len(body)-1])) > 1 { // not "{}"
+		tail = append(tail, ',')
 	}
-	out = append(out, `"window":`...)
-	out = append(out, extra...)
-	if emptyListing(body, l.field) {
+	tail = append(tail, `"window":`...)
+	tail = append(tail, extra...)
+	if !rw.streaming && emptyListing(body, l.field) {
 		h, _ := json.Marshal(emptyHint(l.noun, win, "since="))
-		out = append(append(out, `,"hint":`...), h...)
+		tail = append(append(tail, `,"hint":`...), h...)
 	}
-	out = append(out, "}\n"...)
-	rw.Header().Del("Content-Length")
-	rw.ResponseWriter.WriteHeader(rw.code)
-	rw.ResponseWriter.Write(out)
+	tail = append(tail, "}\n"...)
+	rw.ResponseWriter.Write(body[:len(body)-1])
+	rw.ResponseWriter.Write(tail)
 }
+
+// maxEmptyListing bounds the answers emptyListing decodes: an answer with
+// no items holds only its envelope (a window, totals, a few warnings), far
+// below this, so a larger one has items and is not read again.
+const maxEmptyListing = 64 << 10
 
 // emptyListing reports whether the answer's items field is absent, null or
 // an empty array.

@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -190,6 +192,52 @@ func TestWindowDescriptions(t *testing.T) {
 		v := url.Values{"since": {c.since}, "until": {c.until}}
 		if _, err := resolveWindow(v, now); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("since %q until %q: %v, want an error containing %q", c.since, c.until, err, c.want)
+		}
+	}
+}
+
+// TestWindowRecorderStreamsLargeAnswers: an answer larger than the held
+// size, written in pieces of any size, comes out whole with the window
+// added, as valid JSON; a small empty one gets the hint.
+func TestWindowRecorderStreamsLargeAnswers(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"spans":[`)
+	for i := range 2000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"name":"` + strings.Repeat("x", i%97) + `"}`)
+	}
+	sb.WriteString("]}\n")
+	large := sb.String()
+	win := &windowJSONField{Since: "2026-12-01T12:00:00Z", Default: true, Description: "the last 24h", Wider: "7d"}
+	for _, c := range []struct {
+		body     string
+		wantHint bool
+	}{{large, false}, {`{"spans":[]}` + "\n", true}, {`{"spans":[{"name":"a"}],"warnings":["w"]}`, false}} {
+		for _, piece := range []int{1, 7, 16, 17, 4096, len(c.body)} {
+			rec := httptest.NewRecorder()
+			rw := &windowRecorder{ResponseWriter: rec, code: http.StatusOK}
+			rw.Header().Set("Content-Type", "application/json")
+			for b := c.body; b != ""; {
+				n := min(piece, len(b))
+				rw.Write([]byte(b[:n]))
+				b = b[n:]
+			}
+			rw.finish(listing{"spans", "spans"}, win)
+			var got struct {
+				Spans  []map[string]any `json:"spans"`
+				Window windowJSONField  `json:"window"`
+				Hint   string           `json:"hint"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+				t.Fatalf("%d-byte pieces of a %d-byte answer: %v: %.200s...%s", piece, len(c.body), err, rec.Body.String(), rec.Body.String()[max(0, rec.Body.Len()-200):])
+			}
+			var want struct{ Spans []map[string]any }
+			json.Unmarshal([]byte(c.body), &want)
+			if len(got.Spans) != len(want.Spans) || got.Window != *win || (got.Hint != "") != c.wantHint {
+				t.Errorf("%d-byte pieces of a %d-byte answer: %d spans (want %d), window %+v, hint %q", piece, len(c.body), len(got.Spans), len(want.Spans), got.Window, got.Hint)
+			}
 		}
 	}
 }
