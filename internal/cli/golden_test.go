@@ -85,6 +85,7 @@ func TestGoldenTables(t *testing.T) {
 		{"llm-stats-day-model", win("llm", "stats", "--by", "day,model")},
 		{"sessions", win("sessions")},
 		{"session", []string{"sessions", "conv-1"}},
+		{"metrics", win("metrics", "{ } | count_over_time() by (resource.service.name)", "--step", "1h")},
 		// Empty answers and their window hints.
 		{"empty-default-window", []string{"search"}},
 		{"empty-services-default-window", []string{"services", "checkout"}},
