@@ -195,7 +195,9 @@ func TestStatusWatchRefreshes(t *testing.T) {
 	var out, errb lockedBuffer
 	code := make(chan int, 1)
 	go func() { code <- Main(ctx, []string{"status", "--watch", "100ms", "--server", base}, &out, &errb) }()
-	waitUntil(t, "three reports", func() bool { return strings.Count(out.String(), "rastro devel") >= 3 || strings.Count(out.String(), "  warnings ") >= 3 })
+	waitUntil(t, "three reports", func() bool {
+		return strings.Count(out.String(), "rastro devel") >= 3 || strings.Count(out.String(), "  warnings ") >= 3
+	})
 	cancel()
 	if c := <-code; c != 0 {
 		t.Fatalf("exit %d after interrupt: %s", c, errb.String())
