@@ -32,7 +32,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the raw record as JSON instead of the markdown table")
 	list := fs.Bool("list", false, "list the suites and exit")
 	tmp := fs.String("tmp-dir", "", "parent directory of the per-run data directories (default: the system temp dir)")
-	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	quiet := fs.Bool("quiet", false, "no progress line (shown on stderr when it is a terminal: which run, which scenario)")
 	var names []string
 	rest := args
 	for {
@@ -82,12 +82,16 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 			cfg.Only = append(cfg.Only, o)
 		}
 	}
-	if !*quiet {
-		cfg.Log = env.Stderr
+	pl := newProgress(env)
+	if pl != nil && !*quiet {
+		cfg.Log = pl
 	}
 	var failed []string
 	for _, s := range suites {
 		rec, err := bench.RunSuite(ctx, s, cfg)
+		if pl != nil {
+			pl.Close() // clear the progress line before the report
+		}
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", s.Name, err)
 		}

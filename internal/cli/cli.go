@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Env is what a command may touch: its output writers and environment lookup.
@@ -19,6 +20,9 @@ type Env struct {
 	Stdout    io.Writer
 	Stderr    io.Writer
 	LookupEnv func(string) (string, bool)
+	// Zone is the time zone of the times in tables (nil: the local zone;
+	// --utc: UTC). Tests fix it.
+	Zone *time.Location
 }
 
 // Command is one subcommand.
@@ -44,7 +48,12 @@ var errUsage = errors.New("usage error")
 
 // Main runs the command named by args[0] and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	env := &Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv}
+	return run(ctx, &Env{Stdout: stdout, Stderr: stderr, LookupEnv: os.LookupEnv}, args)
+}
+
+// run is Main with a given environment.
+func run(ctx context.Context, env *Env, args []string) int {
+	stderr := env.Stderr
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -65,12 +74,23 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "rastro %s: %v\n", c.Name, err)
+		fmt.Fprintf(stderr, "rastro %s: %s\n", c.Name, errorMessage(c.Name, err))
 		return 2
 	default:
-		fmt.Fprintf(stderr, "rastro %s: %v\n", c.Name, err)
+		fmt.Fprintf(stderr, "rastro %s: %s\n", c.Name, errorMessage(c.Name, err))
 		return 1
 	}
+}
+
+// errorMessage is err's text without a leading "NAME: " (or "NAME ...: "
+// from a library wrapping its own errors, e.g. "fsck: "), which the
+// "rastro NAME: " prefix already says.
+func errorMessage(name string, err error) string {
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, name+": "); ok {
+		return rest
+	}
+	return msg
 }
 
 func usage(w io.Writer) {
@@ -84,7 +104,9 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].Short)
 	}
-	fmt.Fprintln(w, "\nRun 'rastro COMMAND --help' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'rastro COMMAND --help' for a command's flags. Every command but serve and completion takes --json;")
+	fmt.Fprintln(w, "the client commands print times in the local zone (--utc: UTC).")
+	fmt.Fprintln(w, "Exit codes: 0 success, 1 failure (the server refused, a check found problems), 2 usage error (a bad flag or argument).")
 }
 
 // newFlagSet returns a flag set whose errors go to env.Stderr and whose

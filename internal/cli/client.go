@@ -19,6 +19,8 @@ type clientFlags struct {
 	project string
 	token   string
 	json    bool
+	utc     bool
+	zone    *time.Location // of the times in tables; set by register
 }
 
 // The defaults come from RASTRO_SERVER, RASTRO_PROJECT and RASTRO_TOKEN
@@ -35,6 +37,41 @@ func (c *clientFlags) register(fs *flag.FlagSet, env *Env) {
 	fs.StringVar(&c.project, "project", project, "project (tenant) to query; empty means the server's default, or the token's only project (RASTRO_PROJECT)")
 	registerToken(fs, env, &c.token)
 	fs.BoolVar(&c.json, "json", false, "print the server's JSON response instead of a table")
+	fs.BoolVar(&c.utc, "utc", false, "print times in UTC instead of the local time zone")
+	c.zone = env.Zone
+}
+
+// tableTimeLayout is the one time format of every table: RFC 3339 to the
+// millisecond, with the zone's offset. JSON answers keep nanoseconds.
+const tableTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// location is the zone of the times in tables: UTC with --utc, else the
+// environment's zone (local by default).
+func (c *clientFlags) location() *time.Location {
+	switch {
+	case c.utc:
+		return time.UTC
+	case c.zone != nil:
+		return c.zone
+	}
+	return time.Local
+}
+
+// fmtTime writes a Unix nanosecond time in the tables' format.
+func (c *clientFlags) fmtTime(ns uint64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, int64(ns)).In(c.location()).Format(tableTimeLayout)
+}
+
+// fmtRFC3339 rewrites an RFC 3339 time from the API in the tables' format.
+func (c *clientFlags) fmtRFC3339(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return c.fmtTime(uint64(t.UnixNano()))
 }
 
 // registerToken declares --token, whose default is RASTRO_TOKEN. The
@@ -160,10 +197,6 @@ func fmtDuration(ns uint64) string {
 		return fmt.Sprintf("%.1fms", float64(ns)/1e6)
 	}
 	return fmt.Sprintf("%.2fs", d.Seconds())
-}
-
-func fmtTime(ns uint64) string {
-	return time.Unix(0, int64(ns)).Local().Format("2006-01-02 15:04:05.000")
 }
 
 // traceLink is the web UI's page of a trace on this server.

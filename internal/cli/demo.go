@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
@@ -28,6 +30,7 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 	liveFor := fs.Duration("live-for", 0, "stop the live trickle after this long; 0 = until interrupted")
 	project := fs.String("project", "", "project to write to (X-Scope-OrgID); empty = server default")
 	seed := fs.Uint64("seed", 1, "corpus seed")
+	asJSON := fs.Bool("json", false, "print the backfill's result and the commands to try as JSON")
 	var token string
 	registerToken(fs, env, &token)
 	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file (default: RASTRO_TOKEN)"
@@ -61,20 +64,60 @@ func runDemo(ctx context.Context, env *Env, args []string) error {
 		}
 		payloads = append(payloads, pl...)
 	}
-	fmt.Fprintf(env.Stdout, "backfilling %.1f h of llm and api traces (%d spans) into %s at %.0f spans/s\n", *hours, 2*n, *endpoint, *rate)
+	if !*asJSON {
+		fmt.Fprintf(env.Stdout, "backfilling %.1f h of llm and api traces (%d spans) into %s at %.0f spans/s\n", *hours, 2*n, *endpoint, *rate)
+	}
 	o := bench.LoadOptions{Endpoint: *endpoint, Protocol: bench.ProtoOTLPProto, Concurrency: 2, Rate: *rate, KeepAlive: true, Project: *project, Token: token}
+	if p := newProgress(env); p != nil {
+		o.Progress, o.ProgressEvery = p, 500*time.Millisecond
+	}
 	res, err := bench.Load(ctx, o, payloads)
+	if p, ok := o.Progress.(*progressLine); ok {
+		p.Close()
+	}
 	if err != nil {
 		return fmt.Errorf("backfill: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "backfill: %d of %d spans accepted in %.1f s (429s %d, errors %d)\n", res.AcceptedSpans, res.SentSpans, res.Elapsed.Seconds(), res.Status429, res.Errors+res.Shed)
 	if res.AcceptedSpans == 0 {
 		return fmt.Errorf("backfill: the server accepted no spans: %s", res.FirstError)
+	}
+	try := demoTry(*endpoint, *project)
+	ui := strings.TrimRight(*endpoint, "/") + "/"
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		if err := enc.Encode(map[string]any{"sent_spans": res.SentSpans, "accepted_spans": res.AcceptedSpans, "seconds": res.Elapsed.Seconds(),
+			"status_429": res.Status429, "errors": res.Errors + res.Shed, "try": try, "ui": ui}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(env.Stdout, "backfill: %d of %s accepted in %.1f s (429s %d, errors %d)\n", res.AcceptedSpans, plural(res.SentSpans, "span"), res.Elapsed.Seconds(), res.Status429, res.Errors+res.Shed)
+		fmt.Fprintln(env.Stdout, "\nTry:")
+		for _, t := range try {
+			fmt.Fprintf(env.Stdout, "  %-44s # %s\n", t[0], t[1])
+		}
+		fmt.Fprintf(env.Stdout, "or open %s in a browser.\n", ui)
 	}
 	if !*live {
 		return nil
 	}
 	return demoLive(ctx, env, o, *seed, *liveRate, *liveFor)
+}
+
+// demoTry are three commands to run on the demo data, each with what it
+// shows.
+func demoTry(endpoint, project string) [][2]string {
+	flags := ""
+	if strings.TrimRight(endpoint, "/") != "http://127.0.0.1:4318" {
+		flags += " --server " + endpoint
+	}
+	if project != "" {
+		flags += " --project " + project
+	}
+	return [][2]string{
+		{"rastro search --traces --status error" + flags, "failing traces of the last 24h"},
+		{"rastro llm stats --by model" + flags, "LLM calls, tokens and cost by model"},
+		{"rastro sessions" + flags, "chat sessions, latest first (then: rastro sessions ID)"},
+	}
 }
 
 // demoLive sends a few fresh traces every second until ctx ends or liveFor passes.

@@ -55,9 +55,11 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("decode server response: %w", err)
 	}
 	if !c.json {
-		fmt.Fprintf(env.Stdout, "erasure %d: %d traces hidden from every query; physical removal follows (state %s)\n", st.ID, st.Traces, st.State)
+		fmt.Fprintf(env.Stdout, "erasure %d: %s hidden from every query; physical removal follows (state %s)\n", st.ID, plural(st.Traces, "trace"), st.State)
 	}
 	if *wait {
+		stop := newProgress(env).while(fmt.Sprintf("erasure %d: waiting for the physical removal", st.ID))
+		defer func() { stop() }() // on the early returns
 		deadline := time.Now().Add(*timeout)
 		for st.State != "done" {
 			if time.Now().After(deadline) {
@@ -75,8 +77,10 @@ func runErase(ctx context.Context, env *Env, args []string) error {
 				return fmt.Errorf("decode server response: %w", err)
 			}
 		}
+		stop()
+		stop = func() {}
 		if !c.json {
-			fmt.Fprintf(env.Stdout, "erasure %d done: %d spans removed from segments, WAL and value store\n", st.ID, st.SpansErased)
+			fmt.Fprintf(env.Stdout, "erasure %d done: %s removed from segments, WAL and value store\n", st.ID, plural(st.SpansErased, "span"))
 		}
 	}
 	if c.json {
@@ -101,7 +105,9 @@ func runCompact(ctx context.Context, env *Env, args []string) error {
 	if given { // (RASTRO_PROJECT, set for the other commands, is no error)
 		return fmt.Errorf("%w: --project does not apply: compaction merges the segments of every project", errUsage)
 	}
+	stop := newProgress(env).while("compacting (merging segments)")
 	resp, err := c.do(ctx, http.MethodPost, "/api/v1/admin/compact", nil, []byte("{}"), 24*time.Hour)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -119,6 +125,6 @@ func runCompact(ctx context.Context, env *Env, args []string) error {
 	if err := json.Unmarshal(resp, &r); err != nil {
 		return fmt.Errorf("decode server response: %w", err)
 	}
-	fmt.Fprintf(env.Stdout, "%d merges: %d segments -> %d, %d bytes written in %.1fs\n", r.Merges, r.SegmentsBefore, r.SegmentsAfter, r.BytesWritten, r.TookMs/1000)
+	fmt.Fprintf(env.Stdout, "%s: %s -> %d, %s written in %.1fs\n", plural(r.Merges, "merge"), plural(r.SegmentsBefore, "segment"), r.SegmentsAfter, plural(r.BytesWritten, "byte"), r.TookMs/1000)
 	return nil
 }

@@ -28,8 +28,14 @@ func runFsck(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("%w: give exactly one DATA_DIR", errUsage)
 	}
+	what := "checking " + fs.Arg(0)
+	if *repair {
+		what = "checking and repairing " + fs.Arg(0)
+	}
+	stop := newProgress(env).while(what)
 	rep, err := engine.Fsck(fs.Arg(0), engine.FsckOptions{Repair: *repair,
 		Engine: engine.Options{BlockSpans: *blockSpans, NoContentIndex: *noContent}})
+	stop()
 	if rep != nil {
 		if *asJSON {
 			enc := json.NewEncoder(env.Stdout)
@@ -73,8 +79,10 @@ func printFsck(env *Env, rep *engine.FsckReport) {
 			fmt.Fprintf(w, "REMAINS %s\n", p)
 		}
 	}
-	fmt.Fprintf(w, "checked %d segments (%d blocks, %d spans, %d bytes), %d stored values in %d packs, %d WAL records in %d files: %d problems",
-		rep.Segments, rep.Blocks, rep.Spans, rep.SegmentBytes, rep.Values, rep.ValuePacks, rep.WALRecords, rep.WALFiles, len(rep.Problems))
+	fmt.Fprintf(w, "checked %s (%s, %s, %s), %s in %s, %s in %s: %s",
+		plural(rep.Segments, "segment"), plural(rep.Blocks, "block"), plural(rep.Spans, "span"), plural(rep.SegmentBytes, "byte"),
+		plural(rep.Values, "stored value"), plural(rep.ValuePacks, "pack"), plural(rep.WALRecords, "WAL record"), plural(rep.WALFiles, "file"),
+		plural(len(rep.Problems), "problem"))
 	if rep.Repaired {
 		fmt.Fprintf(w, ", %d remain after repair", len(rep.Remaining))
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -32,6 +33,12 @@ type llmMeasures struct {
 	} `json:"latency_ms"`
 }
 
+// llmGroup is one row of LLM statistics.
+type llmGroup struct {
+	Key map[string]string `json:"key"`
+	llmMeasures
+}
+
 func runLLM(ctx context.Context, env *Env, args []string) error {
 	// The subcommand is the first positional argument, so flags may come
 	// before it: rastro llm --server URL stats.
@@ -39,8 +46,8 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
-	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
-	until := fs.String("until", "", "window end, same forms as --since")
+	var win windowFlags
+	win.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -51,22 +58,18 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 1 {
 		params.Set("q", strings.Join(fs.Args()[1:], " "))
 	}
-	if *since != "" {
-		params.Set("since", *since)
-	}
-	if *until != "" {
-		params.Set("until", *until)
-	}
+	win.set(params)
 	var resp struct {
-		GroupBy []string `json:"group_by"`
-		Groups  []struct {
-			Key map[string]string `json:"key"`
-			llmMeasures
-		} `json:"groups"`
-		Totals llmMeasures `json:"totals"`
+		GroupBy []string    `json:"group_by"`
+		Groups  []llmGroup  `json:"groups"`
+		Totals  llmMeasures `json:"totals"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/llm/stats", params, &resp); err != nil || printed {
 		return err
+	}
+	if len(resp.Groups) == 0 {
+		return resp.empty(env.Stdout, "spans")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	for _, k := range resp.GroupBy {
@@ -84,12 +87,24 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\t%s\t%s\t\n", m.Spans, m.Counted, m.Errors,
 			m.InputTokens, m.OutputTokens, m.CacheRead, m.Reasoning, m.CostUSD, p50, p95, p99)
 	}
+	// By day or hour: rows in time order (the server orders by cost).
+	for _, k := range []string{"hour", "day"} {
+		if slices.Contains(resp.GroupBy, k) {
+			slices.SortStableFunc(resp.Groups, func(a, b llmGroup) int { return strings.Compare(a.Key[k], b.Key[k]) })
+		}
+	}
+	missing := map[string]bool{} // group keys some spans do not carry
 	for _, g := range resp.Groups {
 		key := make([]string, len(resp.GroupBy))
 		for i, k := range resp.GroupBy {
-			key[i] = g.Key[k]
-			if key[i] == "" {
-				key[i] = "(none)"
+			switch v := g.Key[k]; {
+			case v == "":
+				key[i] = "(no " + k + ")"
+				missing[k] = true
+			case k == "hour":
+				key[i] = c.fmtRFC3339(v)
+			default:
+				key[i] = v
 			}
 		}
 		row(key, g.llmMeasures)
@@ -99,5 +114,25 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		total[0] = "TOTAL"
 	}
 	row(total, resp.Totals)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Explain the rows of spans without a key, and CALLS.
+	for _, k := range resp.GroupBy {
+		if !missing[k] {
+			continue
+		}
+		if k == "model" {
+			fmt.Fprintln(env.Stdout, "(no model): spans that name no model: agent, tool and workflow spans, whose usage is counted on the LLM calls beneath them, and LLM spans that sent none.")
+			continue
+		}
+		fmt.Fprintf(env.Stdout, "(no %s): spans that carry no %s.\n", k, k)
+	}
+	if len(missing) > 0 {
+		fmt.Fprintln(env.Stdout, "CALLS counts LLM calls (the spans whose tokens and cost are summed); SPANS counts every span of the group (docs/llm.md).")
+	}
+	if slices.Contains(resp.GroupBy, "day") {
+		fmt.Fprintln(env.Stdout, "Days are UTC dates.")
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	seed := fs.Uint64("seed", 1, "corpus seed: the same seed sends the same bytes")
 	window := fs.Duration("window", time.Hour, "span start times are spread over the window ending now")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	progress := fs.Duration("progress", time.Second, "interval of the progress line on stderr; 0 = none")
+	progress := fs.Duration("progress", time.Second, "interval of the progress line, shown on stderr when it is a terminal; 0 = none")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -76,10 +76,16 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 		Endpoint: ep, Protocol: p, Concurrency: *concurrency, Rate: *rate, Duration: *duration, Loop: *duration > 0,
 		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, Token: token, ProgressEvery: *progress,
 	}
+	var pl *progressLine
 	if *progress > 0 {
-		o.Progress = env.Stderr
+		if pl = newProgress(env); pl != nil {
+			o.Progress = pl
+		}
 	}
 	res, err := bench.Load(ctx, o, payloads)
+	if pl != nil {
+		pl.Close()
+	}
 	if err != nil && res.Requests == 0 {
 		return fmt.Errorf("load %s: %w", ep, err)
 	}

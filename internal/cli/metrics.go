@@ -53,9 +53,9 @@ func runMetrics(ctx context.Context, env *Env, args []string) error {
 	}
 	how := "from stored aggregates"
 	if resp.Path == "spans" {
-		how = fmt.Sprintf("from %d spans read", resp.SpansRead)
+		how = "from " + plural(resp.SpansRead, "span") + " read"
 	}
-	fmt.Fprintf(env.Stdout, "%s\n%d series, step %gs, %s\n", resp.Query, len(resp.Series), resp.StepSeconds, how)
+	fmt.Fprintf(env.Stdout, "%s\n%s, step %gs, %s\n", resp.Query, plural(len(resp.Series), "series", "series"), resp.StepSeconds, how)
 	if resp.Partial {
 		fmt.Fprintf(env.Stdout, "partial: %s\n", resp.Reason)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -16,6 +17,7 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "migrate", "--clickhouse-url URL")
 	url := fs.String("clickhouse-url", "", "the database, clickhouse://user:password@host:9000/database (native protocol)")
 	cluster := fs.String("clickhouse-cluster", "", "print the schema for this cluster (ReplicatedMergeTree and Distributed tables ON CLUSTER) for review, and apply nothing: untested against a cluster, and serve has no cluster mode (docs/clickhouse.md)")
+	asJSON := fs.Bool("json", false, "print the ClickHouse version and the migrations as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -45,7 +47,27 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "ClickHouse %s: %d migration(s) applied now\n", feat.Version, ran)
+	if *asJSON {
+		type step struct {
+			Version   uint32 `json:"version"`
+			Name      string `json:"name"`
+			AppliedAt string `json:"applied_at,omitempty"`
+		}
+		out := struct {
+			ClickHouse string `json:"clickhouse_version"`
+			AppliedNow int    `json:"applied_now"`
+			Migrations []step `json:"migrations"`
+		}{ClickHouse: feat.Version, AppliedNow: ran, Migrations: []step{}}
+		for _, m := range steps {
+			s := step{Version: m.Version, Name: m.Name}
+			if !m.AppliedAt.IsZero() {
+				s.AppliedAt = m.AppliedAt.UTC().Format(time.RFC3339Nano)
+			}
+			out.Migrations = append(out.Migrations, s)
+		}
+		return json.NewEncoder(env.Stdout).Encode(out)
+	}
+	fmt.Fprintf(env.Stdout, "ClickHouse %s: %s applied now\n", feat.Version, plural(ran, "migration"))
 	for _, m := range steps {
 		at := "not applied"
 		if !m.AppliedAt.IsZero() {

@@ -18,7 +18,7 @@ import (
 // and lists them; a second run applies none.
 func TestMigrateAppliesOnce(t *testing.T) {
 	url := chtest.URL(t)
-	for i, want := range []string{"5 migration(s) applied now", "0 migration(s) applied now"} {
+	for i, want := range []string{"5 migrations applied now", "0 migrations applied now"} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url}, &out, &errb); code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())

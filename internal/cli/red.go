@@ -18,7 +18,7 @@ func runRED(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	var win serviceWindowFlags
-	win.register(fs, "1h")
+	win.register(fs, "")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,9 +41,13 @@ func runRED(ctx context.Context, env *Env, args []string) error {
 			P95       float64 `json:"p95_ns"`
 			P99       float64 `json:"p99_ns"`
 		} `json:"series"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/red", params, &resp); err != nil || printed {
 		return err
+	}
+	if len(resp.Series) == 0 {
+		return resp.empty(env.Stdout, "spans")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	name := "SERVICE"
@@ -67,7 +71,7 @@ func runErrors(ctx context.Context, env *Env, args []string) error {
 	var c clientFlags
 	c.register(fs, env)
 	var win serviceWindowFlags
-	win.register(fs, "24h")
+	win.register(fs, "")
 	limit := fs.Int("limit", 20, "most groups to list")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,15 +91,19 @@ func runErrors(ctx context.Context, env *Env, args []string) error {
 			Last      uint64 `json:"last_seen_unix_nano"`
 			Trace     string `json:"sample_trace_id"`
 		} `json:"groups"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/errors", params, &resp); err != nil || printed {
 		return err
+	}
+	if len(resp.Groups) == 0 {
+		return resp.empty(env.Stdout, "errors")
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "COUNT\tSERVICE\tOPERATION\tTYPE\tMESSAGE\tLAST SEEN\tSAMPLE TRACE\n")
 	for _, g := range resp.Groups {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Count, g.Service, g.Operation, orDash(g.Type), orDash(clip(g.Message, 60)),
-			fmtTime(g.Last), c.traceLink(g.Trace))
+			c.fmtTime(g.Last), c.traceLink(g.Trace))
 	}
 	return tw.Flush()
 }
@@ -122,17 +130,23 @@ func clip(s string, n int) string {
 // argument of the service commands.
 type serviceWindowFlags struct{ since, until *string }
 
+// register declares --since and --until; since "" leaves the window to the
+// server's rule for listings (the last 24h).
 func (w *serviceWindowFlags) register(fs *flag.FlagSet, since string) {
+	if since == "" {
+		var wf windowFlags
+		wf.register(fs)
+		w.since, w.until = &wf.since, &wf.until
+		return
+	}
 	w.since = fs.String("since", since, "window start: RFC 3339, Unix time (unit by digit count), or a duration ago")
 	w.until = fs.String("until", "", "window end (default now)")
 }
 
 // params returns since, until and service once fs is parsed.
 func (w *serviceWindowFlags) params(fs *flag.FlagSet) (url.Values, error) {
-	params := url.Values{"since": {*w.since}}
-	if *w.until != "" {
-		params.Set("until", *w.until)
-	}
+	params := url.Values{}
+	(&windowFlags{since: *w.since, until: *w.until}).set(params)
 	switch fs.NArg() {
 	case 0:
 	case 1:

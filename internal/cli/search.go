@@ -22,19 +22,15 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	traces := fs.Bool("traces", false, "list matching traces (summaries) instead of spans")
 	var sf spanFilterFlags
 	sf.register(fs)
-	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h)")
-	until := fs.String("until", "", "window end, same forms as --since")
+	var win windowFlags
+	win.register(fs)
 	limit := fs.Int("limit", 20, "most results to show")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	params := url.Values{}
 	sf.set(params, fs.Args())
-	for k, v := range map[string]string{"since": *since, "until": *until} {
-		if v != "" {
-			params.Set(k, v)
-		}
-	}
+	win.set(params)
 	params.Set("limit", strconv.Itoa(*limit))
 	path := "/api/v1/spans"
 	if *traces {
@@ -61,9 +57,13 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 				Spans       int    `json:"span_count"`
 				Errors      int    `json:"error_count"`
 			} `json:"traces"`
+			listingWindow
 		}
 		if err := json.Unmarshal(body, &resp); err != nil {
 			return fmt.Errorf("decode server response: %w", err)
+		}
+		if len(resp.Traces) == 0 {
+			return resp.empty(env.Stdout, "traces")
 		}
 		fmt.Fprintln(tw, "START\tTRACE ID\tROOT\tDURATION\tSPANS\tERRORS")
 		for _, t := range resp.Traces {
@@ -71,26 +71,24 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 			if t.RootName == "" {
 				root = "(root not received)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", fmtTime(t.Start), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
-		}
-		if len(resp.Traces) == 0 {
-			fmt.Fprintln(tw, "(no traces match)")
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", c.fmtTime(t.Start), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
 		}
 		return nil
 	}
 	var resp struct {
 		Spans      []apiSpan `json:"spans"`
 		NextCursor string    `json:"next_cursor"`
+		listingWindow
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
 		return fmt.Errorf("decode server response: %w", err)
 	}
+	if len(resp.Spans) == 0 {
+		return resp.empty(env.Stdout, "spans")
+	}
 	fmt.Fprintln(tw, "START\tSERVICE\tNAME\tDURATION\tSTATUS\tTRACE ID")
 	for _, s := range resp.Spans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
-	}
-	if len(resp.Spans) == 0 {
-		fmt.Fprintln(tw, "(no spans match)")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
 	}
 	return nil
 }

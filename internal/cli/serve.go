@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/rastro-dev/rastro/internal/ui"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -22,6 +22,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/process"
 	"github.com/rastro-dev/rastro/internal/server"
+	"github.com/rastro-dev/rastro/internal/ui"
 )
 
 func init() {
@@ -261,10 +262,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 	}()
 	defer func() { stopReload(); <-reloaded }()
-	if c.ui {
-		log.Info("web UI", "url", scheme+"://"+srv.HTTPAddr()+"/")
+	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir,
+		"durability", c.durability, "storage", c.storage, "version", server.Version())
+	b := banner{version: server.Version(), dataDir: c.dataDir, http: scheme + "://" + srv.HTTPAddr(), grpc: srv.GRPCAddr(), ui: c.ui, also: srv.ExtraHTTPAddrs(),
+		opening: "opening the store (replaying the WAL)"}
+	if c.storage == "clickhouse" {
+		b.dataDir, b.opening = "ClickHouse at "+clickHouseHost(c.clickhouseURL), "connecting to ClickHouse"
 	}
-	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir, "durability", c.durability)
+	b.write(env.Stdout)
 
 	// Fewer collections while the live heap is small (process.StartGCFloor;
 	// an operator's GOGC turns it off).
@@ -274,7 +279,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if c.storage == "clickhouse" {
 		chOpts.Prices, chOpts.Logger = prices, log
 		srv.NoLogs()
-		return serveClickHouse(ctx, srv, log, chOpts, start)
+		return serveClickHouse(ctx, env.Stdout, srv, log, chOpts, start)
 	}
 	eng, err := engine.Open(opts)
 	if err != nil {
@@ -296,7 +301,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		defer close(retentionDone)
 		logRetention(retentionCtx, logs, c.lifecycleInterval, time.Duration(c.retention), c.retentionProject.m, log)
 	}()
-	log.Info("ready", "took", time.Since(start).String())
+	recovered := eng.Counters().ReplayedSpans
+	log.Info("ready", "took", time.Since(start).String(), "wal_spans_recovered", recovered)
+	fmt.Fprintf(env.Stdout, "ready in %s: %s recovered from the WAL\n", time.Since(start).Round(time.Millisecond), plural(recovered, "span"))
 
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests")
@@ -316,7 +323,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 // serveClickHouse attaches a ClickHouse backend to the listening server and
 // serves until ctx ends.
-func serveClickHouse(ctx context.Context, srv *server.Server, log *slog.Logger, opts chstore.Options, start time.Time) error {
+func serveClickHouse(ctx context.Context, out io.Writer, srv *server.Server, log *slog.Logger, opts chstore.Options, start time.Time) error {
 	ch, err := chstore.Open(ctx, opts)
 	if err != nil {
 		shutdown(srv, log)
@@ -324,6 +331,7 @@ func serveClickHouse(ctx context.Context, srv *server.Server, log *slog.Logger, 
 	}
 	srv.SetBackend(ch)
 	log.Info("ready", "storage", "clickhouse", "version", ch.Features().Version, "took", time.Since(start).String())
+	fmt.Fprintf(out, "ready in %s: ClickHouse %s\n", time.Since(start).Round(time.Millisecond), ch.Features().Version)
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests")
 	shutdown(srv, log)

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 func init() {
@@ -22,19 +21,14 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 	c.register(fs, env)
 	sortBy := fs.String("sort", "last_seen", "order: last_seen, first_seen, cost, tokens, spans or errors (descending)")
 	limit := fs.Int("limit", 50, "most sessions to list (1-1000)")
-	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
-	until := fs.String("until", "", "window end, same forms as --since")
+	var win windowFlags
+	win.register(fs)
 	full := fs.Bool("full", false, "with SESSION_ID: print messages whole (default: the first 300 characters)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	params := url.Values{}
-	if *since != "" {
-		params.Set("since", *since)
-	}
-	if *until != "" {
-		params.Set("until", *until)
-	}
+	win.set(params)
 	switch fs.NArg() {
 	case 0:
 	case 1:
@@ -51,17 +45,21 @@ func runSessions(ctx context.Context, env *Env, args []string) error {
 			llmMeasures
 		} `json:"sessions"`
 		Total int `json:"total"`
+		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/sessions", params, &resp); err != nil || printed {
 		return err
 	}
+	if len(resp.Sessions) == 0 {
+		return resp.empty(env.Stdout, "sessions")
+	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tUSERS\tLAST SEEN\tTRACES\tSPANS\tERRORS\tTOKENS IN/OUT\tCOST USD")
 	for _, s := range resp.Sessions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%.4f\n", s.ID, strings.Join(s.Users, ","), s.LastSeen,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d/%d\t%.4f\n", s.ID, strings.Join(s.Users, ","), c.fmtRFC3339(s.LastSeen),
 			s.Traces, s.Spans, s.Errors, s.InputTokens, s.OutputTokens, s.CostUSD)
 	}
-	fmt.Fprintf(tw, "(%d of %d sessions)\n", len(resp.Sessions), resp.Total)
+	fmt.Fprintf(tw, "(%d of %s)\n", len(resp.Sessions), plural(resp.Total, "session"))
 	return tw.Flush()
 }
 
@@ -117,9 +115,9 @@ func showSession(ctx context.Context, env *Env, c *clientFlags, id string, param
 		if t.RootName == "" {
 			root = "(root not received)"
 		}
-		fmt.Fprintf(w, "%s  trace %s  %s  %s  %d spans, %d errors\n", localTime(t.StartTime, "2006-01-02 15:04:05.000"), t.TraceID, root, fmtDuration(t.Duration), t.Spans, t.Errors)
+		fmt.Fprintf(w, "%s  trace %s  %s  %s  %s, %s\n", c.fmtRFC3339(t.StartTime), t.TraceID, root, fmtDuration(t.Duration), plural(t.Spans, "span"), plural(t.Errors, "error"))
 		for _, call := range t.LLMSpans {
-			line := fmt.Sprintf("  %s  %s  %s", localTime(call.StartTime, "15:04:05.000"), call.Name, fmtDuration(call.DurationNs))
+			line := fmt.Sprintf("  %s  %s  %s", c.fmtRFC3339(call.StartTime), call.Name, fmtDuration(call.DurationNs))
 			if call.Model != "" {
 				line += "  " + call.Model
 			}
@@ -148,21 +146,12 @@ func showSession(ctx context.Context, env *Env, c *clientFlags, id string, param
 			}
 		}
 	}
-	fmt.Fprintf(w, "session %s: %d traces, %d in / %d out tokens, $%.5f (%s)\n", resp.SessionID, len(resp.Traces), in, out, cost,
+	fmt.Fprintf(w, "session %s: %s, %d in / %d out tokens, $%.5f (%s)\n", resp.SessionID, plural(len(resp.Traces), "trace"), in, out, cost,
 		strings.TrimRight(c.server, "/")+"/sessions/"+url.PathEscape(resp.SessionID))
 	for _, warning := range resp.Warnings {
 		fmt.Fprintln(env.Stderr, "warning:", warning)
 	}
 	return nil
-}
-
-// localTime reformats an RFC 3339 time from the API in local time.
-func localTime(rfc3339, layout string) string {
-	t, err := time.Parse(time.RFC3339Nano, rfc3339)
-	if err != nil {
-		return rfc3339
-	}
-	return t.Local().Format(layout)
 }
 
 func printMessage(w io.Writer, m apiMessage, full bool) {

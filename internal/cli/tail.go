@@ -48,16 +48,19 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 	w := bufio.NewWriter(env.Stdout)
 	defer w.Flush()
 	if !c.json {
-		fmt.Fprintf(w, "%-23s  %-16s  %-32s  %9s  %-6s  %s\n", "START", "SERVICE", "NAME", "DURATION", "STATUS", "TRACE ID")
+		fmt.Fprintf(w, "%-29s  %-16s  %-32s  %9s  %-6s  %s\n", "START", "SERVICE", "NAME", "DURATION", "STATUS", "TRACE ID")
 		w.Flush()
 	}
+	// An idle tail prints nothing more: say what it waits for (on
+	// stderr, so that the rows alone go to a pipe).
+	fmt.Fprintf(env.Stderr, "rastro tail: waiting for new spans %s at %s; Ctrl-C to stop\n", tailWhat(params, c.project), c.server)
 	err = readEvents(resp.Body, func(event, data string) error {
 		switch event {
 		case "dropped":
 			var d struct{ Dropped int64 }
 			json.Unmarshal([]byte(data), &d)
 			w.Flush()
-			fmt.Fprintf(env.Stderr, "rastro tail: the server skipped %d spans of the project (matching the filter or not) because this client read too slowly\n", d.Dropped)
+			fmt.Fprintf(env.Stderr, "rastro tail: the server skipped %s of the project (matching the filter or not) because this client read too slowly\n", plural(d.Dropped, "span"))
 		case "spans":
 			var b struct{ Spans []json.RawMessage }
 			if err := json.Unmarshal([]byte(data), &b); err != nil {
@@ -73,7 +76,7 @@ func runTail(ctx context.Context, env *Env, args []string) error {
 				if err := json.Unmarshal(raw, &s); err != nil {
 					return fmt.Errorf("decode server event: %w", err)
 				}
-				fmt.Fprintf(w, "%-23s  %-16s  %-32s  %9s  %-6s  %s\n", fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
+				fmt.Fprintf(w, "%-29s  %-16s  %-32s  %9s  %-6s  %s\n", c.fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
 			}
 		}
 		return w.Flush()
@@ -109,4 +112,26 @@ func readEvents(r io.Reader, fn func(event, data string) error) error {
 		}
 	}
 	return sc.Err()
+}
+
+// tailWhat words a tail's filter and project: `matching { status = error }
+// and service=api in project "shop"`, or "of every service".
+func tailWhat(params url.Values, project string) string {
+	var conds []string
+	if q := params.Get("q"); q != "" {
+		conds = append(conds, q)
+	}
+	for _, k := range []string{"service", "name", "status", "min_duration", "max_duration", "content"} {
+		if v := params.Get(k); v != "" {
+			conds = append(conds, k+"="+v)
+		}
+	}
+	what := "of every service"
+	if len(conds) > 0 {
+		what = "matching " + strings.Join(conds, " and ")
+	}
+	if project != "" {
+		what += fmt.Sprintf(" in project %q", project)
+	}
+	return what
 }

@@ -95,6 +95,10 @@ func TestTailCommandFollowsMatchingSpans(t *testing.T) {
 		code := make(chan int, 1)
 		go func() { code <- Main(ctx, args, &out, &errb) }()
 		waitUntil(t, "the tail to open", func() bool { return eng.Counters().Tails == 1 })
+		// Idle, it says what it waits for (stderr: the rows alone go to stdout).
+		if want := "rastro tail: waiting for new spans matching { status = error } at " + base + "; Ctrl-C to stop\n"; !strings.Contains(errb.String(), want) {
+			waitUntil(t, "the waiting line", func() bool { return strings.Contains(errb.String(), want) })
+		}
 		post("aquiet", "ok")
 		post("boom", "error")
 		want := "boom  " // table: name column

@@ -18,6 +18,7 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 	name := fs.String("name", "", "the token's name in the auth file (shown in logs and errors; required)")
 	roles := fs.String("roles", "read", "comma-separated roles: ingest, read, admin")
 	projects := fs.String("projects", "default", "comma-separated projects, or * for every project")
+	asJSON := fs.Bool("json", false, `print {"token": ..., "entry": ...} as JSON`)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,6 +37,13 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 	file, _ := json.Marshal(map[string]any{"tokens": []any{entry}})
 	if err := server.CheckAuthFile(file); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *asJSON {
+		if err := json.NewEncoder(env.Stdout).Encode(map[string]any{"token": token, "entry": entry}); err != nil {
+			return err
+		}
+		fmt.Fprintln(env.Stderr, "The token is shown once and stored nowhere; the entry holds only its hash.")
+		return nil
 	}
 	line, _ := json.Marshal(entry)
 	fmt.Fprintf(env.Stdout, "token: %s\n", token)

@@ -29,13 +29,14 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 	if printed, err := c.fetch(ctx, env, "/api/v1/traces/"+fs.Arg(0), nil, &resp); err != nil || printed {
 		return err
 	}
-	printTraceTree(env, resp.TraceID, resp.Spans, c.traceLink(resp.TraceID))
+	printTraceTree(env, &c, resp.TraceID, resp.Spans)
 	return nil
 }
 
 // printTraceTree prints spans indented under their parents; spans whose parent
 // is missing are shown at the top level.
-func printTraceTree(env *Env, traceID string, spans []apiSpan, link string) {
+func printTraceTree(env *Env, c *clientFlags, traceID string, spans []apiSpan) {
+	link := c.traceLink(traceID)
 	byID := map[string]bool{}
 	for _, s := range spans {
 		byID[s.SpanID] = true
@@ -55,7 +56,7 @@ func printTraceTree(env *Env, traceID string, spans []apiSpan, link string) {
 			t0 = s.Start
 		}
 	}
-	fmt.Fprintf(env.Stdout, "trace %s: %d spans (%s)\n\n", traceID, len(spans), link)
+	fmt.Fprintf(env.Stdout, "trace %s: %s, started %s (%s)\n\n", traceID, plural(len(spans), "span"), c.fmtTime(t0), link)
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SPAN\tSERVICE\tOFFSET\tDURATION\tSTATUS\tSPAN ID")
 	var walk func(s apiSpan, depth int)

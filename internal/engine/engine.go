@@ -523,7 +523,9 @@ func (e *Engine) replay() error {
 		return fmt.Errorf("replay wal: %w", err)
 	}
 	e.log.Info("wal replayed", "records", e.m.replayedRecords.Load(), "spans", e.m.replayedSpans.Load(),
-		"stats", fmt.Sprintf("%+v", st), "took", time.Since(start).String())
+		"files", st.Files, "bytes", st.Bytes, "corrupt_files", st.CorruptFiles, "resyncs", st.Resyncs,
+		"skipped_bytes", st.SkippedBytes, "truncated_bytes", st.TruncatedBytes, "corruptions", len(st.Corruptions),
+		"took", time.Since(start).String())
 	return nil
 }
 

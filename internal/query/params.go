@@ -15,6 +15,11 @@ import (
 // MaxLimit is the largest limit FromValues accepts.
 const MaxLimit = 10000
 
+// DefaultWindow is how far back every listing of the API and the CLI looks
+// when the request gives no since (docs/api.md#time-windows): recent data
+// first, and an empty answer says how to look further back.
+const DefaultWindow = 24 * time.Hour
+
 // FromValues builds a Filter from URL query parameters:
 //
 //	q             TraceQL spanset filter, e.g. { span.http.status_code >= 500 }

@@ -26,16 +26,16 @@ func (s *Server) queryRoutes() []route {
 	q := s.withBackend
 	return []route{
 		{method: "GET", pattern: "/api/v1/traces/{trace_id}", access: accessRead, name: "trace", handler: q(s.handleTrace), documented: true},
-		{method: "GET", pattern: "/api/v1/traces", access: accessRead, name: "traces", handler: q(s.handleTraces), documented: true},
-		{method: "GET", pattern: "/api/v1/spans", access: accessRead, name: "spans", handler: q(s.handleSpans), documented: true},
-		{method: "GET", pattern: "/api/v1/services", access: accessRead, name: "services", handler: q(s.handleServices), documented: true},
-		{method: "GET", pattern: "/api/v1/services/{service}/operations", access: accessRead, name: "operations", handler: q(s.handleOperations), documented: true},
-		{method: "GET", pattern: "/api/v1/attributes", access: accessRead, name: "attributes", handler: q(s.handleAttributes), documented: true},
-		{method: "GET", pattern: "/api/v1/attributes/{key}/values", access: accessRead, name: "attribute_values", handler: q(s.handleAttributeValues), documented: true},
-		{method: "GET", pattern: "/api/v1/llm/stats", access: accessRead, name: "llm_stats", handler: q(s.handleLLMStats), documented: true},
-		{method: "GET", pattern: "/api/v1/llm/timeseries", access: accessRead, name: "llm_timeseries", handler: q(s.handleLLMTimeseries), documented: true},
+		{method: "GET", pattern: "/api/v1/traces", access: accessRead, name: "traces", listing: &listing{"traces", "traces"}, handler: q(s.handleTraces), documented: true},
+		{method: "GET", pattern: "/api/v1/spans", access: accessRead, name: "spans", listing: &listing{"spans", "spans"}, handler: q(s.handleSpans), documented: true},
+		{method: "GET", pattern: "/api/v1/services", access: accessRead, name: "services", listing: &listing{"services", "services"}, handler: q(s.handleServices), documented: true},
+		{method: "GET", pattern: "/api/v1/services/{service}/operations", access: accessRead, name: "operations", listing: &listing{"operations", "operations"}, handler: q(s.handleOperations), documented: true},
+		{method: "GET", pattern: "/api/v1/attributes", access: accessRead, name: "attributes", listing: &listing{"attributes", "attribute keys"}, handler: q(s.handleAttributes), documented: true},
+		{method: "GET", pattern: "/api/v1/attributes/{key}/values", access: accessRead, name: "attribute_values", listing: &listing{"values", "values"}, handler: q(s.handleAttributeValues), documented: true},
+		{method: "GET", pattern: "/api/v1/llm/stats", access: accessRead, name: "llm_stats", listing: &listing{"groups", "spans"}, handler: q(s.handleLLMStats), documented: true},
+		{method: "GET", pattern: "/api/v1/llm/timeseries", access: accessRead, name: "llm_timeseries", listing: &listing{"points", "spans"}, handler: q(s.handleLLMTimeseries), documented: true},
 		{method: "GET", pattern: "/api/v1/llm/prices", access: accessReadServer, name: "llm_prices", handler: s.handlePrices, documented: true},
-		{method: "GET", pattern: "/api/v1/sessions", access: accessRead, name: "sessions", handler: q(s.handleSessions), documented: true},
+		{method: "GET", pattern: "/api/v1/sessions", access: accessRead, name: "sessions", listing: &listing{"sessions", "sessions"}, handler: q(s.handleSessions), documented: true},
 		{method: "GET", pattern: "/api/v1/sessions/{session_id}", access: accessRead, name: "session", handler: q(s.handleSession), documented: true},
 		// A stream: not in the latency histogram.
 		{method: "GET", pattern: "/api/v1/tail", access: accessRead, handler: q(s.handleTail), documented: true, stream: true},
@@ -363,7 +363,7 @@ func (s *Server) handleTraces(w http.ResponseWriter, r *http.Request, b store.Ba
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// window reads since/until for discovery routes (default: the 24 hours
+// window reads since/until for discovery routes (default: query.DefaultWindow
 // before until, or before now), with the checks of the search routes: both
 // within 1970..2261, since before until.
 func window(w http.ResponseWriter, r *http.Request) (start, end uint64, ok bool) {
@@ -378,16 +378,16 @@ func window(w http.ResponseWriter, r *http.Request) (start, end uint64, ok bool)
 	return f.Start, f.End, true
 }
 
-// defaultSince fills in a missing since: 24 hours before until (when until
-// is a valid time) or before now. It reports whether it did.
+// defaultSince fills in a missing since: query.DefaultWindow before until
+// (when until is a valid time) or before now. It reports whether it did.
 func defaultSince(v url.Values, now time.Time) bool {
 	if v.Get("since") != "" {
 		return false
 	}
-	since := "24h"
+	since := now.Add(-query.DefaultWindow).UTC().Format(time.RFC3339Nano)
 	if u := v.Get("until"); u != "" {
 		if t, err := query.ParseTime(u, now); err == nil && t.Year() >= 1970 && t.Year() <= 2261 {
-			since = t.Add(-24 * time.Hour).UTC().Format(time.RFC3339Nano)
+			since = t.Add(-query.DefaultWindow).UTC().Format(time.RFC3339Nano)
 		}
 	}
 	v.Set("since", since)
@@ -398,7 +398,7 @@ func defaultSince(v url.Values, now time.Time) bool {
 // give it: routes with a default window fill it in.
 func sinceDefaultHint(msg string, defaulted bool) string {
 	if defaulted && strings.HasPrefix(msg, "since:") {
-		return msg + " (since was not given; on this route it defaults to 24h before until)"
+		return msg + " (since was not given; it defaults to " + fmtWindow(query.DefaultWindow) + " before until)"
 	}
 	return msg
 }

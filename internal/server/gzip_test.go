@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/rastro-dev/rastro/internal/store"
 )
@@ -28,7 +30,7 @@ func TestQueryAnswersAreGzipped(t *testing.T) {
 			b, _ := io.ReadAll(resp.Body)
 			return resp, b
 		}
-		path := "/api/v1/spans?limit=200&since=2h"
+		path := "/api/v1/spans?limit=200&since=" + url.QueryEscape(time.Now().Add(-2*time.Hour).UTC().Format(time.RFC3339)) // one window for both
 		plain, pb := get(path, "identity")
 		zipped, zb := get(path, "br, gzip;q=0.8")
 		if plain.Header.Get("Content-Encoding") != "" || zipped.Header.Get("Content-Encoding") != "gzip" {

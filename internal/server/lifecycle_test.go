@@ -62,7 +62,7 @@ func TestEraseOverHTTP(t *testing.T) {
 		t.Fatalf("erase status %s (%v): want hidden with 2 traces", body, err)
 	}
 	var sr spansResp
-	ts.get("/api/v1/spans?limit=100", &sr)
+	ts.get("/api/v1/spans?limit=100&since=all", &sr)
 	if len(sr.Spans) != 3 { // spansFor makes traces of 3 spans: a's second trace is left
 		t.Fatalf("visible after erasures: %d spans, want 3", len(sr.Spans))
 	}
@@ -120,7 +120,7 @@ func TestCompactOverHTTP(t *testing.T) {
 		t.Fatalf("compact: %d %s", code, body)
 	}
 	var sr spansResp
-	if ts.get("/api/v1/spans?limit=100", &sr); len(sr.Spans) != 36 {
+	if ts.get("/api/v1/spans?limit=100&since=all", &sr); len(sr.Spans) != 36 {
 		t.Fatalf("after compaction: %d spans, want 36", len(sr.Spans))
 	}
 }

@@ -41,7 +41,7 @@ const protoLogsOTLPProto, protoLogsOTLPJSON = "otlp-logs-proto", "otlp-logs-json
 func (s *Server) logRoutes() []route {
 	return []route{
 		{method: "POST", pattern: "/v1/logs", access: accessIngest, handler: s.handleOTLPLogs, documented: true},
-		{method: "GET", pattern: "/api/v1/logs", access: accessRead, name: "logs", handler: s.handleLogs, documented: true},
+		{method: "GET", pattern: "/api/v1/logs", access: accessRead, name: "logs", listing: &listing{"logs", "log records"}, handler: s.handleLogs, documented: true},
 		{method: "GET", pattern: "/api/v1/traces/{trace_id}/logs", access: accessRead, name: "trace_logs", handler: s.handleTraceLogs, documented: true},
 		{method: "GET", pattern: "/api/v1/logs/tail", access: accessRead, handler: s.handleLogsTail, documented: true, stream: true},
 	}

@@ -231,7 +231,7 @@ func TestDiskFullAnswers503(t *testing.T) {
 		t.Fatalf("on a full disk: %d, Retry-After %q, %s", code, retry, body)
 	}
 	var got spansResp
-	if c := ts.get("/api/v1/spans", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
+	if c := ts.get("/api/v1/spans?since=all", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
 		t.Fatalf("query on a full disk: %d, %d spans", c, len(got.Spans))
 	}
 	disk.SetFree(1 << 30)
@@ -267,7 +267,7 @@ func TestFsyncFailureStopsWrites(t *testing.T) {
 		t.Fatalf("a write was acknowledged after the fsync error: %d", code)
 	}
 	var got spansResp
-	if c := ts.get("/api/v1/spans", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
+	if c := ts.get("/api/v1/spans?since=all", &got, "X-Scope-OrgID", "p"); c != 200 || len(got.Spans) != 5 {
 		t.Fatalf("queries after the fsync error: %d, %d spans", c, len(got.Spans))
 	}
 }

@@ -27,6 +27,10 @@ type route struct {
 	// and time budget and from the server's read and write timeouts; it
 	// sets its own deadline per write (limits.go).
 	stream bool
+	// listing: the route lists what a time window holds and follows the
+	// window rule (window.go): one default window, the window in the
+	// answer, a hint when nothing matched.
+	listing *listing
 }
 
 // isQuery reports whether a route is a query, run under the query cap
@@ -40,6 +44,7 @@ func (s *Server) routeTable() []route {
 	t = append(t, s.ingestRoutes()...)
 	t = append(t, s.logRoutes()...)
 	t = append(t, s.queryRoutes()...)
+	t = append(t, s.statusRoutes()...)
 	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.insightRoutes()...)
 	// MCP's streamable HTTP transport (docs/agents.md): POST, and GET and
@@ -97,6 +102,9 @@ func (s *Server) mux(table []route) http.Handler {
 			panic(fmt.Sprintf("server: route %q declares no access rule (every route must: see auth.go)", pattern))
 		}
 		h := rt.handler
+		if rt.listing != nil {
+			h = withWindow(*rt.listing, h)
+		}
 		if rt.isQuery() {
 			// Inside the guard: a refused request takes no query slot.
 			h = s.limitQuery(rt.name, h)

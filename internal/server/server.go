@@ -210,6 +210,8 @@ type Server struct {
 	// tail) end then, since Shutdown waits for every handler.
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	status *statusSampler // for /api/v1/status (status.go)
 }
 
 // New builds a server; it does not listen yet.
@@ -217,7 +219,7 @@ func New(opts Options) (*Server, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{}), status: &statusSampler{started: time.Now()}}
 	s.met = newMetrics()
 	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
 	s.ingestSlots = make(chan struct{}, opts.MaxConcurrentIngest)
@@ -319,6 +321,8 @@ func (s *Server) Start() error {
 			}
 		}()
 	}
+	s.wg.Add(1)
+	go s.runStatusSampler()
 	return nil
 }
 

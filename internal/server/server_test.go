@@ -279,7 +279,7 @@ func TestVisibleOnAcknowledgement(t *testing.T) {
 			}
 			var sr spansResp
 			q := url.QueryEscape(fmt.Sprintf(`{ span.i = 5 && resource.service.name = "svc" }`))
-			ts.get("/api/v1/spans?limit=1000&q="+q, &sr)
+			ts.get("/api/v1/spans?limit=1000&since=all&q="+q, &sr)
 			found := false
 			for _, s := range sr.Spans {
 				if s["span_id"] == spans[5].SpanID.String() {
@@ -449,12 +449,12 @@ func TestContentSearchOverHTTP(t *testing.T) {
 		"q=" + url.QueryEscape(`{ content = "refund" && resource.service.name = "svc" }`),
 	} {
 		var sr spansResp
-		if code := ts.get("/api/v1/spans?"+q, &sr); code != 200 || len(sr.Spans) != 1 || sr.Spans[0]["span_id"] != spans[1].SpanID.String() {
+		if code := ts.get("/api/v1/spans?since=all&"+q, &sr); code != 200 || len(sr.Spans) != 1 || sr.Spans[0]["span_id"] != spans[1].SpanID.String() {
 			t.Fatalf("%s: code %d, %d spans", q, code, len(sr.Spans))
 		}
 	}
 	var sr spansResp
-	if ts.get("/api/v1/spans?content="+url.QueryEscape(`"42 order"`), &sr); len(sr.Spans) != 0 {
+	if ts.get("/api/v1/spans?since=all&content="+url.QueryEscape(`"42 order"`), &sr); len(sr.Spans) != 0 {
 		t.Fatalf("phrase in the wrong order matched")
 	}
 	var e struct {
@@ -499,7 +499,7 @@ func TestDiscoveryWindowIsChecked(t *testing.T) {
 		"/api/v1/services?since=1700-01-01T00:00:00Z&until=1960-01-01T00:00:00Z": "since: time \"1700-01-01T00:00:00Z\" is outside 1970..2261",
 		"/api/v1/attributes?since=1500-01-01T00:00:00Z":                          "since: time \"1500-01-01T00:00:00Z\" is outside 1970..2261",
 		"/api/v1/services/api/operations?until=2600-01-01T00:00:00Z":             "until: time",
-		"/api/v1/llm/timeseries?until=1970-01-01T12:00:00Z":                      "since was not given; on this route it defaults to 24h before until",
+		"/api/v1/llm/timeseries?until=1970-01-01T12:00:00Z":                      "since was not given; it defaults to 24h before until",
 	} {
 		var e struct{ Error string }
 		if code := ts.get(path, &e); code != 400 || !strings.Contains(e.Error, want) {

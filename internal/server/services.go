@@ -21,11 +21,11 @@ import (
 func (s *Server) serviceRoutes() []route {
 	q := s.withBackend
 	return []route{
-		{method: "GET", pattern: "/api/v1/red", access: accessRead, name: "red", handler: q(s.handleRED), documented: true},
-		{method: "GET", pattern: "/api/v1/heatmap", access: accessRead, name: "heatmap", handler: q(s.handleHeatmap), documented: true},
-		{method: "GET", pattern: "/api/v1/errors", access: accessRead, name: "errors", handler: q(s.handleErrors), documented: true},
-		{method: "GET", pattern: "/api/v1/dependencies", access: accessRead, name: "dependencies", handler: q(s.handleDependencies), documented: true},
-		{method: "GET", pattern: "/api/v1/journey", access: accessRead, name: "journey", handler: q(s.handleJourney), documented: true},
+		{method: "GET", pattern: "/api/v1/red", access: accessRead, name: "red", listing: &listing{"series", "spans"}, handler: q(s.handleRED), documented: true},
+		{method: "GET", pattern: "/api/v1/heatmap", access: accessRead, name: "heatmap", listing: &listing{"cells", "spans"}, handler: q(s.handleHeatmap), documented: true},
+		{method: "GET", pattern: "/api/v1/errors", access: accessRead, name: "errors", listing: &listing{"groups", "errors"}, handler: q(s.handleErrors), documented: true},
+		{method: "GET", pattern: "/api/v1/dependencies", access: accessRead, name: "dependencies", listing: &listing{"edges", "dependencies"}, handler: q(s.handleDependencies), documented: true},
+		{method: "GET", pattern: "/api/v1/journey", access: accessRead, name: "journey", listing: &listing{"traces", "traces"}, handler: q(s.handleJourney), documented: true},
 	}
 }
 
@@ -372,10 +372,8 @@ func (s *Server) handleJourney(w http.ResponseWriter, r *http.Request, b store.B
 	if _, err := strconv.ParseInt(value, 10, 64); err == nil {
 		cond += " || ." + key + " = " + value
 	}
+	// since and until come resolved by the window rule (window.go).
 	fv := url.Values{"q": {"{ " + cond + " }"}, "since": {v.Get("since")}, "until": {v.Get("until")}, "limit": {strconv.Itoa(limit)}}
-	if fv.Get("since") == "" {
-		fv.Set("since", "7d")
-	}
 	f, err := query.FromValues(fv, time.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
