@@ -49,6 +49,17 @@ const goldenCorpus = `{"resourceSpans":[
  ]}]}
 ]}`
 
+// goldenLogs are the checkout trace's log records and one without a trace.
+const goldenLogs = `{"resourceLogs":[
+ {"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"checkout"}}]},"scopeLogs":[{"logRecords":[
+  {"timeUnixNano":"1764496800005000000","severityNumber":9,"severityText":"INFO","body":{"stringValue":"charging card for order 42"},
+   "traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174"},
+  {"timeUnixNano":"1764496800240000000","severityNumber":17,"severityText":"ERROR","body":{"stringValue":"payment provider timed out after 200ms; giving up"},
+   "traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174"}]}]},
+ {"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"payments"}}]},"scopeLogs":[{"logRecords":[
+  {"timeUnixNano":"1764496900000000000","severityNumber":13,"body":{"kvlistValue":{"values":[{"key":"msg","value":{"stringValue":"provider latency high"}},{"key":"p99_ms","value":{"intValue":"950"}}]}}}]}]}
+]}`
+
 // goldenWindow is the corpus's day (2025-11-30, UTC).
 var goldenWindow = []string{"--since", "2025-11-30T00:00:00Z", "--until", "2025-12-01T00:00:00Z"}
 
@@ -65,6 +76,14 @@ func TestGoldenTables(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("ingest: %s", resp.Status)
+	}
+	resp, err = http.Post(base+"/v1/logs", "application/json", strings.NewReader(goldenLogs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ingest logs: %s", resp.Status)
 	}
 	win := func(args ...string) []string { return append(args, goldenWindow...) }
 	for _, c := range []struct {
@@ -86,6 +105,10 @@ func TestGoldenTables(t *testing.T) {
 		{"sessions", win("sessions")},
 		{"session", []string{"sessions", "conv-1"}},
 		{"metrics", win("metrics", "{ } | count_over_time() by (resource.service.name)", "--step", "1h")},
+		{"logs", win("logs")},
+		{"logs-words-severity", win("logs", "--severity", "warn", "payment", "provider")},
+		{"logs-trace", []string{"logs", "--trace", "5b8efff798038103d269b633813fc60c"}},
+		{"empty-logs-default-window", []string{"logs"}},
 		// Empty answers and their window hints.
 		{"empty-default-window", []string{"search"}},
 		{"empty-services-default-window", []string{"services", "checkout"}},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/logstore"
 	"github.com/rastro-dev/rastro/internal/server"
 )
 
@@ -56,11 +57,17 @@ func startTestServer(t *testing.T) (base string, eng *engine.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs, err := logstore.Open(logstore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.SetBackend(eng)
+	srv.SetLogs(logs)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		logs.Close()
 		eng.Close()
 	})
 	return "http://" + srv.HTTPAddr(), eng
