@@ -46,9 +46,6 @@ func overlaps(lo, hi, start, end uint64) bool {
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
-	if err := noTraceConditions(f); err != nil {
-		return nil, err
-	}
 	v := e.view()
 	defer v.release()
 	return e.llmEntriesIn(ctx, v, project, f, p, res)
@@ -57,6 +54,9 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 // llmEntriesIn is llmEntries over the view v (a query that reads twice
 // reads one view).
 func (e *Engine) llmEntriesIn(ctx context.Context, v view, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
+	if err := noTraceConditions(f); err != nil {
+		return nil, err
+	}
 	f = e.visible(project, f)
 	usable := aggregatesUsable(f)
 	// The segments' part: immutable, so with stored aggregates usable it is
