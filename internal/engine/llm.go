@@ -402,7 +402,13 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 			if llmOnly {
 				e.m.llmRowBlocks.Add(1)
 			}
-			spans, err := e.readBlock(s, i)
+			var spans []model.Span
+			var err error
+			if llmOnly && !inWindow(b.MinStart, b.MaxStart, f.Start, f.End) {
+				spans, err = e.readWindowRows(s, i, f.Start, f.End)
+			} else {
+				spans, err = e.readBlock(s, i)
+			}
 			if err != nil {
 				e.readFailed(res, s.name, err)
 				continue
@@ -413,6 +419,22 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 		}
 	}
 	return nil
+}
+
+// readWindowRows returns the spans of block i starting in [start, end), or
+// more (a superset the caller filters): the block from the block cache when
+// it is there, else only its rows in the window (the window's edge cuts the
+// block; decoding every row of such blocks was most of a cold windowed LLM
+// query). The partial read is not cached.
+func (e *Engine) readWindowRows(s *segHandle, i int, start, end uint64) ([]model.Span, error) {
+	if spans, ok := e.cache.get(blockRef{s, i}); ok {
+		return spans, nil
+	}
+	ranges, err := s.r.BlockRowsStartingIn(i, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return s.r.ReadBlockRows(i, ranges)
 }
 
 func (s *segHandle) projectInfo(project string) *segment.ProjectInfo {
