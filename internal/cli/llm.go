@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -41,6 +42,7 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
 	since := fs.String("since", "", "window start: RFC 3339, Unix time (unit by digit count), or a duration ago (1h); default all time")
 	until := fs.String("until", "", "window end, same forms as --since")
+	top := fs.Int("top", 0, "show at most this many groups, the costliest (default: the server's, 1000); the rest are summed in one OTHERS row")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -57,13 +59,18 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	if *until != "" {
 		params.Set("until", *until)
 	}
+	if *top != 0 {
+		params.Set("top", strconv.Itoa(*top))
+	}
 	var resp struct {
 		GroupBy []string `json:"group_by"`
 		Groups  []struct {
 			Key map[string]string `json:"key"`
 			llmMeasures
 		} `json:"groups"`
-		Totals llmMeasures `json:"totals"`
+		TotalGroups int          `json:"total_groups"`
+		Others      *llmMeasures `json:"others"`
+		Totals      llmMeasures  `json:"totals"`
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/llm/stats", params, &resp); err != nil || printed {
 		return err
@@ -94,10 +101,16 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		}
 		row(key, g.llmMeasures)
 	}
-	total := make([]string, len(resp.GroupBy))
-	if len(total) > 0 {
-		total[0] = "TOTAL"
+	label := func(name string) []string {
+		key := make([]string, len(resp.GroupBy))
+		if len(key) > 0 {
+			key[0] = name
+		}
+		return key
 	}
-	row(total, resp.Totals)
+	if resp.Others != nil {
+		row(label(fmt.Sprintf("OTHERS (%d)", resp.TotalGroups-len(resp.Groups))), *resp.Others)
+	}
+	row(label("TOTAL"), resp.Totals)
 	return tw.Flush()
 }
