@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,8 +41,10 @@ server, one client fires the same queries in turn, back to back, for the whole o
 seals and (with its default background compaction) merges segments.
 
 Every answer is checked against an answer key computed from the generated spans with the server's own LLM
-attribute extraction (` + "`internal/llm`" + `): per-model span and counted-span totals for each window, per-session span
-counts, the number of sessions, and that the sessions page holds the 50 most recent sessions. During ingest each
+attribute extraction and built-in price table (` + "`internal/llm`" + `): per-model span and counted-span totals for each
+window; for group by session (the route's default page of 1,000 groups), that the page holds the 1,000 costliest
+sessions in order (cost, spans, id) with their span counts, the number of session values, and totals and ` + "`others`" + `
+that account for every LLM span; and that the sessions page holds the 50 most recent sessions. During ingest each
 answer must stay within the key and never shrink from one request of a kind to the next. A wrong answer, a non-200
 response or a short stored count refuses the run.`,
 		Columns: []Column{
@@ -111,9 +114,13 @@ func (w *llmWindowKey) add(start uint64, l *model.LLM) {
 type llmKey struct {
 	all, w10, w1       llmWindowKey
 	minStart, maxStart uint64
-	bySession          map[string]int64  // LLM spans per session value ("" included)
-	sessionEnd         map[string]uint64 // latest span end per non-empty session
-	sessions           int64             // distinct non-empty sessions
+	bySession          map[string]int64 // LLM spans per session value ("" included)
+	sessionCost        map[string]int64 // cost of the counted spans per session value, nano-USD
+	// sessionRank: every session value ("" included) in the order of
+	// /api/v1/llm/stats?group_by=session (cost, spans, descending, then id).
+	sessionRank []string
+	sessionEnd  map[string]uint64 // latest span end per non-empty session
+	sessions    int64             // distinct non-empty sessions
 	// pageFloor is the last_seen of the llmSessionsLimit-th most recent
 	// session: every session on the first page ends at or after it.
 	pageFloor uint64
@@ -123,7 +130,9 @@ func newLLMKey(spans []model.Span) (*llmKey, error) {
 	if len(spans) == 0 {
 		return nil, errors.New("llm answer key: no spans")
 	}
-	k := &llmKey{minStart: spans[0].StartTimeUnixNano, bySession: map[string]int64{}, sessionEnd: map[string]uint64{}}
+	k := &llmKey{minStart: spans[0].StartTimeUnixNano, bySession: map[string]int64{}, sessionEnd: map[string]uint64{},
+		sessionCost: map[string]int64{}}
+	prices := llm.DefaultPrices() // the server's built-in table: costs as the server computes them
 	for i := range spans {
 		k.minStart = min(k.minStart, spans[i].StartTimeUnixNano)
 		k.maxStart = max(k.maxStart, spans[i].StartTimeUnixNano)
@@ -133,9 +142,12 @@ func newLLMKey(spans []model.Span) (*llmKey, error) {
 	k.w1 = middleWindow(k.minStart, k.maxStart, 100)
 	for i := range spans {
 		s := &spans[i]
-		l := llm.Extract(s, nil)
+		l := llm.Extract(s, prices)
 		if l == nil {
 			continue
+		}
+		if l.Counted {
+			k.sessionCost[l.SessionID] += max(l.CostNanoUSD, 0)
 		}
 		k.all.add(s.StartTimeUnixNano, l)
 		k.w10.add(s.StartTimeUnixNano, l)
@@ -149,6 +161,12 @@ func newLLMKey(spans []model.Span) (*llmKey, error) {
 		return nil, errors.New("llm answer key: the corpus has no LLM spans")
 	}
 	k.sessions = int64(len(k.sessionEnd))
+	for id := range k.bySession {
+		k.sessionRank = append(k.sessionRank, id)
+	}
+	slices.SortFunc(k.sessionRank, func(a, b string) int {
+		return cmp.Or(cmp.Compare(k.sessionCost[b], k.sessionCost[a]), cmp.Compare(k.bySession[b], k.bySession[a]), strings.Compare(a, b))
+	})
 	ends := make([]uint64, 0, len(k.sessionEnd))
 	for _, e := range k.sessionEnd {
 		ends = append(ends, e)
@@ -256,7 +274,7 @@ func llmKinds(key *llmKey) []llmKind {
 		{name: "model_1pct", title: "stats group_by=model, 1% window", target: 10, traza: "69 / 223",
 			path:  "/api/v1/llm/stats?group_by=model" + win(&key.w1),
 			check: func(b []byte, exact bool) (int64, error) { return checkModelStats(b, &key.w1, exact) }},
-		{name: "session_all", title: "stats group_by=session, whole corpus", target: 40, traza: "110 / 247",
+		{name: "session_all", title: "stats group_by=session, whole corpus (page of 1,000)", target: 40, traza: "110 / 247",
 			path:  "/api/v1/llm/stats?group_by=session",
 			check: func(b []byte, exact bool) (int64, error) { return checkSessionStats(b, key, exact) }},
 		{name: "sessions_50", title: fmt.Sprintf("sessions list (limit %d, by last seen)", llmSessionsLimit), target: 20, traza: "95 / 210",
@@ -314,18 +332,33 @@ func checkModelStats(body []byte, w *llmWindowKey, exact bool) (int64, error) {
 	return sum, nil
 }
 
+// llmSessionGroups is the page size /api/v1/llm/stats?group_by=session
+// answers by default (the server's default top).
+const llmSessionGroups = 1000
+
+// checkSessionStats checks the default page of group by session: the
+// llmSessionGroups costliest sessions in the server's order with their
+// span counts, total_groups, and totals and others that account for every
+// LLM span. During ingest every figure must stay within the key.
 func checkSessionStats(body []byte, key *llmKey, exact bool) (int64, error) {
 	var r struct {
 		Groups []struct {
 			Key map[string]string `json:"key"`
 			llmMeasures
 		} `json:"groups"`
+		TotalGroups *int64       `json:"total_groups"`
+		Totals      llmMeasures  `json:"totals"`
+		Others      *llmMeasures `json:"others"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return 0, fmt.Errorf("bad JSON: %v", err)
 	}
+	if r.TotalGroups == nil {
+		return 0, errors.New("no total_groups")
+	}
+	total := int64(len(key.bySession))
 	var sum int64
-	for _, g := range r.Groups {
+	for i, g := range r.Groups {
 		id, ok := g.Key["session"]
 		if !ok {
 			return 0, fmt.Errorf("group %v has no session key", g.Key)
@@ -336,16 +369,28 @@ func checkSessionStats(body []byte, key *llmKey, exact bool) (int64, error) {
 			return 0, fmt.Errorf("session %q is not in the corpus", id)
 		case exact && g.Spans != want, g.Spans > want:
 			return 0, fmt.Errorf("session %q: %d spans, the corpus has %d", id, g.Spans, want)
+		case exact && id != key.sessionRank[i]:
+			return 0, fmt.Errorf("group %d is session %q, the corpus ranks %q there (cost, spans, id)", i, id, key.sessionRank[i])
 		}
 		sum += g.Spans
 	}
-	switch {
-	case exact && len(r.Groups) != len(key.bySession):
-		return 0, fmt.Errorf("%d session groups, the corpus has %d", len(r.Groups), len(key.bySession))
-	case exact && sum != key.all.spans:
-		return 0, fmt.Errorf("session groups hold %d LLM spans, the corpus has %d", sum, key.all.spans)
+	var others int64
+	if r.Others != nil {
+		others = r.Others.Spans
 	}
-	return sum, nil
+	switch {
+	case exact && *r.TotalGroups != total, *r.TotalGroups > total:
+		return 0, fmt.Errorf("total_groups %d, the corpus has %d session values", *r.TotalGroups, total)
+	case int64(len(r.Groups)) != min(*r.TotalGroups, llmSessionGroups):
+		return 0, fmt.Errorf("%d session groups on the page, want %d (total_groups %d)", len(r.Groups), min(*r.TotalGroups, llmSessionGroups), *r.TotalGroups)
+	case (r.Others != nil) != (int64(len(r.Groups)) < *r.TotalGroups):
+		return 0, fmt.Errorf("others given: %v, with %d of %d groups on the page", r.Others != nil, len(r.Groups), *r.TotalGroups)
+	case sum+others != r.Totals.Spans:
+		return 0, fmt.Errorf("the page (%d spans) and others (%d) do not add up to the totals (%d)", sum, others, r.Totals.Spans)
+	case exact && r.Totals.Spans != key.all.spans, r.Totals.Spans > key.all.spans:
+		return 0, fmt.Errorf("totals hold %d LLM spans, the corpus has %d", r.Totals.Spans, key.all.spans)
+	}
+	return r.Totals.Spans, nil
 }
 
 func checkSessionsPage(body []byte, key *llmKey, exact bool) (int64, error) {

@@ -70,12 +70,20 @@ func (f fakeLLMServer) modelStats(w *llmWindowKey) map[string]any {
 	return map[string]any{"group_by": []string{"model"}, "groups": groups, "totals": map[string]any{"spans": w.spans, "counted_spans": w.counted}}
 }
 
+// sessionStats answers group by session with the server's default page:
+// the llmSessionGroups first sessions of the key's ranking.
 func (f fakeLLMServer) sessionStats() map[string]any {
 	var groups []map[string]any
-	for s, n := range f.key.bySession {
-		groups = append(groups, map[string]any{"key": map[string]string{"session": s}, "spans": n})
+	var sum int64
+	for _, s := range f.key.sessionRank[:min(llmSessionGroups, len(f.key.sessionRank))] {
+		groups = append(groups, map[string]any{"key": map[string]string{"session": s}, "spans": f.key.bySession[s]})
+		sum += f.key.bySession[s]
 	}
-	return map[string]any{"groups": groups}
+	out := map[string]any{"groups": groups, "total_groups": len(f.key.sessionRank), "totals": map[string]any{"spans": f.key.all.spans}}
+	if len(groups) < len(f.key.sessionRank) {
+		out["others"] = map[string]any{"spans": f.key.all.spans - sum}
+	}
+	return out
 }
 
 type pageEntry struct {
@@ -104,9 +112,11 @@ func (f fakeLLMServer) timeseries() map[string]any {
 	return map[string]any{"step_seconds": 3600, "points": []map[string]any{{"key": map[string]string{}, "time": h.Format(time.RFC3339), "spans": f.key.all.spans}}}
 }
 
-func testLLMKey(t *testing.T) *llmKey {
+func testLLMKey(t *testing.T) *llmKey { return testLLMKeyOf(t, 20_000) }
+
+func testLLMKeyOf(t *testing.T, n int) *llmKey {
 	t.Helper()
-	spans, err := Generate(CorpusLLM, CorpusOptions{Seed: 3, Spans: 20_000, Start: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), Window: llmCorpusWindow})
+	spans, err := Generate(CorpusLLM, CorpusOptions{Seed: 3, Spans: n, Start: time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC), Window: llmCorpusWindow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +182,10 @@ func TestLLMAnswerKey(t *testing.T) {
 }
 
 func TestLLMChecks(t *testing.T) {
-	key := testLLMKey(t)
+	key := testLLMKeyOf(t, 60_000) // more sessions than a page of groups holds
+	if len(key.sessionRank) <= llmSessionGroups {
+		t.Fatalf("%d session values: the page of groups would hold them all", len(key.sessionRank))
+	}
 	srv := fakeLLMServer{key}
 	kinds := llmKinds(key)
 	byName := map[string]*llmKind{}
@@ -237,10 +250,25 @@ func TestLLMChecks(t *testing.T) {
 			groups(m)[0]["counted_spans"] = key.all.counted - 1
 			m["totals"].(map[string]any)["counted_spans"] = key.all.counted - 1
 		}},
-		{"a session group missing", "session_all", true, func(m map[string]any) { m["groups"] = groups(m)[1:] }},
+		{"a session group missing", "session_all", false, func(m map[string]any) { m["groups"] = groups(m)[1:] }},
 		{"a session counted twice", "session_all", false, func(m map[string]any) {
 			g := groups(m)[0]
 			g["spans"] = g["spans"].(int64) * 2
+		}},
+		{"sessions out of rank", "session_all", true, func(m map[string]any) {
+			g := groups(m)
+			g[0], g[1] = g[1], g[0]
+		}},
+		{"a cheap session on the page", "session_all", true, func(m map[string]any) {
+			g, last := groups(m), key.sessionRank[len(key.sessionRank)-1]
+			g[len(g)-1] = map[string]any{"key": map[string]string{"session": last}, "spans": key.bySession[last]}
+			m["others"].(map[string]any)["spans"] = key.all.spans - sumSpans(g)
+		}},
+		{"total_groups short", "session_all", true, func(m map[string]any) { m["total_groups"] = len(key.sessionRank) - 1 }},
+		{"others missing", "session_all", false, func(m map[string]any) { delete(m, "others") }},
+		{"totals over the corpus", "session_all", false, func(m map[string]any) {
+			m["totals"].(map[string]any)["spans"] = key.all.spans + 1
+			m["others"].(map[string]any)["spans"] = m["others"].(map[string]any)["spans"].(int64) + 1
 		}},
 		{"sessions total wrong", "sessions_50", true, func(m map[string]any) { m["total"] = len(all) - 1 }},
 		{"sessions page short", "sessions_50", false, func(m map[string]any) {
@@ -325,7 +353,7 @@ func TestLLMTargetsAndDetail(t *testing.T) {
 		"Warm p95, stats group_by=model, whole corpus (median of runs)": "PASS 2.00 ms",
 		"Warm p95, stats group_by=model, 10% window (median of runs)":   "FAIL 25.00 ms",
 		"Warm p95, timeseries step=1h, whole corpus (median of runs)":   "REPORT 2.00 ms",
-		"Cold, every query with a target (worst kind, median of runs)":  "FAIL 75.00 ms (stats group_by=session, whole corpus)",
+		"Cold, every query with a target (worst kind, median of runs)":  "FAIL 75.00 ms (stats group_by=session, whole corpus (page of 1,000))",
 		"p95 during ingest, stats group_by=model, whole corpus":         "FAIL refused",
 	} {
 		if got[name] != want {
@@ -388,7 +416,7 @@ func TestBenchLLMEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| llm-after-ingest |", "| llm-during-ingest |", "Cold/warm", "| stats group_by=session, whole corpus |"} {
+	for _, want := range []string{"| llm-after-ingest |", "| llm-during-ingest |", "Cold/warm", "| stats group_by=session, whole corpus (page of 1,000) |"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("llm.md lacks %q:\n%s", want, doc)
 		}
@@ -431,4 +459,12 @@ func TestLoadRetry429(t *testing.T) {
 	if res.AcceptedSpans != 0 || res.Retried429 == 0 {
 		t.Errorf("against a server that always answers 429: %+v", res)
 	}
+}
+
+func sumSpans(groups []map[string]any) int64 {
+	var n int64
+	for _, g := range groups {
+		n += g["spans"].(int64)
+	}
+	return n
 }

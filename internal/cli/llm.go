@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -48,6 +49,7 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	by := fs.String("by", "model", "comma-separated group keys: model, provider, service, operation, session, user, agent, day, hour")
 	var win windowFlags
 	win.register(fs)
+	top := fs.Int("top", 0, "show at most this many groups, the costliest (default: the server's, 1000); the rest are summed in one OTHERS row")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -59,10 +61,15 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		params.Set("q", strings.Join(fs.Args()[1:], " "))
 	}
 	win.set(params)
+	if *top != 0 {
+		params.Set("top", strconv.Itoa(*top))
+	}
 	var resp struct {
-		GroupBy []string    `json:"group_by"`
-		Groups  []llmGroup  `json:"groups"`
-		Totals  llmMeasures `json:"totals"`
+		GroupBy     []string     `json:"group_by"`
+		Groups      []llmGroup   `json:"groups"`
+		TotalGroups int          `json:"total_groups"`
+		Others      *llmMeasures `json:"others"`
+		Totals      llmMeasures  `json:"totals"`
 		listingWindow
 	}
 	if printed, err := c.fetch(ctx, env, "/api/v1/llm/stats", params, &resp); err != nil || printed {
@@ -109,11 +116,17 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		}
 		row(key, g.llmMeasures)
 	}
-	total := make([]string, len(resp.GroupBy))
-	if len(total) > 0 {
-		total[0] = "TOTAL"
+	label := func(name string) []string {
+		key := make([]string, len(resp.GroupBy))
+		if len(key) > 0 {
+			key[0] = name
+		}
+		return key
 	}
-	row(total, resp.Totals)
+	if resp.Others != nil {
+		row(label(fmt.Sprintf("OTHERS (%d)", resp.TotalGroups-len(resp.Groups))), *resp.Others)
+	}
+	row(label("TOTAL"), resp.Totals)
 	if err := tw.Flush(); err != nil {
 		return err
 	}

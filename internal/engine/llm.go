@@ -46,12 +46,18 @@ func overlaps(lo, hi, start, end uint64) bool {
 // entries merged, so later grouping touches few entries. Projections of
 // stored aggregates are cached per segment.
 func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
+	v := e.view()
+	defer v.release()
+	return e.llmEntriesIn(ctx, v, project, f, p, res)
+}
+
+// llmEntriesIn is llmEntries over the view v (a query that reads twice
+// reads one view).
+func (e *Engine) llmEntriesIn(ctx context.Context, v view, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
 	if err := noTraceConditions(f); err != nil {
 		return nil, err
 	}
 	f = e.visible(project, f)
-	v := e.view()
-	defer v.release()
 	usable := aggregatesUsable(f)
 	// The segments' part: immutable, so with stored aggregates usable it is
 	// cached per (segment list, project, projection, window).
@@ -240,18 +246,39 @@ func (p projection) key(k segment.AggKey) segment.AggKey {
 // already distinct (session tables, a cached part and a few buffer rows)
 // copies no sketch.
 func (p projection) apply(entries []segment.AggEntry) []segment.AggEntry {
-	idx := make(map[segment.AggKey]int, len(entries))
+	// Grouping by session alone (the costliest: one key per session) keys
+	// its map by the id; other projections by the projected key.
+	bySession := p.dims == "session" && !p.hour && !p.day
+	var idx map[segment.AggKey]int
+	var sidx map[string]int
+	if bySession {
+		sidx = make(map[string]int, len(entries))
+	} else {
+		idx = make(map[segment.AggKey]int, len(entries))
+	}
 	out := make([]segment.AggEntry, 0, len(entries))
 	var merged []bool // out index -> owns its sketches
 	for i := range entries {
-		k := p.key(entries[i].Key)
+		var k segment.AggKey
+		var j int
+		var ok bool
+		if bySession {
+			k.Session = entries[i].Key.Session
+			j, ok = sidx[k.Session]
+		} else {
+			k = p.key(entries[i].Key)
+			j, ok = idx[k]
+		}
 		m := entries[i].M
 		if p.noSketches {
 			m.Latency, m.TTFT = nil, nil
 		}
-		j, ok := idx[k]
 		if !ok {
-			idx[k] = len(out)
+			if bySession {
+				sidx[k.Session] = len(out)
+			} else {
+				idx[k] = len(out)
+			}
 			out = append(out, segment.AggEntry{Key: k, M: m})
 			continue
 		}
@@ -375,7 +402,13 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 			if llmOnly {
 				e.m.llmRowBlocks.Add(1)
 			}
-			spans, err := e.readBlock(s, i)
+			var spans []model.Span
+			var err error
+			if llmOnly && !inWindow(b.MinStart, b.MaxStart, f.Start, f.End) {
+				spans, err = e.readWindowRows(s, i, f.Start, f.End)
+			} else {
+				spans, err = e.readBlock(s, i)
+			}
 			if err != nil {
 				e.readFailed(res, s.name, err)
 				continue
@@ -386,6 +419,22 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 		}
 	}
 	return nil
+}
+
+// readWindowRows returns the spans of block i starting in [start, end), or
+// more (a superset the caller filters): the block from the block cache when
+// it is there, else only its rows in the window (the window's edge cuts the
+// block; decoding every row of such blocks was most of a cold windowed LLM
+// query). The partial read is not cached.
+func (e *Engine) readWindowRows(s *segHandle, i int, start, end uint64) ([]model.Span, error) {
+	if spans, ok := e.cache.get(blockRef{s, i}); ok {
+		return spans, nil
+	}
+	ranges, err := s.r.BlockRowsStartingIn(i, start, end)
+	if err != nil {
+		return nil, err
+	}
+	return s.r.ReadBlockRows(i, ranges)
 }
 
 func (s *segHandle) projectInfo(project string) *segment.ProjectInfo {
@@ -404,6 +453,9 @@ type aggCache struct {
 	blocks  map[int][]segment.AggEntry
 	project map[string][]segment.AggEntry
 	proj    map[string][]segment.AggEntry // projections, see (*Engine).projected
+	// sessions: per project, the session table (sections 16 and 17) with
+	// its sketches left encoded, see (*Engine).sessionTable.
+	sessions map[string]*segment.SessionTable
 }
 
 func (e *Engine) blockAggregates(s *segHandle, i int) ([]segment.AggEntry, error) {
@@ -471,15 +523,53 @@ func (e *Engine) segmentEntries(s *segHandle, project string, p projection) (ent
 			entries, err = s.r.CoarseAggregates(project)
 			return entries, false, err
 		case p.bySession():
-			rows, err := s.r.SessionTable(project, !p.noSketches)
-			if err != nil {
-				return nil, false, err
+			t, err := e.sessionTable(s, project)
+			if err != nil || t == nil {
+				return nil, true, err
 			}
-			return sessionEntries(rows, p.sessionList), true, nil
+			entries := sessionEntries(t.Rows, p.sessionList)
+			if !p.noSketches && !p.sessionList {
+				for i := range entries { // one entry per row
+					m := &entries[i].M
+					if m.Latency, m.TTFT, err = t.Sketches(i); err != nil {
+						return nil, false, err
+					}
+				}
+			}
+			return entries, true, nil
 		}
 	}
 	entries, err = e.segmentAggregates(s, project)
 	return entries, false, err
+}
+
+// sessionTable returns project's session table in segment s (nil without
+// one), read once and kept: its counts decoded, its sketches decoded per
+// row on demand (segment.SessionTable).
+func (e *Engine) sessionTable(s *segHandle, project string) (*segment.SessionTable, error) {
+	s.aggs.mu.Lock()
+	t, ok := s.aggs.sessions[project]
+	s.aggs.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	v, err, _ := e.decoding.Do("llmsessions|"+s.name+"|"+project, func() (any, error) {
+		t, err := s.r.OpenSessionTable(project)
+		if err != nil {
+			return (*segment.SessionTable)(nil), err
+		}
+		s.aggs.mu.Lock()
+		if s.aggs.sessions == nil {
+			s.aggs.sessions = map[string]*segment.SessionTable{}
+		}
+		s.aggs.sessions[project] = t
+		s.aggs.mu.Unlock()
+		return t, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*segment.SessionTable), nil
 }
 
 // sessionEntries converts session-table rows to entries keyed by session.
@@ -573,6 +663,9 @@ func (e *Engine) LLMStats(ctx context.Context, project string, q *store.LLMQuery
 	if err := checkGroupBy(q.GroupBy); err != nil {
 		return store.LLMStats{}, err
 	}
+	if q.Top > 0 {
+		return e.llmTop(ctx, project, q, &res)
+	}
 	entries, err := e.llmEntries(ctx, project, &q.Filter, newProjection(q.GroupBy, false), &res)
 	if err != nil {
 		return store.LLMStats{Result: res.Result}, err
@@ -647,59 +740,102 @@ func quantiles(s *sketch.Sketch) *store.Quantiles {
 // (entries may come from a cache: the groups only read them); a group of
 // several merges clones.
 func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) []llmGroup {
-	idx := make(map[string]int32, min(len(entries), 1<<16))
-	var (
-		out    []llmGroup
-		keys   []string // group -> its map key, for the order of ties
-		merged []bool   // group -> owns its sketches (several entries merged)
-	)
+	gs := gatherGroups(entries, groupBy, bucket)
+	// Sort positions, not the groups (large structs), then place them.
+	order := make([]int32, len(gs.groups))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, gs.compare)
+	return gs.take(order)
+}
+
+// llmGroups are the groups of entries while a query gathers them: their
+// Key maps are made only for the groups an answer returns (take).
+type llmGroups struct {
+	entries []segment.AggEntry
+	groupBy []string
+	groups  []llmGroup // Key unset
+	keys    []string   // group -> its map key, for the order of ties
+	first   []int32    // group -> its first entry, whose key it has
+}
+
+// gatherGroups merges entries by their projection onto groupBy (and
+// bucket), unsorted; see groupEntries.
+func gatherGroups(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) *llmGroups {
+	n := min(len(entries), 1<<16)
+	gs := &llmGroups{entries: entries, groupBy: groupBy,
+		groups: make([]llmGroup, 0, n), keys: make([]string, 0, n), first: make([]int32, 0, n)}
+	idx := make(map[string]int32, n)
+	var merged []bool // group -> owns its sketches (several entries merged)
+	// One dimension that is a key field needs no key of its own (a
+	// session id, a model): the map takes the field's string.
+	direct := bucket == nil && len(groupBy) == 1 && groupBy[0] != "hour" && groupBy[0] != "day"
 	keyBuf := make([]byte, 0, 128)
 	for i := range entries {
 		en := &entries[i]
-		keyBuf = keyBuf[:0]
-		if bucket != nil {
-			keyBuf = strconv.AppendInt(keyBuf, bucket(&en.Key), 10)
-			keyBuf = append(keyBuf, 0)
-		}
-		for _, d := range groupBy {
-			keyBuf = append(keyBuf, groupValue(&en.Key, d)...)
-			keyBuf = append(keyBuf, 0)
-		}
-		j, ok := idx[string(keyBuf)]
-		if !ok {
-			g := llmGroup{Key: make(map[string]string, len(groupBy)), M: en.M}
-			for _, d := range groupBy {
-				g.Key[d] = groupValue(&en.Key, d)
+		var k string
+		if direct {
+			k = groupValue(&en.Key, groupBy[0])
+		} else {
+			keyBuf = keyBuf[:0]
+			if bucket != nil {
+				keyBuf = strconv.AppendInt(keyBuf, bucket(&en.Key), 10)
+				keyBuf = append(keyBuf, 0)
 			}
+			for _, d := range groupBy {
+				keyBuf = append(keyBuf, groupValue(&en.Key, d)...)
+				keyBuf = append(keyBuf, 0)
+			}
+		}
+		var j int32
+		var ok bool
+		if direct {
+			j, ok = idx[k]
+		} else {
+			j, ok = idx[string(keyBuf)]
+		}
+		if !ok {
+			g := llmGroup{M: en.M}
 			if bucket != nil {
 				g.Bucket = bucket(&en.Key)
 			}
-			k := string(keyBuf)
-			idx[k] = int32(len(out))
-			out, keys, merged = append(out, g), append(keys, k), append(merged, false)
+			if !direct {
+				k = string(keyBuf)
+			}
+			idx[k] = int32(len(gs.groups))
+			gs.groups, gs.keys, gs.first, merged = append(gs.groups, g), append(gs.keys, k), append(gs.first, int32(i)), append(merged, false)
 			continue
 		}
-		g := &out[j]
+		g := &gs.groups[j]
 		if !merged[j] {
 			merged[j] = true
 			g.M.Latency, g.M.TTFT = cloneSketch(g.M.Latency), cloneSketch(g.M.TTFT)
 		}
 		mergeMeasures(&g.M, &en.M)
 	}
-	// Sort positions, not the groups (large structs), then place them.
-	order := make([]int32, len(out))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		x, y := &out[a].M, &out[b].M
-		return cmp.Or(cmp.Compare(y.CostNanoUSD, x.CostNanoUSD), cmp.Compare(y.Spans, x.Spans), strings.Compare(keys[a], keys[b]))
-	})
-	sorted := make([]llmGroup, len(out))
+	return gs
+}
+
+// compare orders groups a and b by cost, then spans, descending, then key.
+func (gs *llmGroups) compare(a, b int32) int {
+	x, y := &gs.groups[a].M, &gs.groups[b].M
+	return cmp.Or(cmp.Compare(y.CostNanoUSD, x.CostNanoUSD), cmp.Compare(y.Spans, x.Spans), strings.Compare(gs.keys[a], gs.keys[b]))
+}
+
+// take returns the groups at positions order, in that order, with their keys.
+func (gs *llmGroups) take(order []int32) []llmGroup {
+	out := make([]llmGroup, len(order))
 	for i, j := range order {
-		sorted[i] = out[j]
+		g := gs.groups[j]
+		k := &gs.entries[gs.first[j]].Key
+		g.Key = make(map[string]string, len(gs.groupBy))
+		for _, d := range gs.groupBy {
+			g.Key[d] = groupValue(k, d)
+		}
+		out[i] = g
 	}
-	return sorted
+	return out
 }
 
 func cloneSketch(s *sketch.Sketch) *sketch.Sketch {

@@ -45,12 +45,21 @@ func benchLLMSessions(b *testing.B, n int) {
 	appendInterleaved(b, e, spans, 1000, 8, 10)
 	spans = nil
 	ctx := context.Background()
+	lo := uint64(time.Now().Add(-3*time.Hour - 18*time.Minute).UnixNano()) // a 10% window in the middle
 	queries := []struct {
 		name string
 		run  func(e *engine.Engine) error
 	}{
 		{"group_by_session", func(e *engine.Engine) error {
 			_, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"session"}})
+			return err
+		}},
+		{"group_by_session_top1000", func(e *engine.Engine) error { // the route's default page
+			_, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"session"}, Top: 1000})
+			return err
+		}},
+		{"model_10pct_window", func(e *engine.Engine) error { // the window's edges cut blocks
+			_, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"model"}, Filter: query.Filter{Start: lo, End: lo + uint64(36*time.Minute)}})
 			return err
 		}},
 		{"sessions", func(e *engine.Engine) error {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,6 +154,7 @@ func checkSessions(t *testing.T, e *Engine, project, what string, spans []model.
 			t.Fatalf("%s: group by session %q:\n got %+v\nwant %+v", what, g.Key["session"], got, *w)
 		}
 	}
+	checkTop(t, e, project, what, want, f)
 	sess, res, err := e.Sessions(ctx, project, f)
 	if err != nil || len(res.Warnings) > 0 {
 		t.Fatalf("%s: sessions: %v %v", what, err, res.Warnings)
@@ -368,5 +371,60 @@ func TestSessionsOverSegmentsWithoutRollups(t *testing.T) {
 	}
 	if sessions == 0 {
 		t.Fatalf("the fixture has no LLM spans: nothing was compared")
+	}
+}
+
+// checkTop compares group by session with a limit (LLMQuery.Top, each
+// sort) with want, the brute-force sessions: the kept groups are the first
+// in the sort's order (ties by cost, spans, then id) with their measures and
+// latency maximum exact, and the number of groups and the totals cover
+// every session.
+func checkTop(t *testing.T, e *Engine, project, what string, want map[string]*sessionWant, f *query.Filter) {
+	t.Helper()
+	var total sessionWant
+	ids := make([]string, 0, len(want))
+	for id, w := range want {
+		ids = append(ids, id)
+		total.spans += w.spans
+		total.errors += w.errors
+		total.cost += w.cost
+	}
+	ranks := map[string]func(w *sessionWant) int64{
+		"": func(w *sessionWant) int64 { return w.cost }, "spans": func(w *sessionWant) int64 { return w.spans },
+		"errors": func(w *sessionWant) int64 { return w.errors },
+	}
+	for _, sortBy := range []string{"", "spans", "errors"} {
+		rank := ranks[sortBy]
+		slices.SortFunc(ids, func(a, b string) int {
+			x, y := want[a], want[b]
+			return cmp.Or(cmp.Compare(rank(y), rank(x)), cmp.Compare(y.cost, x.cost), cmp.Compare(y.spans, x.spans), strings.Compare(a, b))
+		})
+		for _, top := range []int{1, 3, len(want)/2 + 1, len(want) + 5} {
+			st, err := e.LLMStats(context.Background(), project, &store.LLMQuery{Filter: *f, GroupBy: []string{"session"}, Top: top, Sort: sortBy})
+			if err != nil || len(st.Warnings) > 0 {
+				t.Fatalf("%s: top %d by %q: %v %v", what, top, sortBy, err, st.Warnings)
+			}
+			if st.TotalGroups != len(want) || len(st.Groups) != min(top, len(want)) {
+				t.Fatalf("%s: top %d by %q: %d groups of %d, want %d of %d", what, top, sortBy, len(st.Groups), st.TotalGroups, min(top, len(want)), len(want))
+			}
+			if tt := st.Totals; tt.Spans != total.spans || tt.Errors != total.errors || tt.CostNanoUSD != total.cost {
+				t.Fatalf("%s: top %d by %q: totals %+v, want %+v", what, top, sortBy, tt, total)
+			}
+			for i, g := range st.Groups {
+				id := g.Key["session"]
+				if id != ids[i] {
+					t.Fatalf("%s: top %d by %q: group %d is %q, want %q", what, top, sortBy, i, id, ids[i])
+				}
+				w, m := want[id], g.M
+				got := sessionWant{spans: m.Spans, errors: m.Errors, counted: m.Counted, in: m.InputTokens, out: m.OutputTokens,
+					cost: m.CostNanoUSD, minStart: m.MinStart, maxEnd: m.MaxEnd, users: w.users}
+				if m.Latency != nil && math.Abs(m.Latency.Max-float64(w.maxLatency)) <= 1e-9*float64(w.maxLatency) {
+					got.maxLatency = w.maxLatency
+				}
+				if fmt.Sprint(got) != fmt.Sprint(*w) {
+					t.Fatalf("%s: top %d by %q: session %q:\n got %+v\nwant %+v", what, top, sortBy, id, got, *w)
+				}
+			}
+		}
 	}
 }

@@ -141,57 +141,11 @@ func encodeSessionPart(dst []byte, sessions []SessionEntry) []byte {
 // sketches it stops before them (the part's checksum still covers them).
 // Strings are copied out of s.
 func decodeSessionPart(s string, sketches bool) ([]SessionEntry, error) {
-	d := dec{s: s}
-	table := d.strs()
-	n := d.count(14) // a session takes at least 14 bytes
-	if d.err != nil {
-		return nil, d.err
+	out, d, err := decodeSessionCounts(s, true)
+	if err != nil || !sketches {
+		return out, err
 	}
-	users := make([]string, len(table))
-	for i, t := range table {
-		users[i] = strings.Clone(t)
-	}
-	out := make([]SessionEntry, n)
-	for i := range out {
-		out[i].ID = strings.Clone(d.str())
-		if i > 0 && d.err == nil && out[i-1].ID >= out[i].ID {
-			return nil, fmt.Errorf("session %d: ids not in increasing order", i)
-		}
-	}
-	for i := range out {
-		nu := d.count(1)
-		if d.err != nil {
-			return nil, fmt.Errorf("session %d users: %w", i, d.err)
-		}
-		if nu > 0 {
-			out[i].Users = make([]string, nu)
-		}
-		for j := range nu {
-			u := d.index(len(users))
-			if d.err != nil {
-				return nil, fmt.Errorf("session %d users: %w", i, d.err)
-			}
-			out[i].Users[j] = users[u]
-			if j > 0 && out[i].Users[j-1] >= out[i].Users[j] {
-				return nil, fmt.Errorf("session %d: users not in increasing order", i)
-			}
-		}
-	}
-	if err := decodeCountColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
-		return nil, err
-	}
-	for i := range out {
-		m := &out[i].M
-		m.MinStart = d.uvarint()
-		m.MaxEnd = m.MinStart + d.uvarint()
-	}
-	if d.err != nil {
-		return nil, d.err
-	}
-	if !sketches {
-		return out, nil
-	}
-	if err := decodeSketchColumns(&d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
+	if err := decodeSketchColumns(d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
 		return nil, err
 	}
 	if d.err != nil {
@@ -201,6 +155,64 @@ func decodeSessionPart(s string, sketches bool) ([]SessionEntry, error) {
 		return nil, fmt.Errorf("%d trailing bytes", d.remaining())
 	}
 	return out, nil
+}
+
+// decodeSessionCounts parses and validates a session table up to its
+// sketch columns, where it leaves the returned decoder. Strings are copied
+// out of s when clone is set, else they point into s.
+func decodeSessionCounts(s string, clone bool) ([]SessionEntry, *dec, error) {
+	keep := func(x string) string { return x }
+	if clone {
+		keep = strings.Clone
+	}
+	d := &dec{s: s}
+	table := d.strs()
+	n := d.count(14) // a session takes at least 14 bytes
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	users := make([]string, len(table))
+	for i, t := range table {
+		users[i] = keep(t)
+	}
+	out := make([]SessionEntry, n)
+	for i := range out {
+		out[i].ID = keep(d.str())
+		if i > 0 && d.err == nil && out[i-1].ID >= out[i].ID {
+			return nil, nil, fmt.Errorf("session %d: ids not in increasing order", i)
+		}
+	}
+	for i := range out {
+		nu := d.count(1)
+		if d.err != nil {
+			return nil, nil, fmt.Errorf("session %d users: %w", i, d.err)
+		}
+		if nu > 0 {
+			out[i].Users = make([]string, nu)
+		}
+		for j := range nu {
+			u := d.index(len(users))
+			if d.err != nil {
+				return nil, nil, fmt.Errorf("session %d users: %w", i, d.err)
+			}
+			out[i].Users[j] = users[u]
+			if j > 0 && out[i].Users[j-1] >= out[i].Users[j] {
+				return nil, nil, fmt.Errorf("session %d: users not in increasing order", i)
+			}
+		}
+	}
+	if err := decodeCountColumns(d, len(out), func(i int) *AggMeasures { return &out[i].M }, "session"); err != nil {
+		return nil, nil, err
+	}
+	for i := range out {
+		m := &out[i].M
+		m.MinStart = d.uvarint()
+		m.MaxEnd = m.MinStart + d.uvarint()
+	}
+	if d.err != nil {
+		return nil, nil, d.err
+	}
+	return out, d, nil
 }
 
 // openRollups loads the directory of the LLM rollups, like openAggs.

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -98,6 +99,30 @@ func TestRollups(t *testing.T) {
 			}
 			sessions++
 		}
+		// The lazily-sketched table: the same rows, each row's sketches
+		// decoded on demand equal the whole decode's.
+		lazy, err := r.OpenSessionTable(p.Name)
+		if err != nil {
+			t.Fatalf("OpenSessionTable(%q): %v", p.Name, err)
+		}
+		if len(lazy.Rows) != len(table) {
+			t.Fatalf("project %q: %d lazy rows, want %d", p.Name, len(lazy.Rows), len(table))
+		}
+		for i := range table {
+			row, lr := &table[i], lazy.Rows[i]
+			if lazy.Find(row.ID) != i || lr.ID != row.ID || !slices.Equal(lr.Users, row.Users) || lr.M.Latency != nil {
+				t.Fatalf("project %q: lazy row %d is %+v, want %+v (Find %d)", p.Name, i, lr, *row, lazy.Find(row.ID))
+			}
+			if lr.M.Latency, lr.M.TTFT, err = lazy.Sketches(i); err != nil {
+				t.Fatalf("project %q session %q: Sketches: %v", p.Name, row.ID, err)
+			}
+			if d := measuresDiff(&lr.M, &row.M, false); d != "" {
+				t.Fatalf("project %q session %q lazily: %s", p.Name, row.ID, d)
+			}
+		}
+		if lazy.Find("no such session") != -1 {
+			t.Fatal("Find found an absent session")
+		}
 	}
 	if sessions == 0 {
 		t.Fatal("corpus has no LLM spans")
@@ -165,6 +190,36 @@ func TestSessionPartRoundTrip(t *testing.T) {
 	if _, err := decodeSessionPart(string(b[:len(b)-1]), true); err == nil {
 		t.Fatal("a truncated table decoded")
 	}
+	// Indexed without decoding the sketches: a truncated table is refused
+	// too, and a sketch that disagrees with its row's span count is
+	// reported when that row's sketches are read.
+	tb := &SessionTable{}
+	rows2, d, err := decodeSessionCounts(string(b[:len(b)-1]), false)
+	if err == nil {
+		tb.Rows = rows2
+		err = tb.index(d)
+	}
+	if err == nil {
+		t.Fatal("a truncated table was indexed")
+	}
+	bad := slices.Clone(rows)
+	bad[7].M.Spans++
+	tb = &SessionTable{part: string(encodeSessionPart(nil, bad))}
+	rows2, d, err = decodeSessionCounts(tb.part, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Rows = rows2
+	if err := tb.index(d); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Sketches(6); err != nil {
+		t.Fatalf("row 6: %v", err)
+	}
+	var ce *CorruptionError
+	if _, _, err := tb.Sketches(7); !errors.As(err, &ce) {
+		t.Fatalf("row 7 (sketch of fewer values than spans): %v, want a *CorruptionError", err)
+	}
 	rows[3], rows[4] = rows[4], rows[3]
 	if _, err := decodeSessionPart(string(encodeSessionPart(nil, rows)), false); err == nil {
 		t.Fatal("ids out of order decoded")
@@ -180,6 +235,14 @@ func FuzzDecodeSessionPart(f *testing.F) {
 	f.Add(encodeSessionPart(nil, []SessionEntry{{ID: "a", Users: []string{"u1", "u2"}, M: m}, {ID: "b", M: m}}))
 	f.Add(encodeSessionPart(nil, nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if rows, d, err := decodeSessionCounts(string(b), false); err == nil {
+			tb := &SessionTable{Rows: rows, part: string(b)}
+			if tb.index(d) == nil {
+				for i := range tb.Rows {
+					tb.Sketches(i) // an error, or sketches: never a panic
+				}
+			}
+		}
 		if _, err := decodeSessionPart(string(b), false); err != nil {
 			return
 		}

@@ -495,9 +495,10 @@ func TestAPIShapes(t *testing.T) {
 				Key map[string]string `json:"key"`
 				measuresShape
 			} `json:"groups"`
-			Totals  measuresShape `json:"totals"`
-			RelErr  float64       `json:"percentile_relative_error"`
-			Warning []string      `json:"warnings"`
+			Totals      measuresShape `json:"totals"`
+			TotalGroups int           `json:"total_groups"`
+			RelErr      float64       `json:"percentile_relative_error"`
+			Warning     []string      `json:"warnings"`
 		}
 		get("/api/v1/llm/stats?group_by=model&since=3h", &stats)
 		var llmSpans int64
@@ -507,7 +508,7 @@ func TestAPIShapes(t *testing.T) {
 			}
 		}
 		if stats.Totals.Spans == 0 || stats.Totals.Latency != nil || len(stats.Groups) == 0 || stats.Groups[0].Latency == nil ||
-			!slices.Equal(stats.GroupBy, []string{"model"}) || stats.RelErr < 0 || stats.RelErr > 0.02 {
+			!slices.Equal(stats.GroupBy, []string{"model"}) || stats.RelErr < 0 || stats.RelErr > 0.02 || stats.TotalGroups != len(stats.Groups) {
 			t.Fatalf("llm stats: %+v", stats)
 		}
 		var sum int64

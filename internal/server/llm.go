@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -99,33 +100,42 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// top=N keeps the N largest groups by sort (cost unless given); the
-	// totals still cover every group.
-	top, ok := intParam(w, r, "top", 0, 1, 10000)
+	// A page of groups: top=N (default defaultTop) from offset in the order
+	// of sort (cost unless given); total_groups, totals and others (what
+	// the page leaves out) cover every group, exactly.
+	top, ok := intParam(w, r, "top", defaultTop, 1, maxTop)
 	if !ok {
 		return
 	}
-	by := r.URL.Query().Get("sort")
-	rank, known := groupSorts[cmp.Or(by, "cost")]
-	if !known || (by != "" && top == 0) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("sort: %q is not one of cost, tokens, calls, spans, errors (and needs top)", by))
+	offset, ok := intParam(w, r, "offset", 0, 0, math.MaxInt32-maxTop)
+	if !ok {
 		return
 	}
-	st, err := b.LLMStats(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb})
+	by := cmp.Or(r.URL.Query().Get("sort"), "cost")
+	rank, known := store.LLMSorts[by]
+	if !known {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("sort: %q is not one of cost, tokens, calls, spans, errors", by))
+		return
+	}
+	st, err := b.LLMStats(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb, Top: offset + top, Sort: by})
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
-	var total store.Measures // percentiles are not additive: totals carry none
-	for i := range st.Groups {
-		total.AddCounts(&st.Groups[i].M)
+	groups, totalGroups, total := st.Groups, st.TotalGroups, st.Totals
+	if totalGroups == 0 { // a backend that returns every group: rank and cut here
+		total = store.Measures{} // percentiles are not additive: totals carry none
+		for i := range groups {
+			total.AddCounts(&groups[i].M)
+		}
+		totalGroups = len(groups)
+		if by != "cost" {
+			groups = slices.Clone(groups)
+			slices.SortStableFunc(groups, func(a, b store.LLMGroup) int { return cmp.Compare(rank(&b.M), rank(&a.M)) })
+		}
 	}
-	groups := st.Groups
-	if top > 0 {
-		groups = slices.Clone(groups)
-		slices.SortStableFunc(groups, func(a, b store.LLMGroup) int { return cmp.Compare(rank(&b.M), rank(&a.M)) })
-		groups = groups[:min(top, len(groups))]
-	}
+	groups = groups[min(offset, len(groups)):]
+	groups = groups[:min(top, len(groups))]
 	// The keys in encoding/json's order (sorted), as writeJSON would write
 	// a map of them; llm_json.go says why the groups are appended directly.
 	out, err := appendJSONValue([]byte(`{"group_by":`), gb)
@@ -134,10 +144,15 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 		return
 	}
 	out = appendGroups(append(out, `,"groups":`...), groups, false)
-	out = appendJSONFloat(append(out, `,"percentile_relative_error":`...), st.QuantileError)
-	if top > 0 {
-		out = appendInt(out, `,"total_groups":`, int64(len(st.Groups)))
+	if next := offset + len(groups); next < totalGroups && len(groups) > 0 {
+		out = appendInt(out, `,"next_offset":`, int64(next))
 	}
+	if len(groups) < totalGroups {
+		others := othersOf(&total, groups)
+		out = appendMeasures(append(out, `,"others":`...), &others)
+	}
+	out = appendJSONFloat(append(out, `,"percentile_relative_error":`...), st.QuantileError)
+	out = appendInt(out, `,"total_groups":`, int64(totalGroups))
 	out = appendMeasures(append(out, `,"totals":`...), &total)
 	if len(st.Warnings) > 0 {
 		if out, err = appendJSONValue(append(out, `,"warnings":`...), st.Warnings); err != nil {
@@ -148,13 +163,33 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 	writeJSONBytes(w, http.StatusOK, append(out, '}'))
 }
 
-// groupSorts rank LLM groups for top=N.
-var groupSorts = map[string]func(m *store.Measures) int64{
-	"cost":   func(m *store.Measures) int64 { return m.CostNanoUSD },
-	"tokens": func(m *store.Measures) int64 { return m.InputTokens + m.OutputTokens },
-	"calls":  func(m *store.Measures) int64 { return m.Counted },
-	"spans":  func(m *store.Measures) int64 { return m.Spans },
-	"errors": func(m *store.Measures) int64 { return m.Errors },
+// The page of groups /api/v1/llm/stats returns: at most defaultTop unless
+// top says otherwise, never more than maxTop. Grouping by session over a
+// large store otherwise answers megabytes of every session's percentiles.
+const (
+	defaultTop = 1000
+	maxTop     = 10000
+)
+
+// othersOf returns total less the groups of a page: the counts of the
+// groups left out (no time bounds or percentiles: they do not subtract).
+func othersOf(total *store.Measures, page []store.LLMGroup) store.Measures {
+	o := *total
+	o.MinStart, o.MaxEnd, o.Latency, o.TTFT = 0, 0, nil, nil
+	for i := range page {
+		m := &page[i].M
+		o.Spans -= m.Spans
+		o.Counted -= m.Counted
+		o.Errors -= m.Errors
+		o.Traces -= m.Traces
+		o.InputTokens -= m.InputTokens
+		o.OutputTokens -= m.OutputTokens
+		o.CacheReadTokens -= m.CacheReadTokens
+		o.CacheCreationTokens -= m.CacheCreationTokens
+		o.ReasoningTokens -= m.ReasoningTokens
+		o.CostNanoUSD -= m.CostNanoUSD
+	}
+	return o
 }
 
 // niceSteps are the automatic time-series steps, smallest first.

@@ -10,7 +10,9 @@ import (
 
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // TestLLMEndpoints ingests the generated LLM corpus over OTLP/HTTP and checks
@@ -180,4 +182,95 @@ func TestSessionsPagingBounds(t *testing.T) {
 	if code := ts.get("/api/v1/sessions?offset=-1", &e); code != 400 {
 		t.Fatalf("negative offset: %d", code)
 	}
+}
+
+// TestLLMStatsPages: /api/v1/llm/stats returns at most 1,000 groups unless
+// top says otherwise; pages walked with offset and next_offset are the
+// whole ranking in order; total_groups and totals cover every group and
+// others is exactly what a page leaves out; over a backend that ranks
+// (the engine, half its spans sealed) and one that returns every group.
+func TestLLMStatsPages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, ts *testServer, b store.Backend) {
+		const n = 1003
+		spans := recentSpans(n, 7)
+		for i := range spans {
+			spans[i].Attributes = append(spans[i].Attributes,
+				model.KeyValue{Key: "gen_ai.system", Value: model.StringValue("openai")},
+				model.KeyValue{Key: "gen_ai.request.model", Value: model.StringValue("gpt-4o")},
+				model.KeyValue{Key: "session.id", Value: model.StringValue(fmt.Sprintf("s-%04d", i))},
+				model.KeyValue{Key: "gen_ai.usage.input_tokens", Value: model.IntValue(int64(1000 * (i%13 + 1)))})
+		}
+		ts.ingest(spans[:n/2], "")
+		if ts.eng != nil {
+			if err := ts.eng.Seal(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts.ingest(spans[n/2:], "")
+		type group struct {
+			Key   map[string]string `json:"key"`
+			Spans int64             `json:"spans"`
+			Cost  float64           `json:"cost_usd"`
+			In    int64             `json:"input_tokens"`
+		}
+		type page struct {
+			Groups      []group `json:"groups"`
+			NextOffset  *int    `json:"next_offset"`
+			TotalGroups int     `json:"total_groups"`
+			Totals      group   `json:"totals"`
+			Others      *group  `json:"others"`
+		}
+		get := func(path string) page {
+			t.Helper()
+			var p page
+			code, _, body := ts.request("GET", path, nil)
+			if code != 200 || json.Unmarshal(body, &p) != nil {
+				t.Fatalf("%s: %d %s", path, code, body)
+			}
+			return p
+		}
+		all := get("/api/v1/llm/stats?group_by=session&top=10000")
+		if len(all.Groups) != n || all.TotalGroups != n || all.NextOffset != nil || all.Others != nil || all.Totals.Spans != n {
+			t.Fatalf("top=10000: %d groups of %d, next %v, others %v, totals %+v", len(all.Groups), all.TotalGroups, all.NextOffset, all.Others, all.Totals)
+		}
+		for i := 1; i < n; i++ {
+			if all.Groups[i].Cost > all.Groups[i-1].Cost {
+				t.Fatalf("groups not ranked by cost at %d", i)
+			}
+		}
+		def := get("/api/v1/llm/stats?group_by=session")
+		if len(def.Groups) != 1000 || def.TotalGroups != n || def.NextOffset == nil || *def.NextOffset != 1000 ||
+			def.Others == nil || def.Others.Spans != n-1000 || fmt.Sprint(def.Totals) != fmt.Sprint(all.Totals) {
+			t.Fatalf("default page: %d groups of %d, next %v, others %+v, totals %+v (want %+v)", len(def.Groups), def.TotalGroups, def.NextOffset, def.Others, def.Totals, all.Totals)
+		}
+		var walked []group
+		for off := 0; ; {
+			p := get(fmt.Sprintf("/api/v1/llm/stats?group_by=session&top=97&offset=%d", off))
+			var in int64
+			for _, g := range p.Groups {
+				in += g.In
+			}
+			if p.Others == nil || p.Others.In != all.Totals.In-in || p.Others.Spans != n-int64(len(p.Groups)) || fmt.Sprint(p.Totals) != fmt.Sprint(all.Totals) {
+				t.Fatalf("offset %d: others %+v, page input tokens %d, totals %+v", off, p.Others, in, p.Totals)
+			}
+			walked = append(walked, p.Groups...)
+			if p.NextOffset == nil {
+				break
+			}
+			off = *p.NextOffset
+		}
+		if fmt.Sprint(walked) != fmt.Sprint(all.Groups) {
+			t.Fatalf("pages walked with next_offset differ from the whole ranking")
+		}
+		bySpans := get("/api/v1/llm/stats?group_by=session&sort=tokens&top=3")
+		for i, g := range bySpans.Groups {
+			if g.In != 13000 || (i > 0 && g.Cost > bySpans.Groups[i-1].Cost) {
+				t.Fatalf("sort=tokens: group %d is %+v", i, g)
+			}
+		}
+		for q, want := range map[string]string{"top=0": "top", "top=10001": "top", "offset=-1": "offset", "sort=colour": "sort"} {
+			code, hdr, body := ts.request("GET", "/api/v1/llm/stats?group_by=session&"+q, nil)
+			wantError(t, q, code, hdr, body, 400, want)
+		}
+	})
 }

@@ -297,8 +297,8 @@ func TestLLMStatsTopAndPricesSummary(t *testing.T) {
 	if len(st.Groups) != 2 || st.Groups[0].Key["session"] != "s-5" || st.Groups[1].Key["session"] != "s-4" || st.Totals.Spans != 6 || st.TotalGroups != 6 {
 		t.Fatalf("top=2 by cost: %+v", st)
 	}
-	code, hdr, body := ts.request("GET", "/api/v1/llm/stats?sort=tokens", nil)
-	wantError(t, "sort without top", code, hdr, body, 400, "sort")
+	code, hdr, body := ts.request("GET", "/api/v1/llm/stats?sort=tokenz", nil)
+	wantError(t, "unknown sort", code, hdr, body, 400, "sort")
 	var p map[string]any
 	if code, _, body := ts.request("GET", "/api/v1/llm/prices?models=false", nil); code != 200 || json.Unmarshal(body, &p) != nil {
 		t.Fatalf("prices summary: %d %s", code, body)

@@ -21,6 +21,21 @@ func ValidLLMGroupKey(k string) bool { return slices.Contains(LLMGroupKeys, k) }
 type LLMQuery struct {
 	Filter  query.Filter // window (Start, End) and any span filter
 	GroupBy []string     // subset of LLMGroupKeys; empty = one group with the totals
+	// Top, when > 0, asks LLMStats for only the Top first groups in the
+	// order of Sort; a backend that honours it says so with
+	// LLMStats.TotalGroups (one that does not returns every group).
+	Top  int
+	Sort string // LLMSorts key; "" = cost
+}
+
+// LLMSorts rank LLM groups, descending, for LLMQuery.Top; ties keep the
+// order of LLMStats.Groups (cost, then spans, descending, then key).
+var LLMSorts = map[string]func(m *Measures) int64{
+	"cost":   func(m *Measures) int64 { return m.CostNanoUSD },
+	"tokens": func(m *Measures) int64 { return m.InputTokens + m.OutputTokens },
+	"calls":  func(m *Measures) int64 { return m.Counted },
+	"spans":  func(m *Measures) int64 { return m.Spans },
+	"errors": func(m *Measures) int64 { return m.Errors },
 }
 
 // Quantiles are latency percentiles in nanoseconds.
@@ -79,6 +94,11 @@ type LLMStats struct {
 	Groups []LLMGroup
 	// QuantileError is the relative error of the quantiles (0: exact).
 	QuantileError float64
+	// TotalGroups > 0 says the backend applied LLMQuery.Top: Groups are
+	// the first Top groups in its order, TotalGroups counts every group
+	// and Totals (no quantiles) adds them all up.
+	TotalGroups int
+	Totals      Measures
 	Result
 }
 
