@@ -92,7 +92,8 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	if len(resp.Spans) == 0 {
 		fmt.Fprintln(tw, "(no spans match)")
 	}
-	return nil
+	tw.Flush()
+	return writeSnippets(env, body)
 }
 
 // spanFilterFlags are the span filter flags of search and tail.
