@@ -248,3 +248,28 @@ func TestSnippetsLongText(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSnippets times the snippets of one LLM span (a prompt and a
+// completion of 60 words each) for a word and a phrase: what a search
+// answer adds per span of its page.
+func BenchmarkSnippets(b *testing.B) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, c := range []snippetCase{snippetCases[0], snippetCases[1]} {
+		s := model.Span{Attributes: []model.KeyValue{
+			{Key: "gen_ai.prompt.0.content", Value: model.StringValue(plantedText(r, c, 60))},
+			{Key: "gen_ai.completion.0.content", Value: model.StringValue(plantedText(r, c, 60))},
+		}}
+		q, err := ParseQuery(c.query)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.query, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if len(Snippets(&s, q, 0)) == 0 {
+					b.Fatal("no snippet")
+				}
+			}
+		})
+	}
+}
