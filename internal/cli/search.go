@@ -90,7 +90,8 @@ func runSearch(ctx context.Context, env *Env, args []string) error {
 	for _, s := range resp.Spans {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", c.fmtTime(s.Start), s.Service, s.Name, fmtDuration(s.DurationNs), s.Status, s.TraceID)
 	}
-	return nil
+	tw.Flush()
+	return writeSnippets(env, body)
 }
 
 // spanFilterFlags are the span filter flags of search and tail.

@@ -166,5 +166,5 @@ func BenchmarkContentSearch(b *testing.B) {
 		})
 	}
 	c := e.Counters()
-	b.Logf("blocks examined %d, pruned %d", c.ContentBlockExamined, c.ContentBlockPruned)
+	b.Logf("blocks examined %d, pruned %d; rows rejected on their texts %d", c.ContentBlockExamined, c.ContentBlockPruned, c.ContentRowsRejected)
 }

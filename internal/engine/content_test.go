@@ -169,14 +169,31 @@ func plantText(s *model.Span, completion bool, words string) {
 	s.Attributes = append(s.Attributes, model.KeyValue{Key: key, Value: model.StringValue(words)})
 }
 
+// plantEvent appends words to the text of a gen_ai.choice event of s,
+// adding the event when s has none.
+func plantEvent(s *model.Span, words string) {
+	for i := range s.Events {
+		if s.Events[i].Name == "gen_ai.choice" {
+			kv := &s.Events[i].Attributes[0]
+			kv.Value = model.StringValue(kv.Value.Str + " " + words)
+			return
+		}
+	}
+	s.Events = append(s.Events, model.Event{TimeUnixNano: s.StartTimeUnixNano + 1, Name: "gen_ai.choice",
+		Attributes: []model.KeyValue{{Key: "message", Value: model.StringValue(words)}}})
+}
+
 // TestContentPhraseDecoysEqualBruteForce: a phrase (or a CJK word, two
 // ideographs written together) whose words also lie apart in decoy spans
 // of the same segment (other blocks, the same block, the same row group; in
 // different texts, or together in the wrong order) returns exactly the
 // spans a brute-force match returns. The decoys make its words lie in a
 // few places each, which the token map lists (up to four) and the scan
-// reads row by row; with more decoys the words are "anywhere" and the
-// block filters answer. Some phrases have no answer at all, only decoys.
+// reads row by row, checking the texts of those rows before it decodes
+// them; with more decoys the words are "anywhere" and the block filters
+// answer. Some phrases have no answer at all, only decoys. Answers and
+// decoys lie in attributes (short, or long enough to be stored apart),
+// events and status messages.
 func TestContentPhraseDecoysEqualBruteForce(t *testing.T) {
 	for seed := range uint64(4) {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
@@ -201,16 +218,24 @@ func TestContentPhraseDecoysEqualBruteForce(t *testing.T) {
 						sep = ""
 					}
 					answer := r.IntN(len(spans))
-					if i%7 != 3 { // else only decoys
+					switch {
+					case i%7 == 3: // only decoys
+					case i%5 == 2:
+						plantEvent(&spans[answer], a+sep+b)
+					default:
 						plantText(&spans[answer], r.IntN(2) == 0, a+sep+b)
 					}
 					for range r.IntN(5) { // 0..4 decoys
 						d := r.IntN(len(spans))
-						switch r.IntN(4) {
+						switch r.IntN(5) {
 						case 0: // near the answer: often its block or row group
 							d = min(max(answer+r.IntN(9)-4, 0), len(spans)-1)
 						case 1: // both words together, in the wrong order
 							plantText(&spans[d], r.IntN(2) == 0, b+sep+a)
+							continue
+						case 2: // one in an event, one in the status message
+							plantEvent(&spans[d], a)
+							spans[d].StatusMessage += " " + b
 							continue
 						}
 						first := r.IntN(2) == 0
@@ -254,8 +279,8 @@ func TestContentPhraseDecoysEqualBruteForce(t *testing.T) {
 			if found < len(queries)/2 {
 				t.Fatalf("only %d answers to %d queries", found, len(queries))
 			}
-			if c := e.Counters(); c.ContentGroupExamined == 0 {
-				t.Fatalf("no query was located to rows: %+v", c)
+			if c := e.Counters(); c.ContentGroupExamined == 0 || c.ContentRowsRejected == 0 {
+				t.Fatalf("no query was located to rows, or no decoy row rejected on its texts: %+v", c)
 			}
 		})
 	}

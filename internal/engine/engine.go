@@ -310,6 +310,7 @@ type counters struct {
 	// pruned; 64-row groups skipped and read by row-group filters.
 	contentSegDiskPruned                     atomic.Int64
 	contentGroupPruned, contentGroupExamined atomic.Int64
+	contentRowsRejected                      atomic.Int64 // candidate rows rejected on their texts
 	// Stored values that could not be read for a result (placeholder shown).
 	valueErrors atomic.Int64
 	// Segment reads that failed without damage (EIO, a closed file).

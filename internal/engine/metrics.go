@@ -38,6 +38,7 @@ var engineCounters = []struct {
 	{"rastro_content_segments_disk_pruned_total", "Segments a content search skipped on their on-disk token summary (after the resident one said maybe).", func(c *Counters) int64 { return c.ContentSegDiskPruned }},
 	{"rastro_content_row_groups_pruned_total", "64-row groups a content search skipped on their token filter (when row-group filters are written).", func(c *Counters) int64 { return c.ContentGroupPruned }},
 	{"rastro_content_row_groups_examined_total", "64-row groups a content search read after their token filter said maybe.", func(c *Counters) int64 { return c.ContentGroupExamined }},
+	{"rastro_content_rows_rejected_total", "Rows the token map named that a content search rejected on their texts alone, without decoding them (a phrase's words apart).", func(c *Counters) int64 { return c.ContentRowsRejected }},
 	{"rastro_value_errors_total", "Large values stored apart that could not be read for a result (placeholder shown, warning returned).", func(c *Counters) int64 { return c.ValueErrors }},
 	{"rastro_compaction_merges_total", "Merges done by compaction (segments merged into one).", func(c *Counters) int64 { return c.Merges }},
 	{"rastro_compaction_errors_total", "Merges that failed (their inputs are not merged again until restart; see the log).", func(c *Counters) int64 { return c.MergeErrors }},

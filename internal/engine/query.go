@@ -16,6 +16,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // segHandle is an open segment in the read view.
@@ -422,7 +423,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	content := len(hints.ContentHashes) > 0
-	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, segs: make([]segContent, len(v.segs))}
+	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, segs: make([]segContent, len(v.segs)),
+		check: rowCheckQuery(f), rv: rv}
 	for si, s := range v.segs {
 		// The resident summary rejects a segment without any I/O; the
 		// block filters are read only when the scan reaches the segment (a
@@ -526,6 +528,10 @@ type segContent struct {
 	// may is then true for their blocks only.
 	located bool
 	places  []segment.TokenPlace
+	// checkRows: the places are several rows that the query's words may
+	// lie apart in (a phrase, or words in different texts), so the texts
+	// of the candidate rows are checked before any row is decoded.
+	checkRows bool
 }
 
 // contentScan consults the token index of a content query: as the scan
@@ -544,6 +550,11 @@ type contentScan struct {
 	res    *queryResult
 	hashes []uint64
 	segs   []segContent
+	// check is the content query a located segment's candidate rows are
+	// checked against before they are decoded (rowCheckQuery), or nil; rv
+	// resolves the stored values of their texts.
+	check *text.Query
+	rv    *resolver
 	// Block filters consulted and passed so far in this scan.
 	tested, passed int
 }
@@ -579,7 +590,7 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 	n := s.blocks[i].Spans
 	groups := (n + segment.RowGroupRows - 1) / segment.RowGroupRows
 	if st.located {
-		return cs.readRows(s, i, st.places)
+		return cs.readRows(s, si, i, st.places)
 	}
 	if st.may == nil || cs.common() || !s.r.HasRowGroupFilters() {
 		spans, err = e.readBlock(s, i)
@@ -616,7 +627,7 @@ func (cs *contentScan) read(s *segHandle, si, i int) (spans []model.Span, ok boo
 // readRows reads the rows of block i the token map located the words in
 // (places, ordered): a row or row group decodes (and decompresses) only
 // its rows.
-func (cs *contentScan) readRows(s *segHandle, i int, places []segment.TokenPlace) ([]model.Span, bool, error) {
+func (cs *contentScan) readRows(s *segHandle, si, i int, places []segment.TokenPlace) ([]model.Span, bool, error) {
 	e := cs.e
 	n := s.blocks[i].Spans
 	var buf [4]segment.RowRange
@@ -638,7 +649,64 @@ func (cs *contentScan) readRows(s *segHandle, i int, places []segment.TokenPlace
 		spans, err := e.readBlock(s, i)
 		return spans, true, err
 	}
+	if cs.segs[si].checkRows && rows <= maxCheckedRows {
+		return cs.checkTexts(s, i, ranges)
+	}
 	spans, err := s.r.ReadBlockRows(i, ranges)
+	return spans, true, err
+}
+
+// maxCheckedRows bounds the candidate rows of a block whose texts are
+// checked before they are decoded; more are decoded at once (the check
+// would cost about as much as the decoding it saves).
+const maxCheckedRows = 2 * segment.RowGroupRows
+
+// rowCheckQuery returns the content query of f when the token map's
+// answer may leave rows that do not match it: a phrase (or a CJK word, a
+// phrase of ideographs) whose words a row holds apart, or several words; a
+// single word's rows all hold it. Content conditions inside an expression
+// are left to the full match.
+func rowCheckQuery(f *query.Filter) *text.Query {
+	if q := f.Content; q != nil && (len(q.Phrases) > 0 || len(q.Terms) > 1) {
+		return q
+	}
+	return nil
+}
+
+// checkTexts reads only the texts of the candidate rows of block i
+// (segment.ReadRowTexts: no ids, times or names decompressed), resolves
+// their stored values and decodes in full only the rows that match the
+// query: a decoy row that holds a phrase's words apart is rejected without
+// being decoded. ok is false when no row matches.
+func (cs *contentScan) checkTexts(s *segHandle, i int, ranges []segment.RowRange) ([]model.Span, bool, error) {
+	texts, err := s.r.ReadRowTexts(i, ranges)
+	if err != nil {
+		return nil, true, err
+	}
+	var out []segment.RowRange
+	k := 0
+	for _, rg := range ranges {
+		for row := rg.Lo; row < rg.Hi && k < len(texts.Spans); row, k = row+1, k+1 {
+			sp := &texts.Spans[k]
+			if spanHasRefs(sp) {
+				r := cs.rv.span(sp)
+				sp = &r
+			}
+			if !cs.check.Matches(sp, 0) {
+				cs.e.m.contentRowsRejected.Add(1)
+				continue
+			}
+			if n := len(out); n > 0 && out[n-1].Hi == row {
+				out[n-1].Hi++
+			} else {
+				out = append(out, segment.RowRange{Lo: row, Hi: row + 1})
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, nil
+	}
+	spans, err := texts.Decode(out)
 	return spans, true, err
 }
 
@@ -661,6 +729,11 @@ func (cs *contentScan) locate(s *segHandle, st *segContent) {
 		// The words lie in these few places only: no block filter is read.
 		st.located, st.places = true, loc.Places
 		st.checked = true
+		rows := 0
+		for _, p := range loc.Places {
+			rows += p.Rows.Hi - p.Rows.Lo
+		}
+		st.checkRows = cs.check != nil && rows > 1
 		st.may = make([]bool, len(s.blocks))
 		for _, p := range loc.Places {
 			st.may[p.Block] = true

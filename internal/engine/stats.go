@@ -70,6 +70,9 @@ type Counters struct {
 	// ContentGroup* count 64-row groups of examined blocks skipped and read.
 	ContentSegDiskPruned                     int64
 	ContentGroupPruned, ContentGroupExamined int64
+	// ContentRowsRejected counts candidate rows of the token map whose
+	// texts, checked before decoding, did not match (a phrase's decoys).
+	ContentRowsRejected int64
 	// ValueErrors counts stored values that could not be read for a result
 	// (a placeholder was returned instead).
 	ValueErrors int64
@@ -102,7 +105,8 @@ func (e *Engine) Counters() Counters {
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
 		ContentSegDiskPruned: e.m.contentSegDiskPruned.Load(),
 		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
-		ValueErrors: e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
+		ContentRowsRejected: e.m.contentRowsRejected.Load(),
+		ValueErrors:         e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
 		Merges: e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
 		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
 		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),

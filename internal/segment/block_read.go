@@ -43,13 +43,24 @@ func copiedColumn(id uint32) bool {
 // release returns the pooled buffers of a partial load once its rows are
 // decoded; the block's columns must not be used afterwards.
 func (bd *blockData) release() {
+	bd.releaseBuffers()
+	bd.cols = [numColumns + 1]string{}
+}
+
+// releaseBuffers returns the pooled buffers of a partial load, keeping the
+// columns that do not alias them (those outside copiedColumn).
+func (bd *blockData) releaseBuffers() {
 	for _, p := range []*[]byte{bd.pooled, bd.scratch} {
 		if p != nil && cap(*p) <= maxPooledRead {
 			partialBufs.Put(p)
 		}
 	}
 	bd.pooled, bd.scratch = nil, nil
-	bd.cols = [numColumns + 1]string{}
+	for id := range bd.cols {
+		if copiedColumn(uint32(id)) {
+			bd.cols[id] = ""
+		}
+	}
 }
 
 // partialBufs are the read buffers of partial block loads (loadRows with
@@ -60,7 +71,15 @@ const maxPooledRead = 4 << 20
 
 // loadBlock reads block i with one ReadAt, verifies every column checksum
 // and decompresses the columns this reader knows.
-func (r *Reader) loadBlock(i int) (*blockData, error) { return r.loadRows(i, nil) }
+func (r *Reader) loadBlock(i int) (*blockData, error) { return r.loadRows(i, nil, allColumns) }
+
+// colSet is a set of column ids, bit id for column id.
+type colSet uint32
+
+// allColumns holds every column this reader knows.
+const allColumns colSet = 1<<(numColumns+1) - 2
+
+func (cs colSet) has(id uint32) bool { return id <= numColumns && cs&(1<<id) != 0 }
 
 // loadRows reads block i with one ReadAt and decompresses the columns this
 // reader knows. With ranges nil, every column is checked and decompressed
@@ -70,8 +89,10 @@ func (r *Reader) loadBlock(i int) (*blockData, error) { return r.loadRows(i, nil
 // checksum; the column's whole checksum is skipped, as checking it would
 // cost a pass over pieces that are not read and make damage to them fail
 // reads that do not touch them. Other columns are checked and decompressed
-// whole, as by loadBlock.
-func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
+// whole, as by loadBlock. Of a partial load, only the columns of cols are
+// read (a required column outside it is left empty, for decoders that do
+// not look at it); a whole load reads them all.
+func (r *Reader) loadRows(i int, ranges []RowRange, cols colSet) (bd *blockData, err error) {
 	if i < 0 || i >= len(r.blocks) {
 		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
 	}
@@ -97,10 +118,13 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 			}()
 			pooled = p
 		}
-		err = r.readPartial(b, raw)
+		err = r.readPartial(b, raw, cols)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if ranges == nil {
+		cols = allColumns
 	}
 	bd = &blockData{entry: b}
 	if ranges != nil {
@@ -109,7 +133,7 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 		sp := partialBufs.Get().(*[]byte)
 		need := uint64(0)
 		for _, c := range b.Cols {
-			if copiedColumn(c.ID) && c.Codec == codecZstd {
+			if copiedColumn(c.ID) && c.Codec == codecZstd && cols.has(c.ID) {
 				need += min(c.RawLen, maxColumnRawBytes)
 			}
 		}
@@ -126,6 +150,9 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 	for _, c := range b.Cols {
 		if c.ID == 0 || c.ID > numColumns {
 			continue // a column added by a later version
+		}
+		if !cols.has(c.ID) {
+			continue // not asked for (a partial load)
 		}
 		off := int64(b.Offset + c.Offset)
 		if seen[c.ID] {
@@ -159,7 +186,7 @@ func (r *Reader) loadRows(i int, ranges []RowRange) (bd *blockData, err error) {
 		bd.cols[c.ID] = s
 	}
 	for id := uint32(1); id <= requiredColumns; id++ {
-		if !seen[id] {
+		if !seen[id] && cols.has(id) {
 			return nil, r.corrupt(int64(b.Offset), "block %d: column %s missing", i, columnNames[id])
 		}
 	}
@@ -201,8 +228,9 @@ const pieceHeaderPrefix = 1 << 10
 // left unread are never looked at: a column is used only after its CRC, a
 // piece header after its own CRC and a piece after its own CRC matched.
 // Adjacent reads are merged, so a text-heavy block costs a few reads of
-// tens of KiB instead of one of the whole block.
-func (r *Reader) readPartial(b *blockEntry, raw []byte) error {
+// tens of KiB instead of one of the whole block. Columns outside want are
+// not read.
+func (r *Reader) readPartial(b *blockEntry, raw []byte, want colSet) error {
 	cols := slices.Clone(b.Cols)
 	slices.SortFunc(cols, func(x, y columnRef) int { return cmp.Compare(x.Offset, y.Offset) })
 	var lo, hi uint64
@@ -213,7 +241,7 @@ func (r *Reader) readPartial(b *blockEntry, raw []byte) error {
 		return nil
 	}
 	for _, c := range cols {
-		if c.ID == 0 || c.ID > numColumns {
+		if c.ID == 0 || c.ID > numColumns || !want.has(c.ID) {
 			continue
 		}
 		end := c.Offset + c.Length
@@ -401,17 +429,12 @@ func (r *Reader) colErr(bd *blockData, id uint32, err error) error {
 	return r.corrupt(off, "column %s: %v", columnNames[id], err)
 }
 
-// decodeRows materialises rows [lo, hi) of a loaded block. When the whole
-// block is decoded it also checks that every column is consumed exactly.
-func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
-	n := bd.entry.Meta.Spans
-	full := lo == 0 && hi == n
-	out := make([]model.Span, hi-lo)
-	base := bd.entry.Meta.MinStart
+// seeker returns the seek function of decoding rows [lo, hi) of bd: it
+// moves d, a decoder over column id, to the last mark at or before row lo,
+// when the block has marks, and returns the row d is then at.
+func (bd *blockData) seeker(lo, hi int) func(id uint32, d *dec) int {
 	marks, markRow := rowMarks(bd.cols[colRowMarks], lo)
-	// seek moves d to the last mark at or before row lo, when the block has
-	// marks, and returns the row d is then at.
-	seek := func(id uint32, d *dec) int {
+	return func(id uint32, d *dec) int {
 		m := marks[id]
 		if wins := bd.wins[id]; wins != nil && m > 0 {
 			var ok bool
@@ -426,6 +449,16 @@ func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
 		}
 		return 0
 	}
+}
+
+// decodeRows materialises rows [lo, hi) of a loaded block. When the whole
+// block is decoded it also checks that every column is consumed exactly.
+func (r *Reader) decodeRows(bd *blockData, lo, hi int) ([]model.Span, error) {
+	n := bd.entry.Meta.Spans
+	full := lo == 0 && hi == n
+	out := make([]model.Span, hi-lo)
+	base := bd.entry.Meta.MinStart
+	seek := bd.seeker(lo, hi)
 
 	// Fixed-width ids.
 	for _, c := range []struct {

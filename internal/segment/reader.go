@@ -403,7 +403,7 @@ func (r *Reader) FindTrace(project string, id model.TraceID) ([]model.Span, erro
 	var out []model.Span
 	for _, e := range found {
 		// Only the trace's rows are decoded, so only their pieces are decompressed.
-		bd, err := r.loadRows(int(e.Block), []RowRange{{int(e.Row), int(e.Row + e.Count)}})
+		bd, err := r.loadRows(int(e.Block), []RowRange{{int(e.Row), int(e.Row + e.Count)}}, allColumns)
 		if err != nil {
 			return nil, err
 		}

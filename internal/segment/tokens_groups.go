@@ -113,26 +113,11 @@ func testGroupFilters(s string, n int, hashes []uint64) ([]RowRange, error) {
 // rows, starting each range from the nearest row mark. Damage to pieces it
 // does not read goes unnoticed here; ReadBlock and Verify report it.
 func (r *Reader) ReadBlockRows(i int, ranges []RowRange) ([]model.Span, error) {
-	if i < 0 || i >= len(r.blocks) {
-		return nil, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
+	ranges, total, err := r.checkRanges(i, ranges)
+	if err != nil || len(ranges) == 0 {
+		return nil, err
 	}
-	n, prev, total := r.blocks[i].Meta.Spans, 0, 0
-	for _, rg := range ranges {
-		if rg.Lo < prev || rg.Hi < rg.Lo || rg.Hi > n {
-			return nil, fmt.Errorf("read segment %s block %d: row range [%d, %d) invalid for %d rows", r.path, i, rg.Lo, rg.Hi, n)
-		}
-		prev = rg.Hi
-		total += rg.Hi - rg.Lo
-	}
-	// Empty ranges want no rows: they must not pick pieces or row marks.
-	empty := func(rg RowRange) bool { return rg.Lo == rg.Hi }
-	if slices.ContainsFunc(ranges, empty) {
-		ranges = slices.DeleteFunc(slices.Clone(ranges), empty)
-	}
-	if len(ranges) == 0 {
-		return nil, nil
-	}
-	bd, err := r.loadRows(i, ranges)
+	bd, err := r.loadRows(i, ranges, allColumns)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +134,28 @@ func (r *Reader) ReadBlockRows(i int, ranges []RowRange) ([]model.Span, error) {
 		out = append(out, spans...)
 	}
 	return out, nil
+}
+
+// checkRanges checks row ranges of block i (increasing, non-overlapping,
+// within the block) and returns them without the empty ones, which want no
+// rows and must not pick pieces or row marks, and how many rows they hold.
+func (r *Reader) checkRanges(i int, ranges []RowRange) ([]RowRange, int, error) {
+	if i < 0 || i >= len(r.blocks) {
+		return nil, 0, fmt.Errorf("read segment %s: block %d out of range [0, %d)", r.path, i, len(r.blocks))
+	}
+	n, prev, total := r.blocks[i].Meta.Spans, 0, 0
+	for _, rg := range ranges {
+		if rg.Lo < prev || rg.Hi < rg.Lo || rg.Hi > n {
+			return nil, 0, fmt.Errorf("read segment %s block %d: row range [%d, %d) invalid for %d rows", r.path, i, rg.Lo, rg.Hi, n)
+		}
+		prev = rg.Hi
+		total += rg.Hi - rg.Lo
+	}
+	empty := func(rg RowRange) bool { return rg.Lo == rg.Hi }
+	if slices.ContainsFunc(ranges, empty) {
+		ranges = slices.DeleteFunc(slices.Clone(ranges), empty)
+	}
+	return ranges, total, nil
 }
 
 // RowGroupRows is the number of rows one row-group token filter covers;

@@ -260,7 +260,11 @@ func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, b store.Bac
 	}
 	buf := make([]byte, 0, 512*len(spans)+64)
 	buf = append(buf, `{"spans":`...)
-	buf = appendSpans(buf, spans)
+	if f.Content != nil {
+		buf = appendSpansSnippets(buf, spans, f.Content)
+	} else {
+		buf = appendSpans(buf, spans)
+	}
 	if next != nil {
 		buf = append(buf, `,"next_cursor":"`...)
 		buf = append(buf, encodeCursor(next)...)

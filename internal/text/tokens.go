@@ -44,6 +44,10 @@ type scratch struct {
 	seq  []byte  // a combining sequence (tokenizer.composed), and
 	nfkc []byte  // its NFKC form
 	seen hashSet
+	// lo and hi place the token being emitted in the input: it starts at
+	// lo, and its last input character starts before hi (Snippets snaps
+	// hi to the end of that character and the marks after it).
+	lo, hi int
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -63,6 +67,7 @@ type tokenizer struct {
 	stop bool
 
 	start int  // input offset where the current run started; -1 when there is none
+	last  int  // input offset of the last character added to the run
 	zero  bool // the run so far equals s[start:zEnd] (no copy needed)
 	zEnd  int
 	n     int  // otherwise the run so far is sc.buf[:n]
@@ -375,6 +380,7 @@ func (t *tokenizer) base(r rune, p, size int, ident bool, emit emitFunc) {
 // add appends r, produced by the input at offset p, to the current run.
 // ident says whether r is exactly the input at p (so no copy is needed).
 func (t *tokenizer) add(r rune, p int, ident bool) {
+	t.last = p
 	if t.start < 0 {
 		t.start, t.zero, t.zEnd, t.n, t.full = p, true, p, 0, false
 	}
@@ -412,16 +418,18 @@ func (t *tokenizer) separator(emit emitFunc) {
 	t.start = -1
 	if t.zero {
 		if t.zEnd > start {
-			t.out(t.s[start:t.zEnd], true, emit)
+			t.out(t.s[start:t.zEnd], true, start, t.zEnd, emit)
 		}
 		return
 	}
 	if t.n > 0 {
-		t.out(unsafe.String(&t.sc.buf[0], t.n), false, emit)
+		t.out(unsafe.String(&t.sc.buf[0], t.n), false, start, t.last+1, emit)
 	}
 }
 
-func (t *tokenizer) out(tok string, fromInput bool, emit emitFunc) {
+// out emits tok, found in the input from lo to (about) hi: see scratch.
+func (t *tokenizer) out(tok string, fromInput bool, lo, hi int, emit emitFunc) {
+	t.sc.lo, t.sc.hi = lo, hi
 	if !t.stop && !emit(tok, fromInput) {
 		t.stop = true
 	}
@@ -431,11 +439,11 @@ func (t *tokenizer) out(tok string, fromInput bool, emit emitFunc) {
 func (t *tokenizer) single(r rune, p, size int, ident bool, emit emitFunc) {
 	t.separator(emit)
 	if ident {
-		t.out(t.s[p:p+size], true, emit)
+		t.out(t.s[p:p+size], true, p, p+size, emit)
 		return
 	}
 	n := utf8.EncodeRune(t.sc.one[:], r)
-	t.out(unsafe.String(&t.sc.one[0], n), false, emit)
+	t.out(unsafe.String(&t.sc.one[0], n), false, p, p+size, emit)
 }
 
 // flushRI emits a lone pending regional indicator as a token.
@@ -453,12 +461,16 @@ func (t *tokenizer) flag(r rune, p int, ident bool, emit emitFunc) {
 	first, fp := t.ri, t.riPos
 	t.ri = 0
 	if fp >= 0 && ident && p == fp+4 {
-		t.out(t.s[fp:p+4], true, emit)
+		t.out(t.s[fp:p+4], true, fp, p+4, emit)
 		return
 	}
 	utf8.EncodeRune(t.sc.one[:], first)
 	utf8.EncodeRune(t.sc.one[4:], r)
-	t.out(unsafe.String(&t.sc.one[0], 8), false, emit)
+	lo := fp
+	if lo < 0 {
+		lo = p
+	}
+	t.out(unsafe.String(&t.sc.one[0], 8), false, lo, p+1, emit)
 }
 
 // foldCase maps r to its case-folded form (simple folding, through upper
