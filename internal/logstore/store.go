@@ -21,8 +21,9 @@ import (
 
 // Record types in the write-ahead log.
 const (
-	recProto = 1 // an ExportLogsServiceRequest in protobuf
-	recJSON  = 2 // the same in OTLP/JSON
+	recProto  = 1 // an ExportLogsServiceRequest in protobuf
+	recJSON   = 2 // the same in OTLP/JSON
+	recNative = 3 // Rastro's native JSON array of records
 )
 
 // The types of the API side live in internal/store.
@@ -37,8 +38,9 @@ type (
 
 // Request formats.
 const (
-	FormatProto = store.LogFormatProto
-	FormatJSON  = store.LogFormatJSON
+	FormatProto  = store.LogFormatProto
+	FormatJSON   = store.LogFormatJSON
+	FormatNative = store.LogFormatNative
 )
 
 var _ store.LogBackend = (*Store)(nil)
@@ -170,6 +172,8 @@ func decode(typ uint8, body []byte) (otlp.LogBatch, error) {
 		return otlp.DecodeLogsProto(body)
 	case recJSON:
 		return otlp.DecodeLogsJSON(body)
+	case recNative:
+		return otlp.DecodeNativeLogs(body)
 	}
 	return otlp.LogBatch{}, fmt.Errorf("unknown record type %d", typ)
 }
@@ -289,11 +293,13 @@ var ErrClosed = store.ErrClosed
 // without error its records are durable (per the WAL mode) and searchable.
 func (s *Store) AppendLogs(project string, format Format, body []byte) (Result, error) {
 	typ := uint8(recProto)
-	b, err := otlp.DecodeLogsProto(body)
-	if format == FormatJSON {
+	switch format {
+	case FormatJSON:
 		typ = recJSON
-		b, err = otlp.DecodeLogsJSON(body)
+	case FormatNative:
+		typ = recNative
 	}
+	b, err := decode(typ, body)
 	if err != nil {
 		return Result{}, err
 	}

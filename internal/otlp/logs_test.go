@@ -1,6 +1,7 @@
 package otlp
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -429,6 +430,73 @@ func TestEncodeLogsProtoRoundTrip(t *testing.T) {
 			if d := diffLogs([]model.LogRecord{got}, first.Records[i:i+1]); d != "" {
 				t.Fatalf("iter %d: payload round trip: %s", iter, d)
 			}
+		}
+	}
+}
+
+func logsJSONArray(recs []model.LogRecord) []byte {
+	b := []byte{'['}
+	for i := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendLogJSON(b, &recs[i])
+	}
+	return append(b, ']')
+}
+
+// The native log shape is the API's: records read from /api/v1/logs decode
+// back to the same records (a fixed point after one round, which settles
+// what the shape cannot say, such as a resource without service.name).
+func TestNativeLogsRoundTrip(t *testing.T) {
+	g := newGen(13)
+	for iter := range 300 {
+		b, err := proto.Marshal(g.logsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := DecodeLogsProto(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j1 := logsJSONArray(first.Records)
+		second, err := DecodeNativeLogs(j1)
+		if err != nil || len(second.Records) != len(first.Records) {
+			t.Fatalf("iter %d: DecodeNativeLogs: %d records, %v\n%.2000s", iter, len(second.Records), err, j1)
+		}
+		j2 := logsJSONArray(second.Records)
+		third, err := DecodeNativeLogs(j2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j3 := logsJSONArray(third.Records); !bytes.Equal(j2, j3) {
+			t.Fatalf("iter %d: not a fixed point:\n%s\n%s", iter, j2, j3)
+		}
+		for i := range first.Records {
+			a, b := &first.Records[i], &second.Records[i]
+			if a.TimeUnixNano != b.TimeUnixNano || a.ObservedTimeUnixNano != b.ObservedTimeUnixNano || a.SeverityNumber != b.SeverityNumber ||
+				a.TraceID != b.TraceID || a.SpanID != b.SpanID || a.Service != b.Service || a.SeverityText != b.SeverityText {
+				t.Fatalf("iter %d record %d: %+v came back as %+v", iter, i, a, b)
+			}
+		}
+	}
+	// A hand-written body: names, severities by word, a structured body.
+	in := `[{"time":"2026-12-02T10:00:00Z","severity":"warning","service":"checkout","body":{"msg":"slow","ms":950},
+	  "attributes":{"order.id":42},"trace_id":"5b8efff798038103d269b633813fc60c"},
+	 {"time_unix_nano":5,"severity":"Info2","body":"plain"},
+	 {"span_id":"12","body":"bad id"}]`
+	got, err := DecodeNativeLogs([]byte(in))
+	if err != nil || len(got.Records) != 2 || got.Rejected != 1 || got.RejectMsg != "[2]: span_id must be empty or 8 bytes, got 1" {
+		t.Fatalf("DecodeNativeLogs: %+v, %v", got, err)
+	}
+	r := got.Records[0]
+	if r.Service != "checkout" || r.SeverityNumber != 13 || r.Body.Type != model.ValueKvList || r.TimeUnixNano != 1796205600000000000 ||
+		r.TraceID.String() != "5b8efff798038103d269b633813fc60c" || got.Records[1].SeverityNumber != 10 {
+		t.Fatalf("decoded %+v", got.Records)
+	}
+	for _, bad := range []string{`{}`, `[{"severity":"loud"}]`, `[{"time":"yesterday"}]`, `[1]`} {
+		if _, err := DecodeNativeLogs([]byte(bad)); err == nil {
+			t.Errorf("DecodeNativeLogs(%s) accepted", bad)
 		}
 	}
 }

@@ -1,14 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
-
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -75,7 +73,7 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Content-Type %q is not supported on /v1/logs: use application/x-protobuf or application/json", r.Header.Get("Content-Type")))
 		return
 	}
-	res, ierr := s.ingestLogs(r, format)
+	res, format, ierr := s.ingestLogs(r, format)
 	code := http.StatusOK
 	if ierr != nil {
 		code = ierr.status
@@ -105,6 +103,14 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if format == store.LogFormatNative {
+		fmt.Fprintf(w, `{"accepted":%d`, res.Accepted)
+		if res.Rejected > 0 {
+			fmt.Fprintf(w, `,"rejected":%d,"error":%s`, res.Rejected, strconv.Quote(res.RejectMsg))
+		}
+		w.Write([]byte("}\n"))
+		return
+	}
 	if res.Rejected > 0 {
 		fmt.Fprintf(w, `{"partialSuccess":{"rejectedLogRecords":"%d","errorMessage":%s}}`+"\n", res.Rejected, strconv.Quote(res.RejectMsg))
 		return
@@ -112,41 +118,48 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("{}\n"))
 }
 
-func (s *Server) ingestLogs(r *http.Request, format store.LogFormat) (store.LogResult, *ingestError) {
+// ingestLogs admits, reads and stores one logs request; it returns the
+// format the body was read as (a JSON array is the native shape).
+func (s *Server) ingestLogs(r *http.Request, format store.LogFormat) (store.LogResult, store.LogFormat, *ingestError) {
 	ls, ierr := s.currentLogs()
 	if ierr != nil {
-		return store.LogResult{}, ierr
+		return store.LogResult{}, format, ierr
 	}
 	project := projectFrom(r.Context())
 	if r.ContentLength > s.opts.MaxBodyBytes {
-		return store.LogResult{}, tooLarge(s.opts.MaxBodyBytes)
+		return store.LogResult{}, format, tooLarge(s.opts.MaxBodyBytes)
 	}
 	if b := s.currentBackend(); b != nil {
 		if ierr := s.admitProject(b, project); ierr != nil {
-			return store.LogResult{}, ierr
+			return store.LogResult{}, format, ierr
 		}
 	}
 	body, held, ierr := s.readBody(r)
 	defer s.release(held)
 	if ierr != nil {
-		return store.LogResult{}, ierr
+		return store.LogResult{}, format, ierr
 	}
 	done, ierr := s.ingestSlot()
 	if ierr != nil {
-		return store.LogResult{}, ierr
+		return store.LogResult{}, format, ierr
 	}
 	defer done()
+	// A JSON array is Rastro's native shape (the records as /api/v1/logs
+	// answers them); an object is OTLP/JSON.
+	if format == store.LogFormatJSON && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
+		format = store.LogFormatNative
+	}
 	res, err := ls.AppendLogs(project, format, body)
 	if err != nil {
-		return res, logAppendError(err)
+		return res, format, logAppendError(err)
 	}
 	if res.Accepted == 0 && res.Rejected > 0 {
-		return res, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
+		return res, format, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
 	}
 	if s.rates != nil {
 		s.rates.take(project, res.Accepted)
 	}
-	return res, nil
+	return res, format, nil
 }
 
 func logAppendError(err error) *ingestError {
@@ -374,26 +387,12 @@ func parseLogQuery(r *http.Request, now time.Time) (store.LogQuery, error) {
 	return q, nil
 }
 
-// parseSeverity reads a severity number (1-24) or a name: TRACE, DEBUG,
-// INFO, WARN (or WARNING), ERROR, FATAL, any case, optionally with the step
-// (INFO2).
-func parseSeverity(s string) (model.SeverityNumber, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if n < 0 || n > 24 {
-			return 0, fmt.Errorf("severity %d: want 1-24 or a name (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)", n)
-		}
-		return model.SeverityNumber(n), nil
+// parseSeverity reads the severity parameter: a number 1-24 or a name.
+func parseSeverity(v string) (model.SeverityNumber, error) {
+	if n, ok := otlp.ParseSeverity(v); ok && n >= 0 && n <= 24 {
+		return n, nil
 	}
-	u := strings.ToUpper(s)
-	if u == "WARNING" {
-		u = "WARN"
-	}
-	for n := model.SeverityNumber(1); n <= 24; n++ {
-		if n.String() == u {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("severity %q: want 1-24 or a name (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)", s)
+	return 0, fmt.Errorf("severity %q: want 1-24 or a name (TRACE, DEBUG, INFO, WARN, ERROR, FATAL)", v)
 }
 
 // logsExportMethod is the full name of LogsService/Export.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -314,5 +315,39 @@ func TestLogsTail(t *testing.T) {
 		if code := ts.get("/api/v1/logs/tail?"+p, &out); code != 400 || out.Error == "" {
 			t.Errorf("tail?%s: %d %q, want 400 with a message", p, code, out.Error)
 		}
+	}
+}
+
+// A JSON array posted to /v1/logs is the native shape: the records as
+// /api/v1/logs answers them, so an answer can be sent back as it is.
+func TestNativeLogs(t *testing.T) {
+	ts := startLogsServer(t)
+	at := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339Nano)
+	code, body := ts.post("/v1/logs", "application/json", []byte(`[
+	 {"time":"`+at+`","severity":"error","service":"checkout","body":{"msg":"card declined","code":51},"attributes":{"order.id":42}},
+	 {"time":"`+at+`","severity":"info","service":"checkout","body":"retrying","trace_id":"abc"}]`))
+	if code != 200 || string(body) != `{"accepted":1,"rejected":1,"error":"[1]: trace_id must be 32 hex digits, got 3"}`+"\n" {
+		t.Fatalf("native post: %d %s", code, body)
+	}
+	var got struct {
+		Logs []json.RawMessage `json:"logs"`
+	}
+	if code := ts.get("/api/v1/logs?content=declined", &got); code != 200 || len(got.Logs) != 1 {
+		t.Fatalf("search: %d, %d records", code, len(got.Logs))
+	}
+	// The answer's record, sent back, is stored again as the same record.
+	resend := append(append([]byte("["), got.Logs[0]...), ']')
+	if code, b := ts.post("/v1/logs", "application/json", resend); code != 200 || string(b) != `{"accepted":1}`+"\n" {
+		t.Fatalf("resend: %d %s", code, b)
+	}
+	var again struct {
+		Logs []json.RawMessage `json:"logs"`
+	}
+	ts.get("/api/v1/logs?content=declined", &again)
+	if len(again.Logs) != 2 || !bytes.Equal(again.Logs[0], again.Logs[1]) {
+		t.Fatalf("the record sent back differs:\n%s\n%s", again.Logs[0], again.Logs[len(again.Logs)-1])
+	}
+	if code, b := ts.post("/v1/logs", "application/json", []byte(`[{"severity":"loud"}]`)); code != 400 || !strings.Contains(string(b), `severity: unknown value \"loud\"`) {
+		t.Fatalf("bad native record: %d %s", code, b)
 	}
 }

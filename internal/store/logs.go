@@ -41,8 +41,9 @@ type LogTail interface {
 type LogFormat int
 
 const (
-	LogFormatProto LogFormat = iota // ExportLogsServiceRequest, protobuf
-	LogFormatJSON                   // the same in OTLP/JSON
+	LogFormatProto  LogFormat = iota // ExportLogsServiceRequest, protobuf
+	LogFormatJSON                    // the same in OTLP/JSON
+	LogFormatNative                  // Rastro's native JSON: an array of flat records (otlp.DecodeNativeLogs)
 )
 
 // LogResult is what AppendLogs stored.
