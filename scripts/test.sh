@@ -37,7 +37,7 @@ fuzz_targets=(
 	"./internal/server FuzzParseAuthFile"
 	"./internal/otlp FuzzDecodeProto" "./internal/otlp FuzzDecodeJSON" "./internal/otlp FuzzDecodeNative"
 	"./internal/otlp FuzzDecodeZipkinJSON" "./internal/otlp FuzzDecodeZipkinProto"
-	"./internal/otlp FuzzDecodeLogsProto" "./internal/otlp FuzzDecodeLogsJSON"
+	"./internal/otlp FuzzDecodeLogsProto" "./internal/otlp FuzzDecodeLogsJSON" "./internal/otlp FuzzDecodeNativeLogs"
 )
 echo "== go test -fuzz (network parsers, ${fuzztime} each)"
 for t in "${fuzz_targets[@]}"; do

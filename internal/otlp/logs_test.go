@@ -500,3 +500,37 @@ func TestNativeLogsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecodeNativeLogs: no input crashes the native log decoder; errors
+// name a format and an offset inside the input; accepted records are
+// normalised and encode back to a body that decodes.
+func FuzzDecodeNativeLogs(f *testing.F) {
+	g := newGen(23)
+	for range 4 {
+		b, _ := proto.Marshal(g.logsRequest())
+		first, err := DecodeLogsProto(b)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(logsJSONArray(first.Records))
+	}
+	f.Add([]byte(`[{"time":"2026-12-02T10:00:00Z","severity":"warning","service":"s","body":{"a":[1,2.5,"x",null]}}]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := DecodeNativeLogs(data)
+		if err != nil {
+			var e *Error
+			if !asError(err, &e) || e.Format != "native-json" || e.Offset < 0 || e.Offset > len(data) {
+				t.Fatalf("bad error %#v", err)
+			}
+			return
+		}
+		for i := range got.Records {
+			if r := &got.Records[i]; r.Service == "" || !validValue(r.Body) || !validKVs(r.Attributes) {
+				t.Fatalf("record %d not normalised: %+v", i, r)
+			}
+		}
+		if _, err := DecodeNativeLogs(logsJSONArray(got.Records)); err != nil {
+			t.Fatalf("the records' own JSON does not decode: %v", err)
+		}
+	})
+}
