@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
@@ -146,8 +147,12 @@ func TestLogsFromOTelSDK(t *testing.T) {
 func TestLogsBadInput(t *testing.T) {
 	ts := startLogsServer(t)
 	good := otlp.EncodeLogsProto([]model.LogRecord{{TimeUnixNano: 1, Body: model.StringValue("kept"), Resource: &model.Resource{}, Scope: &model.Scope{}}})
-	if code, body := ts.post("/v1/logs", "application/x-protobuf", good); code != 200 {
-		t.Fatalf("good request: %d %s", code, body)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good)
+	zw.Close()
+	if code, body := ts.post("/v1/logs", "application/x-protobuf", gz.Bytes(), "Content-Encoding", "gzip"); code != 200 {
+		t.Fatalf("good gzipped request: %d %s", code, body)
 	}
 	for _, c := range []struct {
 		name, ctype, body string
