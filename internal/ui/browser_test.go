@@ -550,6 +550,16 @@ func TestBrowser(t *testing.T) {
 		b.check(t)
 	})
 
+	t.Run("default window is the API's", func(t *testing.T) {
+		// Without a range every page shows the last 24 hours, as the API
+		// and the CLI default to (the window rule).
+		for _, page := range []string{"/search", "/services", "/llm", "/sessions"} {
+			b.open(t, page)
+			b.wait(t, `document.querySelector('#range')?.value === '24h'`)
+		}
+		b.check(t)
+	})
+
 	t.Run("tail", func(t *testing.T) {
 		b.open(t, "/tail")
 		b.wait(t, `window.__rastroTail && window.__rastroTail.open`)

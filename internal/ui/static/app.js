@@ -27,6 +27,9 @@ const NAV = [
 ];
 
 const RANGES = ['15m', '1h', '6h', '24h', '7d'];
+// The API's and the CLI's window rule: a page without a range shows the
+// last 24 hours (docs/api.md#time-windows).
+const DEFAULT_SINCE = '24h';
 const THEME_KEY = 'rastro.theme';
 
 const state = {cleanup: null, ctrl: null, gen: 0, page: ''};
@@ -98,7 +101,7 @@ function localInput(ns) {
 function renderRange(mod) {
   if (mod.noTime) { rangeEl.hidden = true; return; }
   rangeEl.hidden = false;
-  const def = mod.defaultSince || '1h';
+  const def = mod.defaultSince || DEFAULT_SINCE;
   const {since, until} = timeParams();
   const cur = since || def;
   const relative = RANGES.includes(cur) && !until;
@@ -180,7 +183,7 @@ async function route() {
   const p = new URLSearchParams(location.search);
   const ctx = {
     arg, params: p, signal: ctrl.signal, navigate, setParams,
-    since: p.get('since') || mod.defaultSince || '1h', until: p.get('until') || '',
+    since: p.get('since') || mod.defaultSince || DEFAULT_SINCE, until: p.get('until') || '',
     alive: () => gen === state.gen,
   };
   document.title = (mod.title || page) + ' · rastro';

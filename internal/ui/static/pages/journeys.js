@@ -7,7 +7,6 @@ import {dur, time, toNs, rangeNs} from '../lib/fmt.js';
 import {chart, buckets, indexOf} from '../lib/chart.js';
 
 export const title = 'Journeys';
-export const defaultSince = '7d';
 
 const KEYS = ['user.id', 'session.id', 'gen_ai.conversation.id', 'user_id', 'account_id', 'enduser.id'];
 
