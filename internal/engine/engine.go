@@ -703,11 +703,11 @@ func (e *Engine) sealFrozen() error {
 func (e *Engine) sealOneLocked(m *memtable) error {
 	start := time.Now()
 	// Expired spans and erased traces are not written (hide.go).
-	byProject := m.sealRefs(e.dropper())
+	byProject, src := m.sealRows(e.dropper())
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		info, err := segment.WriteRefs(e.dir, name, byProject, e.writerOptions())
+		info, err := segment.WriteRows(e.dir, name, byProject, src, e.writerOptions())
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}

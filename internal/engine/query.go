@@ -326,7 +326,9 @@ type candidate struct {
 	seg      *segHandle // a segment block ...
 	segIdx   int        // the segment's index in the view
 	block    int
-	chunk    *chunk // ... or a memtable chunk
+	chunk    *chunk    // ... or a memtable chunk
+	mem      *memtable // the chunk's memtable
+	pid      uint32    // the project's number in it
 	rows     int
 	n        int64 // the memtable's published rows when the chunk was listed
 	rank     int   // the source's position in the view: lower is newer
@@ -412,13 +414,17 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	hints := f.Hints()
 	var cands []candidate
 	for rank, m := range v.mems {
+		pid, ok := m.projectID(project)
+		if !ok {
+			continue // no row of the project
+		}
 		for _, cv := range m.chunkViews() {
 			c := cv.c
 			if (hints.End != 0 && c.minStart.Load() >= hints.End) || (hints.Start != 0 && c.maxStart.Load() < hints.Start) ||
 				(cursor != nil && c.minStart.Load() > cursor.Start) || (hints.MinDuration != 0 && c.maxDuration.Load() < hints.MinDuration) {
 				continue
 			}
-			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows, n: cv.n, rank: rank})
+			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, mem: m, pid: pid, rows: cv.rows, n: cv.n, rank: rank})
 		}
 	}
 	content := len(hints.ContentHashes) > 0
@@ -466,6 +472,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, segIdx: si, block: i, rank: len(v.mems) + si})
 		}
 	}
+	scratch := spanDecoder{reuse: true}
 	// Newest first; memtables before segments among equals, so that the newest
 	// copy of a re-sent span is usually the one seen first.
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
@@ -480,12 +487,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			break
 		}
 		if c.chunk != nil {
-			for i := 0; i < c.rows; i++ {
-				r := &c.chunk.rows[i]
-				if r.liveFor(c.n) && r.project == project && admits(cursor, r.span) && f.Match(r.span) {
-					emit(r.span, func() bool { return sh.shadowed(c.rank, r.span) })
-				}
-			}
+			e.scanChunk(c, f, &hints, cursor, &scratch, emit, sh)
 			continue
 		}
 		var spans []model.Span
@@ -514,6 +516,29 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	return res.ioErr // set by a failed read, or a failed trace lookup of the last block
+}
+
+// scanChunk feeds the spans of a write buffer chunk that match f and the
+// cursor to emit. The ids and times in the rows rule spans out before they
+// are decoded; the others are decoded into scratch to be matched, and a
+// match is decoded again into a span of its own for emit.
+func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
+	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	for i := 0; i < c.rows; i++ {
+		r := &c.chunk.rows[i]
+		if !r.liveFor(c.n) || r.project != c.pid ||
+			(hints.Start != 0 && r.start < hints.Start) || (hints.End != 0 && r.start >= hints.End) ||
+			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) {
+			continue
+		}
+		c.mem.materialise(r, &scratch.s, scratch)
+		if !f.Match(&scratch.s) {
+			continue
+		}
+		s := new(model.Span)
+		c.mem.materialise(r, s, &spanDecoder{})
+		emit(s, func() bool { return sh.shadowed(c.rank, s) })
+	}
 }
 
 // segContent is a segment's token-filter state within one content scan.
