@@ -299,14 +299,35 @@ func (h *topK) worstStart() uint64 { return h.spans[0].StartTimeUnixNano }
 
 func (h *topK) offer(s *model.Span) {
 	if !h.full() {
-		heap.Push(h, *s)
+		heap.Push(h, detach(s))
 		return
 	}
 	w := &h.spans[0]
 	if before(s.StartTimeUnixNano, s.TraceID, s.SpanID, w.StartTimeUnixNano, w.TraceID, w.SpanID) {
-		h.spans[0] = *s
+		h.spans[0] = detach(s)
 		heap.Fix(h, 0)
 	}
+}
+
+// detach copies a span that scan handed over for the duration of a call
+// (a write buffer's scratch span): its attribute, event and link arrays are
+// copied; strings and nested lists are never reused, so they are shared.
+func detach(s *model.Span) model.Span {
+	c := *s
+	c.Attributes = slices.Clone(s.Attributes)
+	if len(s.Events) > 0 {
+		c.Events = slices.Clone(s.Events)
+		for i := range c.Events {
+			c.Events[i].Attributes = slices.Clone(c.Events[i].Attributes)
+		}
+	}
+	if len(s.Links) > 0 {
+		c.Links = slices.Clone(s.Links)
+		for i := range c.Links {
+			c.Links[i].Attributes = slices.Clone(c.Links[i].Attributes)
+		}
+	}
+	return c
 }
 
 // sorted returns the kept spans in result order.
@@ -373,7 +394,9 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 }
 
 // scan feeds every span of project that matches f and the cursor to emit,
-// newest blocks first. With each span comes shadowed, which reports whether a
+// newest blocks first. A span from a write buffer is scratch: emit copies
+// what it keeps beyond the call (its strings may be kept, its arrays may
+// not; detach copies a whole span). With each span comes shadowed, which reports whether a
 // newer source holds another copy of the same span (a re-send): only the
 // newest copy of a span may appear in a result. It costs index lookups, so
 // emit calls it only for spans it would keep. stopAt, when it reports ok,
@@ -520,8 +543,8 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 
 // scanChunk feeds the spans of a write buffer chunk that match f and the
 // cursor to emit. The ids and times in the rows rule spans out before they
-// are decoded; the others are decoded into scratch to be matched, and a
-// match is decoded again into a span of its own for emit.
+// are decoded; the others are decoded into scratch, which emit gets for
+// the duration of the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
 	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
 	for i := 0; i < c.rows; i++ {
@@ -531,13 +554,11 @@ func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cur
 			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) {
 			continue
 		}
-		c.mem.materialise(r, &scratch.s, scratch)
-		if !f.Match(&scratch.s) {
-			continue
+		s := &scratch.s
+		c.mem.materialise(r, s, scratch)
+		if f.Match(s) {
+			emit(s, func() bool { return sh.shadowed(c.rank, s) })
 		}
-		s := new(model.Span)
-		c.mem.materialise(r, s, &spanDecoder{})
-		emit(s, func() bool { return sh.shadowed(c.rank, s) })
 	}
 }
 
