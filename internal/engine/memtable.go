@@ -474,16 +474,29 @@ func (m *memtable) traceRows(project string, id model.TraceID) []*row {
 // materialise fills s with the span of a published row (every field: s's
 // previous contents do not matter), its arrays from d.
 func (m *memtable) materialise(r *slot, s *model.Span, d *spanDecoder) {
+	a := m.arena()
+	a.materialise(r, s, d)
+}
+
+// arenaView is what rows refer to, loaded once: enough for every row
+// published before it was taken.
+type arenaView struct {
+	pages     [][]byte
+	resources []*model.Resource
+	scopes    []*model.Scope
+}
+
+func (m *memtable) arena() arenaView {
+	return arenaView{*m.pages.Load(), *m.resources.Load(), *m.scopes.Load()}
+}
+
+func (a *arenaView) materialise(r *slot, s *model.Span, d *spanDecoder) {
 	*s = model.Span{TraceID: r.traceID, SpanID: r.spanID, StartTimeUnixNano: r.start, EndTimeUnixNano: r.end}
 	if d.reuse {
 		d.slab = d.slab[:0]
 	}
-	page := (*m.pages.Load())[r.page]
-	d.decode(page[r.off:r.off+r.size], s, *m.resources.Load(), *m.scopes.Load())
+	d.decode(a.pages[r.page][r.off:r.off+r.size], s, a.resources, a.scopes)
 }
-
-// projectName returns the name of a project by its number.
-func (m *memtable) projectName(pid uint32) string { return (*m.names.Load())[pid] }
 
 // scan calls fn for each live published row until fn returns false. The
 // row and its span are scratch, valid only during the call: fn copies what
@@ -492,6 +505,8 @@ func (m *memtable) projectName(pid uint32) string { return (*m.names.Load())[pid
 func (m *memtable) scan(fn func(r *row) bool) {
 	n := m.n.Load()
 	cs := *m.chunks.Load()
+	a := m.arena()
+	names := *m.names.Load()
 	d := spanDecoder{reuse: true}
 	view := row{span: &d.s}
 	for i := int64(0); i < n; i++ {
@@ -499,8 +514,8 @@ func (m *memtable) scan(fn func(r *row) bool) {
 		if !r.liveFor(n) {
 			continue
 		}
-		m.materialise(r, &d.s, &d)
-		view.project = m.projectName(r.project)
+		a.materialise(r, &d.s, &d)
+		view.project = names[r.project]
 		if !fn(&view) {
 			return
 		}

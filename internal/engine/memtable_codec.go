@@ -198,6 +198,10 @@ type reader struct {
 }
 
 func (r *reader) uv() uint64 {
+	if c := r.b[r.i]; c < 0x80 { // most lengths and counts
+		r.i++
+		return uint64(c)
+	}
 	v, n := binary.Uvarint(r.b[r.i:])
 	if n <= 0 {
 		panic("engine: write buffer encoding is corrupt (invariant broken)")

@@ -547,6 +547,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 // the duration of the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
 	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	a := c.mem.arena() // loaded after the rows were counted: covers them
 	for i := 0; i < c.rows; i++ {
 		r := &c.chunk.rows[i]
 		if !r.liveFor(c.n) || r.project != c.pid ||
@@ -555,7 +556,7 @@ func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cur
 			continue
 		}
 		s := &scratch.s
-		c.mem.materialise(r, s, scratch)
+		a.materialise(r, s, scratch)
 		if f.Match(s) {
 			emit(s, func() bool { return sh.shadowed(c.rank, s) })
 		}
