@@ -248,8 +248,9 @@ type Engine struct {
 
 	quarantined []string // guarded by mu: segments that failed to open
 
-	// releaseMemLimit gives back the soft memory limit (holdMemoryLimit).
-	releaseMemLimit func()
+	// memLimit is the engine's hold on the soft memory limit
+	// (holdMemoryLimit); nil when it holds none.
+	memLimit *memLimitHold
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -439,7 +440,7 @@ func Open(opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
-	e.releaseMemLimit = holdMemoryLimit(opts.MemoryLimit)
+	e.memLimit = holdMemoryLimit(opts.MemoryLimit)
 	e.wg.Add(2)
 	go e.sealLoop()
 	go e.lifecycleLoop()
@@ -646,6 +647,7 @@ func (e *Engine) sealLoop() {
 		case <-e.kick:
 		case <-t.C:
 		}
+		e.memLimit.update(e.bufferBytes())
 		e.mu.RLock()
 		m := e.active
 		e.mu.RUnlock()
@@ -825,7 +827,7 @@ func (e *Engine) Close() error {
 		werr = fmt.Errorf("close value store: %w", err)
 	}
 	e.lock.Close()
-	e.releaseMemLimit()
+	e.memLimit.release()
 	return werr
 }
 
