@@ -59,7 +59,13 @@ type Options struct {
 	// sealed (estimated bytes). Beyond it Append refuses with ErrBufferFull
 	// until seals catch up. Default 4 x SealBytes.
 	MaxBufferBytes int64
-	BlockSpans     int // spans per segment block; default 1024 (see BenchmarkTraceByID)
+	// MemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit)
+	// the engine holds while it is open when the process has none
+	// (GOMEMLIMIT unset, no limit set by other code): 0 derives it from
+	// the buffer sizes, 2 x SealBytes + 96 MiB (224 MiB by default);
+	// negative sets none. See holdMemoryLimit.
+	MemoryLimit int64
+	BlockSpans  int // spans per segment block; default 1024 (see BenchmarkTraceByID)
 	// BlockCacheBytes bounds the cache of decoded segment blocks (estimated
 	// resident bytes); default 128 MiB; negative disables it.
 	BlockCacheBytes int64
@@ -159,6 +165,9 @@ func (o *Options) Validate() error {
 	if o.MaxBufferBytes < o.SealBytes {
 		return fmt.Errorf("engine: buffer limit %d is below the seal size %d", o.MaxBufferBytes, o.SealBytes)
 	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = defaultMemoryLimit(o.SealBytes)
+	}
 	if o.BlockSpans <= 0 {
 		o.BlockSpans = 1024
 	}
@@ -238,6 +247,10 @@ type Engine struct {
 	manifest manifest   // guarded by pubMu
 
 	quarantined []string // guarded by mu: segments that failed to open
+
+	// memLimit is the engine's hold on the soft memory limit
+	// (holdMemoryLimit); nil when it holds none.
+	memLimit *memLimitHold
 
 	kick    chan struct{}
 	stop    chan struct{}
@@ -428,6 +441,7 @@ func Open(opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
+	e.memLimit = holdMemoryLimit(opts.MemoryLimit)
 	e.wg.Add(2)
 	go e.sealLoop()
 	go e.lifecycleLoop()
@@ -636,6 +650,7 @@ func (e *Engine) sealLoop() {
 		case <-e.kick:
 		case <-t.C:
 		}
+		e.memLimit.update(e.bufferBytes())
 		e.mu.RLock()
 		m := e.active
 		e.mu.RUnlock()
@@ -706,11 +721,11 @@ func (e *Engine) sealFrozen() error {
 func (e *Engine) sealOneLocked(m *memtable) error {
 	start := time.Now()
 	// Expired spans and erased traces are not written (hide.go).
-	byProject := m.sealRefs(e.dropper())
+	byProject, src := m.sealRows(e.dropper())
 	var h *segHandle
 	if len(byProject) > 0 {
 		name := fmt.Sprintf("%016d.seg", e.manifest.NextSegment)
-		info, err := segment.WriteRefs(e.dir, name, byProject, e.writerOptions())
+		info, err := segment.WriteRows(e.dir, name, byProject, src, e.writerOptions())
 		if err != nil {
 			return fmt.Errorf("write segment %s: %w", name, err)
 		}
@@ -815,6 +830,7 @@ func (e *Engine) Close() error {
 		werr = fmt.Errorf("close value store: %w", err)
 	}
 	e.lock.Close()
+	e.memLimit.release()
 	return werr
 }
 

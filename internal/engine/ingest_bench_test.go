@@ -11,6 +11,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -86,4 +87,55 @@ func benchmarkIngest(b *testing.B, spans []model.Span) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*total), "cpu-us/span")
+}
+
+// BenchmarkBufferSearch measures queries over a full write buffer: 200,000
+// canonical spans appended and not sealed, then a search for a value no span
+// has (every row is read), a search whose first page fills from the newest
+// chunk, and LLM statistics over the buffer.
+func BenchmarkBufferSearch(b *testing.B) {
+	const total = 200_000
+	spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := engine.Open(engine.Options{Dir: b.TempDir(), SealBytes: 1 << 40, MaxBufferBytes: 1 << 40, SealAge: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	for i := 0; i < total; i += 1000 {
+		body := otlp.EncodeProto(spans[i:min(i+1000, total)])
+		bt, err := otlp.DecodeProto(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, q string }{
+		{"absent", `{ span.user.id = "no-such-user" }`},
+		{"first-page", `{ }`},
+	} {
+		expr, err := query.ParseTraceQL(c.q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				if _, _, _, err := e.SearchSpans(ctx, "default", &query.Filter{Expr: expr}, 20, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("llm-stats", func(b *testing.B) {
+		for range b.N {
+			if _, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"model"}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,15 +16,18 @@ import (
 // once allocated, so readers can hold row pointers without a lock.
 const chunkRows = 4096
 
-// row is one span in the write buffer. The span itself stays where the
-// decoder put it (the request's span array, which the engine owns once
-// Append is called): a row is small and appending one copies no span.
-type row struct {
-	span    *model.Span
-	project string
-	// spanID is span.SpanID, kept in the row so that a trace's chain can be
-	// searched for a re-sent span without touching the spans.
-	spanID model.SpanID
+// pageBytes is the size of one page of the buffer's arena (a span larger
+// than a quarter of it gets a page of its own size).
+const pageBytes = 256 << 10
+
+// slot is one span in the write buffer: its ids and times, and where the
+// rest of it is encoded in the buffer's arena (memtable_codec.go). A slot
+// holds no pointer, so neither do the chunks: the collector does not scan
+// the buffer, and the decoded request is garbage once it is inserted.
+type slot struct {
+	traceID    model.TraceID
+	spanID     model.SpanID
+	start, end uint64
 	// supersededBy is 1 + the index of the row holding the next newer copy
 	// of the same (trace id, span id), or 0. A reader that loaded n
 	// published rows treats the row as superseded only when the newer row is
@@ -41,16 +45,31 @@ type row struct {
 	// from 0 in order of first appearance, so that a seal can keep a
 	// figure per trace in a slice rather than a map.
 	trace uint32
+	// project is the project's number in the buffer (memtable.projects).
+	project uint32
+	// page, off and size locate the encoding in the arena.
+	page, off, size uint32
 }
 
 // liveFor reports whether the row is the newest copy among the first n rows.
-func (r *row) liveFor(n int64) bool {
+func (r *slot) liveFor(n int64) bool {
 	s := r.supersededBy.Load()
 	return s == 0 || s-1 >= n
 }
 
+// row is a buffered span as readers see it: its project and the span,
+// materialised from its slot. A row from scan is valid only during the
+// callback; one from traceRows is the caller's.
+type row struct {
+	project string
+	span    *model.Span
+}
+
+// chunk is 4,096 rows with their start-time bounds, the unit a search
+// prunes and orders like a segment block (and where per-chunk summaries
+// of attribute values would go).
 type chunk struct {
-	rows [chunkRows]row
+	rows [chunkRows]slot
 	// Bounds of the span start times written into this chunk, maintained by
 	// the writer before it publishes rows. A reader may see bounds that already
 	// include unpublished rows: wider, so still safe for pruning.
@@ -87,8 +106,10 @@ type bufTraceKey struct {
 // goroutine) appends; any number of readers scan concurrently without
 // blocking it:
 //
-//   - rows are written into fixed chunks, then published by storing n
-//     (release); readers load n (acquire) and read rows [0, n) lock-free;
+//   - rows are written into fixed chunks and their encodings into the
+//     arena's pages, then published by storing n (release); readers load n
+//     (acquire) and read rows [0, n) lock-free. Everything a row refers to
+//     (its page, resource, scope, project name) is published before it;
 //   - a re-sent span is appended as a new row and the older row is marked
 //     dead, so the newest copy wins and readers never see both;
 //   - mu guards only the lookup maps, held briefly by the writer per batch
@@ -104,6 +125,21 @@ type memtable struct {
 	bytes  atomic.Int64 // estimated resident bytes of published rows
 	live   atomic.Int64 // published rows not marked dead
 
+	// The arena: pages of encoded spans, appended to and never changed
+	// once a row refers to them; the decoded resources and scopes rows
+	// refer to by number; the projects' names by number. Copy-on-write
+	// slices, stored before the rows that use them are published.
+	pages     atomic.Pointer[[][]byte]
+	resources atomic.Pointer[[]*model.Resource]
+	scopes    atomic.Pointer[[]*model.Scope]
+	names     atomic.Pointer[[]string]
+
+	// The writer's own state (only the writer touches it).
+	page   []byte // the last page, its length the bytes used
+	enc    []byte // scratch for one encoding
+	resKey map[string]int
+	scoKey map[string]int
+
 	mu       sync.Mutex
 	projects map[string]uint32
 	// perProject counts live rows and distinct traces by project number,
@@ -115,7 +151,7 @@ type memtable struct {
 	// map entry for every span.
 	byKey map[bufSpanKey]int64
 	// byTrace is 1 + the index of a trace's first row; its other first-copy
-	// rows chain through row.nextInTrace (no per-trace slice to grow).
+	// rows chain through slot.nextInTrace (no per-trace slice to grow).
 	byTrace map[bufTraceKey]int64
 }
 
@@ -139,24 +175,96 @@ func newMemtable(now time.Time, prev *memtable) *memtable {
 		projects: make(map[string]uint32),
 		byKey:    make(map[bufSpanKey]int64, rows),
 		byTrace:  make(map[bufTraceKey]int64, traces),
+		resKey:   make(map[string]int),
+		scoKey:   make(map[string]int),
 	}
 	// The maps' room is counted as rows fill it (spanKeyBytes and
 	// traceKeyBytes allow for it), not up front: an empty buffer must never
 	// count as full, or appends would be refused with nothing to seal.
 	m.chunks.Store(&[]*chunk{})
+	m.pages.Store(&[][]byte{})
+	m.resources.Store(&[]*model.Resource{})
+	m.scopes.Store(&[]*model.Scope{})
+	m.names.Store(&[]string{})
 	return m
 }
 
-func (m *memtable) row(i int64) *row {
+func (m *memtable) row(i int64) *slot {
 	cs := *m.chunks.Load()
 	return &cs[i/chunkRows].rows[i%chunkRows]
 }
 
-// insert appends spans of one project, decoded from a request body of
-// bodyBytes (the spans' strings point into it, so the buffer holds it).
+// store copies an encoding into the arena and returns where it is, and
+// the bytes of any page it had to allocate. Writer only. The page list
+// holds each page at its full length, so the writer fills a page in place
+// and readers reach every byte of it that a published row refers to.
+func (m *memtable) store(b []byte) (page, off uint32, added int64) {
+	if len(m.page)+len(b) > cap(m.page) {
+		size := pageBytes
+		if len(b) > pageBytes/4 {
+			size = len(b) // a large span gets a page of its own
+		}
+		m.page = make([]byte, 0, size)
+		ps := *m.pages.Load()
+		grown := make([][]byte, len(ps), len(ps)+1)
+		copy(grown, ps)
+		grown = append(grown, m.page[:size])
+		m.pages.Store(&grown)
+		added = int64(size)
+	}
+	off = uint32(len(m.page))
+	m.page = append(m.page, b...)
+	return uint32(len(*m.pages.Load()) - 1), off, added
+}
+
+// resourceOf returns the number of a resource in the buffer, adding it.
+// Writer only; res nil is -1.
+func (m *memtable) resourceOf(res *model.Resource, added *int64) int {
+	if res == nil {
+		return -1
+	}
+	m.enc = appendResource(m.enc[:0], res)
+	if i, ok := m.resKey[string(m.enc)]; ok {
+		return i
+	}
+	var d spanDecoder
+	page, off, a := m.store(m.enc)
+	stored := (*m.pages.Load())[page][off : int(off)+len(m.enc)]
+	list := append(*m.resources.Load(), d.decodeResource(stored))
+	m.resources.Store(&list)
+	i := len(list) - 1
+	m.resKey[string(m.enc)] = i
+	*added += a + int64(len(m.enc))*2 + resourceSize + kvsHeapBytes((list)[i].Attributes) + mapEntryBytes
+	return i
+}
+
+// scopeOf is resourceOf for instrumentation scopes.
+func (m *memtable) scopeOf(sc *model.Scope, added *int64) int {
+	if sc == nil {
+		return -1
+	}
+	m.enc = appendScope(m.enc[:0], sc)
+	if i, ok := m.scoKey[string(m.enc)]; ok {
+		return i
+	}
+	var d spanDecoder
+	page, off, a := m.store(m.enc)
+	stored := (*m.pages.Load())[page][off : int(off)+len(m.enc)]
+	list := append(*m.scopes.Load(), d.decodeScope(stored))
+	m.scopes.Store(&list)
+	i := len(list) - 1
+	m.scoKey[string(m.enc)] = i
+	*added += a + int64(len(m.enc))*2 + scopeSize + kvsHeapBytes((list)[i].Attributes) + mapEntryBytes
+	return i
+}
+
+// insert appends spans of one project. The buffer encodes what it keeps of
+// them (memtable_codec.go) and holds nothing of the request afterwards: the
+// spans and their body (bodyBytes, unused now) are garbage once it returns.
 // Only the WAL commit goroutine calls it (or replay before serving), so
 // appends are single-writer.
 func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
+	_ = bodyBytes
 	if len(spans) == 0 {
 		return
 	}
@@ -167,14 +275,19 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		pid = uint32(len(m.projects))
 		m.projects[project] = pid
 		m.perProject = append(m.perProject, projectCounts{})
+		names := append(*m.names.Load(), strings.Clone(project))
+		m.names.Store(&names)
 	}
 	pc := &m.perProject[pid]
 	n := m.n.Load()
 	cs := *m.chunks.Load()
-	// The rows point into spans: its whole array stays with the buffer.
-	addBytes, addLive := bodyBytes+int64(cap(spans))*spanSize, int64(0)
+	addBytes, addLive := int64(0), int64(0)
 	var lastTrace bufTraceKey
 	var lastFirst int64
+	// The spans of one request share a few resources and scopes.
+	var lastRes *model.Resource
+	var lastScope *model.Scope
+	resIdx, scopeIdx := -1, -1
 	for i := range spans {
 		if int(n/chunkRows) >= len(cs) {
 			grown := make([]*chunk, len(cs), len(cs)+1)
@@ -187,7 +300,19 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		c := cs[n/chunkRows]
 		r := &c.rows[n%chunkRows]
 		s := &spans[i]
-		r.span, r.project, r.spanID = s, project, s.SpanID
+		if s.Resource != lastRes || resIdx < 0 {
+			lastRes, resIdx = s.Resource, m.resourceOf(s.Resource, &addBytes)
+		}
+		if s.Scope != lastScope || scopeIdx < 0 {
+			lastScope, scopeIdx = s.Scope, m.scopeOf(s.Scope, &addBytes)
+		}
+		m.enc = appendSpan(m.enc[:0], s, resIdx, scopeIdx)
+		page, off, added := m.store(m.enc)
+		addBytes += added
+		r.traceID, r.spanID, r.start, r.end = s.TraceID, s.SpanID, s.StartTimeUnixNano, s.EndTimeUnixNano
+		r.project, r.page, r.off, r.size = pid, page, off, uint32(len(m.enc))
+		r.supersededBy.Store(0)
+		r.nextInTrace, r.tailInTrace, r.traceSpans = 0, 0, 0
 		if n%chunkRows == 0 || s.StartTimeUnixNano < c.minStart.Load() {
 			c.minStart.Store(s.StartTimeUnixNano)
 		}
@@ -204,7 +329,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		} else {
 			first = m.byTrace[tk]
 		}
-		var f *row
+		var f *slot
 		old, dup := int64(0), false
 		if first != 0 { // a span of a new trace cannot be a re-send
 			f = m.row(first - 1)
@@ -249,7 +374,6 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 			}
 			m.byKey[bufSpanKey{pid, s.TraceID, s.SpanID}] = n
 		}
-		addBytes += spanHeapBytes(s)
 		addLive++
 		n++
 	}
@@ -298,6 +422,15 @@ func (m *memtable) projectBytes(project string) int64 {
 	return 0
 }
 
+// projectID returns a project's number in the buffer (false: it has no
+// rows here).
+func (m *memtable) projectID(project string) (uint32, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pid, ok := m.projects[project]
+	return pid, ok
+}
+
 // counts returns a project's live rows and distinct traces.
 func (m *memtable) counts(project string) (spans, traces int64) {
 	m.mu.Lock()
@@ -308,34 +441,82 @@ func (m *memtable) counts(project string) (spans, traces int64) {
 	return 0, 0
 }
 
-// traceRows returns the live rows of one trace, in insertion order.
+// traceRows returns the live rows of one trace, in insertion order, each
+// with a span of its own.
 func (m *memtable) traceRows(project string, id model.TraceID) []*row {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	pid, ok := m.projects[project]
 	if !ok {
+		m.mu.Unlock()
 		return nil
 	}
-	var out []*row
+	var idx []int64
 	for i := m.byTrace[bufTraceKey{pid, id}]; i != 0; {
 		// The chain holds each span's first row; supersededBy leads to its
 		// newest copy.
-		out = append(out, m.row(m.newest(i-1)))
+		idx = append(idx, m.newest(i-1))
 		i = m.row(i - 1).nextInTrace
+	}
+	m.mu.Unlock()
+	if len(idx) == 0 {
+		return nil
+	}
+	out := make([]*row, len(idx))
+	spans := make([]model.Span, len(idx))
+	var d spanDecoder
+	for k, i := range idx {
+		m.materialise(m.row(i), &spans[k], &d)
+		out[k] = &row{project: project, span: &spans[k]}
 	}
 	return out
 }
 
-// scan calls fn for each live published row until fn returns false.
+// materialise fills s with the span of a published row (every field: s's
+// previous contents do not matter), its arrays from d.
+func (m *memtable) materialise(r *slot, s *model.Span, d *spanDecoder) {
+	a := m.arena()
+	a.materialise(r, s, d)
+}
+
+// arenaView is what rows refer to, loaded once: enough for every row
+// published before it was taken.
+type arenaView struct {
+	pages     [][]byte
+	resources []*model.Resource
+	scopes    []*model.Scope
+}
+
+func (m *memtable) arena() arenaView {
+	return arenaView{*m.pages.Load(), *m.resources.Load(), *m.scopes.Load()}
+}
+
+func (a *arenaView) materialise(r *slot, s *model.Span, d *spanDecoder) {
+	*s = model.Span{TraceID: r.traceID, SpanID: r.spanID, StartTimeUnixNano: r.start, EndTimeUnixNano: r.end}
+	if d.reuse {
+		d.slab = d.slab[:0]
+	}
+	d.decode(a.pages[r.page][r.off:r.off+r.size], s, a.resources, a.scopes)
+}
+
+// scan calls fn for each live published row until fn returns false. The
+// row and its span are scratch, valid only during the call: fn copies what
+// it keeps beyond that (the span's strings may be kept; its arrays may
+// not).
 func (m *memtable) scan(fn func(r *row) bool) {
 	n := m.n.Load()
 	cs := *m.chunks.Load()
+	a := m.arena()
+	names := *m.names.Load()
+	d := spanDecoder{reuse: true}
+	view := row{span: &d.s}
 	for i := int64(0); i < n; i++ {
 		r := &cs[i/chunkRows].rows[i%chunkRows]
 		if !r.liveFor(n) {
 			continue
 		}
-		if !fn(r) {
+		a.materialise(r, &d.s, &d)
+		view.project = names[r.project]
+		if !fn(&view) {
 			return
 		}
 	}
@@ -359,110 +540,101 @@ func (m *memtable) chunkViews() []chunkView {
 	return out
 }
 
-// sealRefs returns the live spans that drop does not remove, grouped by
-// project, each with its trace's minimum start among them, for sealing:
-// pointers to the spans, which stay put while the memtable is frozen. The
-// buffer numbers its traces, so the minimums are kept in a slice.
-func (m *memtable) sealRefs(drop func(project string, s *model.Span) bool) map[string][]segment.SpanRef {
+// sealRows returns the live rows that drop does not remove, grouped by
+// project, each with its trace's minimum start among them, for sealing
+// (the source materialises them for the segment writer). drop sees a span
+// with its ids and times only. The buffer numbers its traces, so the
+// minimums are kept in a slice.
+func (m *memtable) sealRows(drop func(project string, s *model.Span) bool) (map[string][]segment.RowRef, *sealSource) {
 	m.mu.Lock()
 	traces := len(m.byTrace)
 	m.mu.Unlock()
 	n := m.n.Load()
 	cs := *m.chunks.Load()
+	names := *m.names.Load()
 	mins := make([]uint64, traces)
 	for i := range mins {
 		mins[i] = math.MaxUint64
 	}
 	kept := make([]uint64, (n+63)/64) // bit i: row i is written
-	type group struct {
-		n    int
-		refs []segment.SpanRef
-	}
-	groups := map[string]*group{}
-	var last *group
-	var lastName string
-	groupOf := func(p string) *group {
-		// Rows come in runs of one project: compare before hashing.
-		if last == nil || p != lastName {
-			if last = groups[p]; last == nil {
-				last = &group{}
-				groups[p] = last
-			}
-			lastName = p
-		}
-		return last
-	}
+	counts := make([]int, len(names))
+	var probe model.Span
 	for i := int64(0); i < n; i++ {
 		r := &cs[i/chunkRows].rows[i%chunkRows]
-		if !r.liveFor(n) || drop(r.project, r.span) {
+		if !r.liveFor(n) {
+			continue
+		}
+		probe = model.Span{TraceID: r.traceID, SpanID: r.spanID, StartTimeUnixNano: r.start, EndTimeUnixNano: r.end}
+		if drop(names[r.project], &probe) {
 			continue
 		}
 		kept[i/64] |= 1 << (i % 64)
-		groupOf(r.project).n++
-		mins[r.trace] = min(mins[r.trace], r.span.StartTimeUnixNano)
+		counts[r.project]++
+		mins[r.trace] = min(mins[r.trace], r.start)
 	}
-	out := make(map[string][]segment.SpanRef, len(groups))
-	for _, g := range groups {
-		g.refs = make([]segment.SpanRef, 0, g.n)
+	refs := make([][]segment.RowRef, len(names))
+	for p, c := range counts {
+		refs[p] = make([]segment.RowRef, 0, c)
 	}
 	for i := int64(0); i < n; i++ {
 		if kept[i/64]&(1<<(i%64)) == 0 {
 			continue
 		}
 		r := &cs[i/chunkRows].rows[i%chunkRows]
-		g := groupOf(r.project)
-		g.refs = append(g.refs, segment.SpanRef{TraceMin: mins[r.trace], Span: r.span})
+		refs[r.project] = append(refs[r.project], segment.RowRef{TraceMin: mins[r.trace], Row: uint32(i)})
 	}
-	for p, g := range groups {
-		if len(g.refs) > 0 {
-			out[p] = g.refs
+	out := make(map[string][]segment.RowRef, len(names))
+	for p, rs := range refs {
+		if len(rs) > 0 {
+			out[names[p]] = rs
 		}
 	}
-	return out
+	return out, &sealSource{m: m}
+}
+
+// sealSource hands a frozen buffer's rows to the segment writer.
+type sealSource struct {
+	m *memtable
+	d *spanDecoder
+	s *model.Span
+}
+
+// Key returns the rest of a row's segment order key.
+func (s *sealSource) Key(i uint32) (model.TraceID, uint64, model.SpanID) {
+	r := s.m.row(int64(i))
+	return r.traceID, r.start, r.spanID
+}
+
+// Span materialises a row. The writer copies the Span struct and keeps
+// its arrays until their block is written, so the struct is scratch and
+// the arrays come from the decoder's slabs, which are never reused.
+func (s *sealSource) Span(i uint32) *model.Span {
+	if s.d == nil {
+		s.d, s.s = &spanDecoder{slabs: true}, &model.Span{}
+	}
+	s.m.materialise(s.m.row(int64(i)), s.s, s.d)
+	return s.s
 }
 
 // Memory accounting. A buffer's bytes estimate what it holds on the heap
-// (TestBufferBytesMatchHeap checks it within 25%): its chunks of rows
-// (whole chunks, allocated at once), the requests' span arrays the rows
-// point into, the request bodies the spans' strings point into, the arrays
-// the decoder made for each span (attributes, events, links, nested values,
-// LLM fields), and the lookup maps' entries.
+// (TestBufferBytesMatchHeap checks it within 25%): its chunks of rows and
+// its arena's pages (whole, counted when allocated), its resources and
+// scopes (the encoding that keys them, the decoded copy), and the lookup
+// maps' entries. Nothing of the requests stays.
 var (
-	chunkBytes = int64(unsafe.Sizeof(chunk{}))
-	spanSize   = int64(unsafe.Sizeof(model.Span{}))
-	kvSize     = int64(unsafe.Sizeof(model.KeyValue{}))
-	valSize    = int64(unsafe.Sizeof(model.Value{}))
-	eventSize  = int64(unsafe.Sizeof(model.Event{}))
-	linkSize   = int64(unsafe.Sizeof(model.Link{}))
-	llmSize    = int64(unsafe.Sizeof(model.LLM{}))
+	chunkBytes   = int64(unsafe.Sizeof(chunk{}))
+	kvSize       = int64(unsafe.Sizeof(model.KeyValue{}))
+	valSize      = int64(unsafe.Sizeof(model.Value{}))
+	resourceSize = int64(unsafe.Sizeof(model.Resource{}))
+	scopeSize    = int64(unsafe.Sizeof(model.Scope{}))
 	// A map entry costs its key and value over the swiss table's 7/8 load,
 	// plus a control byte, and maps sized for the previous buffer run
 	// about half full.
 	spanKeyBytes  = (int64(unsafe.Sizeof(bufSpanKey{})) + 8 + 1) * 8 / 7 * 3 / 2
 	traceKeyBytes = (int64(unsafe.Sizeof(bufTraceKey{})) + 8 + 1) * 8 / 7 * 3 / 2
+	// A resource or scope map entry: a string header and an int.
+	mapEntryBytes = int64(16+8+1) * 8 / 7
 )
-
-// spanHeapBytes is what a stored span holds beyond its row and the request
-// body: the arrays behind it.
-func spanHeapBytes(s *model.Span) int64 {
-	b := kvsHeapBytes(s.Attributes)
-	if cap(s.Events) > 0 {
-		b += int64(cap(s.Events)) * eventSize
-		for i := range s.Events {
-			b += kvsHeapBytes(s.Events[i].Attributes)
-		}
-	}
-	if cap(s.Links) > 0 {
-		b += int64(cap(s.Links)) * linkSize
-		for i := range s.Links {
-			b += kvsHeapBytes(s.Links[i].Attributes)
-		}
-	}
-	if s.LLM != nil {
-		b += llmSize
-	}
-	return b
-}
 
 func kvsHeapBytes(kvs []model.KeyValue) int64 {
 	b := int64(cap(kvs)) * kvSize

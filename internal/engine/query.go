@@ -300,14 +300,35 @@ func (h *topK) worstStart() uint64 { return h.spans[0].StartTimeUnixNano }
 
 func (h *topK) offer(s *model.Span) {
 	if !h.full() {
-		heap.Push(h, *s)
+		heap.Push(h, detach(s))
 		return
 	}
 	w := &h.spans[0]
 	if before(s.StartTimeUnixNano, s.TraceID, s.SpanID, w.StartTimeUnixNano, w.TraceID, w.SpanID) {
-		h.spans[0] = *s
+		h.spans[0] = detach(s)
 		heap.Fix(h, 0)
 	}
+}
+
+// detach copies a span that scan handed over for the duration of a call
+// (a write buffer's scratch span): its attribute, event and link arrays are
+// copied; strings and nested lists are never reused, so they are shared.
+func detach(s *model.Span) model.Span {
+	c := *s
+	c.Attributes = slices.Clone(s.Attributes)
+	if len(s.Events) > 0 {
+		c.Events = slices.Clone(s.Events)
+		for i := range c.Events {
+			c.Events[i].Attributes = slices.Clone(c.Events[i].Attributes)
+		}
+	}
+	if len(s.Links) > 0 {
+		c.Links = slices.Clone(s.Links)
+		for i := range c.Links {
+			c.Links[i].Attributes = slices.Clone(c.Links[i].Attributes)
+		}
+	}
+	return c
 }
 
 // sorted returns the kept spans in result order.
@@ -327,7 +348,9 @@ type candidate struct {
 	seg      *segHandle // a segment block ...
 	segIdx   int        // the segment's index in the view
 	block    int
-	chunk    *chunk // ... or a memtable chunk
+	chunk    *chunk    // ... or a memtable chunk
+	mem      *memtable // the chunk's memtable
+	pid      uint32    // the project's number in it
 	rows     int
 	n        int64 // the memtable's published rows when the chunk was listed
 	rank     int   // the source's position in the view: lower is newer
@@ -372,7 +395,9 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 }
 
 // scan feeds every span of project that matches f and the cursor to emit,
-// newest blocks first. With each span comes shadowed, which reports whether a
+// newest blocks first. A span from a write buffer is scratch: emit copies
+// what it keeps beyond the call (its strings may be kept, its arrays may
+// not; detach copies a whole span). With each span comes shadowed, which reports whether a
 // newer source holds another copy of the same span (a re-send): only the
 // newest copy of a span may appear in a result. It costs index lookups, so
 // emit calls it only for spans it would keep. stopAt, when it reports ok,
@@ -413,13 +438,17 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	hints := f.Hints()
 	var cands []candidate
 	for rank, m := range v.mems {
+		pid, ok := m.projectID(project)
+		if !ok {
+			continue // no row of the project
+		}
 		for _, cv := range m.chunkViews() {
 			c := cv.c
 			if (hints.End != 0 && c.minStart.Load() >= hints.End) || (hints.Start != 0 && c.maxStart.Load() < hints.Start) ||
 				(cursor != nil && c.minStart.Load() > cursor.Start) || (hints.MinDuration != 0 && c.maxDuration.Load() < hints.MinDuration) {
 				continue
 			}
-			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, rows: cv.rows, n: cv.n, rank: rank})
+			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, mem: m, pid: pid, rows: cv.rows, n: cv.n, rank: rank})
 		}
 	}
 	content := len(hints.ContentHashes) > 0
@@ -468,6 +497,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, segIdx: si, block: i, rank: len(v.mems) + si})
 		}
 	}
+	scratch := spanDecoder{reuse: true}
 	// Newest first; memtables before segments among equals, so that the newest
 	// copy of a re-sent span is usually the one seen first.
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
@@ -482,12 +512,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			break
 		}
 		if c.chunk != nil {
-			for i := 0; i < c.rows; i++ {
-				r := &c.chunk.rows[i]
-				if r.liveFor(c.n) && r.project == project && admits(cursor, r.span) && f.Match(r.span) {
-					emit(r.span, func() bool { return sh.shadowed(c.rank, r.span) })
-				}
-			}
+			e.scanChunk(c, f, &hints, cursor, &scratch, emit, sh)
 			continue
 		}
 		var spans []model.Span
@@ -516,6 +541,28 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	return res.ioErr // set by a failed read, or a failed trace lookup of the last block
+}
+
+// scanChunk feeds the spans of a write buffer chunk that match f and the
+// cursor to emit. The ids and times in the rows rule spans out before they
+// are decoded; the others are decoded into scratch, which emit gets for
+// the duration of the call (see scan).
+func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
+	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	a := c.mem.arena() // loaded after the rows were counted: covers them
+	for i := 0; i < c.rows; i++ {
+		r := &c.chunk.rows[i]
+		if !r.liveFor(c.n) || r.project != c.pid ||
+			(hints.Start != 0 && r.start < hints.Start) || (hints.End != 0 && r.start >= hints.End) ||
+			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) {
+			continue
+		}
+		s := &scratch.s
+		a.materialise(r, s, scratch)
+		if f.Match(s) {
+			emit(s, func() bool { return sh.shadowed(c.rank, s) })
+		}
+	}
 }
 
 // segContent is a segment's token-filter state within one content scan.

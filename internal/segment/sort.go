@@ -91,7 +91,7 @@ func SortSpanRefs(refs []SpanRef) {
 	if sorted {
 		return
 	}
-	out := radixSortTraceMin(refs, make([]SpanRef, len(refs)))
+	out := radixSortTraceMin(refs, make([]SpanRef, len(refs)), func(r *SpanRef) uint64 { return r.TraceMin })
 	// Equal trace minimums (one trace, or traces that started together)
 	// are ordered by the rest of the key.
 	for i := 0; i < len(out); {
@@ -116,17 +116,17 @@ func compareRefs(a, b SpanRef) int { return compareOrder(a.TraceMin, a.Span, b.T
 // a few linear passes instead of a comparison sort whose comparisons read
 // spans all over the heap. tmp is scratch of the same length; the sorted
 // keys are returned in one of the two.
-func radixSortTraceMin(keys, tmp []SpanRef) []SpanRef {
-	lo, hi := keys[0].TraceMin, keys[0].TraceMin
-	for _, k := range keys {
-		lo, hi = min(lo, k.TraceMin), max(hi, k.TraceMin)
+func radixSortTraceMin[K any](keys, tmp []K, traceMin func(*K) uint64) []K {
+	lo, hi := traceMin(&keys[0]), traceMin(&keys[0])
+	for i := range keys {
+		lo, hi = min(lo, traceMin(&keys[i])), max(hi, traceMin(&keys[i]))
 	}
 	for shift := uint(0); shift < 64 && (hi-lo)>>shift != 0; shift += 8 {
 		var count [256]int
-		for _, k := range keys {
-			count[byte((k.TraceMin-lo)>>shift)]++
+		for i := range keys {
+			count[byte((traceMin(&keys[i])-lo)>>shift)]++
 		}
-		if count[byte((keys[0].TraceMin-lo)>>shift)] == len(keys) {
+		if count[byte((traceMin(&keys[0])-lo)>>shift)] == len(keys) {
 			continue // every key has this byte
 		}
 		pos := 0
@@ -134,14 +134,78 @@ func radixSortTraceMin(keys, tmp []SpanRef) []SpanRef {
 			count[i] = pos
 			pos += c
 		}
-		for _, k := range keys {
-			d := byte((k.TraceMin - lo) >> shift)
-			tmp[count[d]] = k
+		for i := range keys {
+			d := byte((traceMin(&keys[i]) - lo) >> shift)
+			tmp[count[d]] = keys[i]
 			count[d]++
 		}
 		keys, tmp = tmp, keys
 	}
 	return keys
+}
+
+// RowRef is a span to write that the caller keeps in a form of its own (a
+// write buffer's encoded rows): its trace's minimum start time (as in
+// SpanRef) and the caller's number for it, which a RowSource turns into
+// the rest of its order key and into the span.
+type RowRef struct {
+	TraceMin uint64
+	Row      uint32
+}
+
+// RowSource gives the writer the spans RowRefs name.
+type RowSource interface {
+	// Key returns a row's trace id, start time and span id.
+	Key(row uint32) (model.TraceID, uint64, model.SpanID)
+	// Span returns a row's span. The writer copies the Span struct before
+	// the next call, and keeps its attribute, event and link slices until
+	// the span's block is written.
+	Span(row uint32) *model.Span
+}
+
+// SortRowRefs sorts row references of one project into segment order (see
+// SortSpans), given their traces' minimum start times: a radix pass over
+// the minimums, then the rows with equal minimums by the rest of the key,
+// which only those are asked for.
+func SortRowRefs(refs []RowRef, src RowSource) {
+	if len(refs) < 2 {
+		return
+	}
+	cmpRows := func(a, b RowRef) int {
+		if c := cmp.Compare(a.TraceMin, b.TraceMin); c != 0 {
+			return c
+		}
+		at, as, asp := src.Key(a.Row)
+		bt, bs, bsp := src.Key(b.Row)
+		if c := bytes.Compare(at[:], bt[:]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(as, bs); c != 0 {
+			return c
+		}
+		return bytes.Compare(asp[:], bsp[:])
+	}
+	sorted := true
+	for i := 1; i < len(refs) && sorted; i++ {
+		sorted = cmpRows(refs[i-1], refs[i]) <= 0
+	}
+	if sorted {
+		return
+	}
+	out := radixSortTraceMin(refs, make([]RowRef, len(refs)), func(r *RowRef) uint64 { return r.TraceMin })
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].TraceMin == out[i].TraceMin {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(out[i:j], cmpRows)
+		}
+		i = j
+	}
+	if &out[0] != &refs[0] {
+		copy(refs, out)
+	}
 }
 
 // compareOrder compares two spans of one project in segment order, given

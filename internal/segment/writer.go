@@ -172,6 +172,12 @@ func (w *Writer) AppendRefs(project string, refs []SpanRef) error {
 	return w.appendSpans(project, len(refs), func(i int) *model.Span { return refs[i].Span })
 }
 
+// AppendRows is Append for spans a RowSource materialises one at a time,
+// in the order of refs (sorted with SortRowRefs).
+func (w *Writer) AppendRows(project string, refs []RowRef, src RowSource) error {
+	return w.appendSpans(project, len(refs), func(i int) *model.Span { return src.Span(refs[i].Row) })
+}
+
 func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) error {
 	if w.err != nil {
 		return w.err
@@ -529,6 +535,18 @@ func WriteRefs(dir, name string, byProject map[string][]SpanRef, opts WriterOpti
 	return writeProjects(dir, name, byProject, opts, func(w *Writer, p string, refs []SpanRef) error {
 		SortSpanRefs(refs)
 		return w.AppendRefs(p, refs)
+	})
+}
+
+// WriteRows writes one segment from spans a RowSource holds (a write
+// buffer's encoded rows), grouped by project: it sorts each project's
+// references with SortRowRefs and has the source materialise the spans one
+// at a time as the writer takes them, so no more than a block of them is
+// decoded at once.
+func WriteRows(dir, name string, byProject map[string][]RowRef, src RowSource, opts WriterOptions) (Info, error) {
+	return writeProjects(dir, name, byProject, opts, func(w *Writer, p string, refs []RowRef) error {
+		SortRowRefs(refs, src)
+		return w.AppendRows(p, refs, src)
 	})
 }
 
