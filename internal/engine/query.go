@@ -575,9 +575,9 @@ type segContent struct {
 	// may is then true for their blocks only.
 	located bool
 	places  []segment.TokenPlace
-	// checkRows: the places are several rows that the query's words may
-	// lie apart in (a phrase, or words in different texts), so the texts
-	// of the candidate rows are checked before any row is decoded.
+	// checkRows: the query's words may lie apart in a candidate row (a
+	// phrase, or several words), so the texts of the candidate rows are
+	// checked before any row is decoded.
 	checkRows bool
 }
 
@@ -776,11 +776,9 @@ func (cs *contentScan) locate(s *segHandle, st *segContent) {
 		// The words lie in these few places only: no block filter is read.
 		st.located, st.places = true, loc.Places
 		st.checked = true
-		rows := 0
-		for _, p := range loc.Places {
-			rows += p.Rows.Hi - p.Rows.Lo
-		}
-		st.checkRows = cs.check != nil && rows > 1
+		// Even one candidate row is checked: when the answer lies in
+		// another segment, a decoy's segment names the decoy's row only.
+		st.checkRows = cs.check != nil
 		st.may = make([]bool, len(s.blocks))
 		for _, p := range loc.Places {
 			st.may[p.Block] = true
