@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/engine"
+
 	"github.com/rastro-dev/rastro/internal/logstore"
 	"github.com/rastro-dev/rastro/internal/wal"
 )
@@ -15,7 +17,9 @@ import (
 func openLogs(dataDir string, mode wal.Mode, sealBytes int64, log *slog.Logger) (*logstore.Store, error) {
 	return logstore.Open(logstore.Options{
 		Dir: dataDir + "/logs", WALMode: mode, SealBytes: sealBytes,
-		Logf: func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+		// The engine's soft memory limit leaves room for the log buffers.
+		Reserve: engine.ReserveMemory,
+		Logf:    func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
 	})
 }
 

@@ -102,3 +102,25 @@ func TestMemoryLimitDefault(t *testing.T) {
 		t.Fatalf("MemoryLimit -1 set a limit of %d", got)
 	}
 }
+
+// Memory reserved by another store (the log store's buffers) is added to the
+// limit the engines hold, and given back.
+func TestReserveMemoryAddsToTheLimit(t *testing.T) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		t.Fatal("run without GOMEMLIMIT: the engines leave an operator's limit alone")
+	}
+	before := debug.SetMemoryLimit(-1)
+	h := holdMemoryLimit(100 << 20)
+	if h == nil {
+		t.Fatalf("no hold: the process limit was %d before", before)
+	}
+	defer h.release()
+	ReserveMemory(30 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 130<<20 {
+		t.Fatalf("limit with 30 MiB reserved: %d, want %d", got, 130<<20)
+	}
+	ReserveMemory(-30 << 20)
+	if got := debug.SetMemoryLimit(-1); got != 100<<20 {
+		t.Fatalf("limit after giving it back: %d, want %d", got, 100<<20)
+	}
+}

@@ -206,7 +206,13 @@ func writeSegment(fsys vfs.FS, dir, name, project string, entries []entry) (*seg
 			if !r.TraceID.IsZero() {
 				nTraces++
 			}
-			recordTokens(r, func(h uint64) { tokenSet[h] = struct{}{} })
+			if toks := blk[i].toks; toks != nil { // the buffer's, computed at ingest
+				for _, h := range toks {
+					tokenSet[h] = struct{}{}
+				}
+			} else {
+				recordTokens(r, func(h uint64) { tokenSet[h] = struct{}{} })
+			}
 		}
 		cols[colResources] = append(binary.AppendUvarint(nil, uint64(len(resIdx))), resTable...)
 		cols[colScopes] = append(binary.AppendUvarint(nil, uint64(len(scIdx))), scTable...)

@@ -61,7 +61,17 @@ type Options struct {
 	Now func() time.Time
 	// Logf receives warnings. Default: discard.
 	Logf func(format string, args ...any)
+	// Reserve, when set, is told how the heap the write buffers hold
+	// changes (positive as records arrive, negative once a seal lets them
+	// go), so that a process-wide soft memory limit leaves room for them
+	// (engine.ReserveMemory).
+	Reserve func(delta int64)
 }
+
+// heapPerEstimate is how much heap a buffered record holds per byte of its
+// estimate, for Reserve: the decoded records are pointer-rich and the
+// collector needs room beyond the live bytes.
+const heapPerEstimate = 2
 
 // Store is the log store. Its methods are safe for concurrent use.
 type Store struct {
@@ -78,12 +88,14 @@ type Store struct {
 	bufs     map[string]*projBuf // project -> records not yet sealed
 	sealing  map[string]*projBuf // the buffer being sealed, still searchable
 	bufBytes int64
-	nextSeq  uint64 // given in WAL order by apply
-	segs     []*segment
-	man      manifest
-	closed   bool
-	sealErr  error
-	subs     []*subscriber // live tails (tail.go)
+	// sealingBytes is the estimate of the buffer being sealed.
+	sealingBytes int64
+	nextSeq      uint64 // given in WAL order by apply
+	segs         []*segment
+	man          manifest
+	closed       bool
+	sealErr      error
+	subs         []*subscriber // live tails (tail.go)
 }
 
 type manifest struct {
@@ -114,6 +126,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Reserve == nil {
+		opts.Reserve = func(int64) {}
 	}
 	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string]*projBuf{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
@@ -256,7 +271,9 @@ func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64, bod
 	for _, sub := range s.subs {
 		sub.offer(project, pb.es[first:])
 	}
-	s.bufBytes += estimate(recs, toks, bodyBytes)
+	est := estimate(recs, toks, bodyBytes)
+	s.bufBytes += est
+	s.opts.Reserve(heapPerEstimate * est)
 	s.mu.Unlock()
 }
 
@@ -378,7 +395,7 @@ func (s *Store) sealLocked() error {
 	var nextSeq uint64
 	walStart, err := s.wal.Rotate(func(uint64) {
 		s.mu.Lock()
-		s.sealing, s.bufs, s.bufBytes = s.bufs, map[string]*projBuf{}, 0
+		s.sealing, s.bufs, s.sealingBytes, s.bufBytes = s.bufs, map[string]*projBuf{}, s.bufBytes, 0
 		nextSeq = s.nextSeq
 		s.mu.Unlock()
 	})
@@ -419,6 +436,8 @@ func (s *Store) sealLocked() error {
 	s.man = m
 	s.segs = append(slices.Clone(s.segs), made...)
 	s.sealing = nil
+	s.opts.Reserve(-heapPerEstimate * s.sealingBytes)
+	s.sealingBytes = 0
 	s.mu.Unlock()
 	if err := s.wal.RemoveBefore(walStart); err != nil {
 		s.opts.Logf("logstore: removing sealed WAL files: %v", err)
@@ -436,8 +455,9 @@ func (s *Store) restoreSealing() {
 			es = cur.es
 		}
 		s.bufs[p] = newProjBuf(append(slices.Clone(pb.es), es...))
-		s.bufBytes += int64(len(pb.es)) * 264
 	}
+	s.bufBytes += s.sealingBytes // still reserved
+	s.sealingBytes = 0
 	s.sealing = nil
 	s.mu.Unlock()
 }

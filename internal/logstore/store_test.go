@@ -702,3 +702,29 @@ func TestTailLogs(t *testing.T) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
 }
+
+// The store tells Reserve what its buffers hold, and gives it all back once
+// they are sealed.
+func TestReserveFollowsTheBuffers(t *testing.T) {
+	var held atomic.Int64
+	s, err := Open(Options{Dir: t.TempDir(), Reserve: func(d int64) { held.Add(d) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	g := newGen(7)
+	for range 5 {
+		if _, err := s.AppendLogs("", FormatProto, otlp.EncodeLogsProto(g.records(200))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := held.Load(); n < heapPerEstimate*1000*264 {
+		t.Fatalf("1,000 buffered records reserve %d bytes, want at least %d", n, heapPerEstimate*1000*264)
+	}
+	if err := s.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if n := held.Load(); n != 0 {
+		t.Fatalf("after the seal %d bytes are still reserved", n)
+	}
+}
