@@ -62,7 +62,7 @@ type Options struct {
 	// MemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit)
 	// the engine holds while it is open when the process has none
 	// (GOMEMLIMIT unset, no limit set by other code): 0 derives it from
-	// the buffer sizes, 2 x SealBytes + 96 MiB (224 MiB by default);
+	// the buffer sizes, 2 x SealBytes + 256 MiB (384 MiB by default);
 	// negative sets none. See holdMemoryLimit.
 	MemoryLimit int64
 	BlockSpans  int // spans per segment block; default 1024 (see BenchmarkTraceByID)

@@ -9,8 +9,10 @@ import (
 
 // memoryLimitHeadroom is what the default soft memory limit allows beyond
 // the write buffers: the seal's working set, requests being decoded,
-// segment indexes and caches.
-const memoryLimitHeadroom = 96 << 20
+// segment indexes and caches. At 96 MiB the caches of a 1M-span store left
+// the collector running almost without pause (queries 2-3x slower,
+// docs/operations.md); 256 MiB does not.
+const memoryLimitHeadroom = 256 << 20
 
 // defaultMemoryLimit is the soft memory limit derived from the buffer
 // sizes (Options.MemoryLimit 0): room for two buffers (the active one and
