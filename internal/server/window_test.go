@@ -68,7 +68,9 @@ func TestWindowRuleOnEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts.ingest(recent, "")
-	old, err := bench.Generate("llm", bench.CorpusOptions{Seed: 4, Spans: 300, Start: time.Now().Add(-72 * time.Hour), Window: time.Hour})
+	// The same seed as the recent data: the same services and values, so every
+	// listing path (research-agent, ...) has something to find in "old".
+	old, err := bench.Generate("llm", bench.CorpusOptions{Seed: 3, Spans: 300, Start: time.Now().Add(-72 * time.Hour), Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
