@@ -40,7 +40,7 @@ func (e docExample) String() string { return fmt.Sprintf("%s:%d", e.file, e.line
 var skipExamples = map[string]string{
 	"docs/clickhouse.md:14": "needs a ClickHouse server (internal/chstore's tests run these steps against one)",
 	"docs/grafana.md:113":   "starts a second server on Zipkin's fixed port 9411",
-	"docs/operations.md:230": "checks a stopped server's data directory, /var/lib/rastro " +
+	"docs/operations.md:238": "checks a stopped server's data directory, /var/lib/rastro " +
 		"(internal/cli's fsck tests run these commands on a real store)",
 }
 
@@ -53,7 +53,7 @@ var wantOutput = map[string][]string{
 		"checkout  POST /checkout", "OPERATION       SPANS\nPOST /checkout  1\n", `"service":"checkout"`,
 	},
 	"docs/agents.md:110":     {"backfill: ", "Try:", "rastro llm stats --by model", "window"},
-	"docs/operations.md:161": {"erasure 1 done: ", "erasure 2: 1 trace hidden from every query"},
+	"docs/operations.md:169": {"erasure 1 done: ", "erasure 2: 1 trace hidden from every query"},
 	"docs/traceql.md:84":     {"summarizer: summarizer run"},
 }
 
