@@ -101,7 +101,7 @@ func TestFirstPositionsEqualsStableSort(t *testing.T) {
 		}
 		slices.SortStableFunc(want, func(a, b int32) int { return cmp.Compare(vals[b], vals[a]) })
 		k := r.IntN(n + 5)
-		got := firstPositions(n, k, before)
+		got := store.FirstPositions(n, k, before)
 		if !slices.Equal(got, want[:min(k, n)]) {
 			t.Fatalf("iter %d, n %d, k %d:\n got %v\nwant %v", iter, n, k, got, want[:min(k, n)])
 		}
