@@ -147,19 +147,20 @@ func FuzzDecodeNative(f *testing.F) {
 
 // requestValueDepth returns how deeply the attribute values of req nest (see
 // maxValueDepth): 0 when every value is a scalar.
+// anyDepth is how deeply an official AnyValue nests (0 for a scalar).
+func anyDepth(v *commonpb.AnyValue) int {
+	d := 0
+	for _, e := range v.GetArrayValue().GetValues() {
+		d = max(d, 1+anyDepth(e))
+	}
+	for _, kv := range v.GetKvlistValue().GetValues() {
+		d = max(d, 1+anyDepth(kv.GetValue()))
+	}
+	return d
+}
+
 func requestValueDepth(req *coltrace.ExportTraceServiceRequest) int {
 	deepest := 0
-	var anyDepth func(v *commonpb.AnyValue) int
-	anyDepth = func(v *commonpb.AnyValue) int {
-		d := 0
-		for _, e := range v.GetArrayValue().GetValues() {
-			d = max(d, 1+anyDepth(e))
-		}
-		for _, kv := range v.GetKvlistValue().GetValues() {
-			d = max(d, 1+anyDepth(kv.GetValue()))
-		}
-		return d
-	}
 	kvs := func(l []*commonpb.KeyValue) {
 		for _, kv := range l {
 			deepest = max(deepest, anyDepth(kv.GetValue()))

@@ -288,17 +288,6 @@ func TestSeverityNumberString(t *testing.T) {
 
 func logsRequestDepth(req *collogs.ExportLogsServiceRequest) int {
 	deepest := 0
-	var anyDepth func(v *commonpb.AnyValue) int
-	anyDepth = func(v *commonpb.AnyValue) int {
-		d := 0
-		for _, e := range v.GetArrayValue().GetValues() {
-			d = max(d, 1+anyDepth(e))
-		}
-		for _, kv := range v.GetKvlistValue().GetValues() {
-			d = max(d, 1+anyDepth(kv.GetValue()))
-		}
-		return d
-	}
 	kvs := func(l []*commonpb.KeyValue) {
 		for _, kv := range l {
 			deepest = max(deepest, anyDepth(kv.GetValue()))

@@ -181,21 +181,28 @@ func (d *nativeDecoder) span(idx int) error {
 			}
 		}
 	}
-	if service != "" {
-		attrs := make([]model.KeyValue, 0, len(res.Attributes)+1)
-		attrs = append(attrs, model.KeyValue{Key: "service.name", Value: model.StringValue(service)})
-		for _, kv := range res.Attributes {
-			if kv.Key != "service.name" {
-				attrs = append(attrs, kv)
-			}
-		}
-		res.Attributes = attrs
-	}
+	setService(res, service)
 	s.Resource = d.shareResource(res)
 	s.Scope = d.shareScope(sc)
 	model.Normalize(&s, &d.out.Problems)
 	d.out.Spans = append(d.out.Spans, s)
 	return nil
+}
+
+// setService makes service (when not empty) the resource's service.name,
+// placed first, as the native shapes' "service" field says.
+func setService(res *model.Resource, service string) {
+	if service == "" {
+		return
+	}
+	attrs := make([]model.KeyValue, 0, len(res.Attributes)+1)
+	attrs = append(attrs, model.KeyValue{Key: "service.name", Value: model.StringValue(service)})
+	for _, kv := range res.Attributes {
+		if kv.Key != "service.name" {
+			attrs = append(attrs, kv)
+		}
+	}
+	res.Attributes = attrs
 }
 
 func (d *nativeDecoder) shareResource(res *model.Resource) *model.Resource {

@@ -135,16 +135,7 @@ func (d *nativeLogsDecoder) record(idx int) error {
 		d.logs.reject(func() string { return "[" + strconv.Itoa(idx) + "]" }, problem)
 		return nil
 	}
-	if service != "" {
-		attrs := make([]model.KeyValue, 0, len(res.Attributes)+1)
-		attrs = append(attrs, model.KeyValue{Key: "service.name", Value: model.StringValue(service)})
-		for _, kv := range res.Attributes {
-			if kv.Key != "service.name" {
-				attrs = append(attrs, kv)
-			}
-		}
-		res.Attributes = attrs
-	}
+	setService(res, service)
 	rec.Resource, rec.Scope = d.shareResource(res), d.shareScope(sc)
 	model.NormalizeLog(&rec, &d.logs.Problems)
 	d.logs.Records = append(d.logs.Records, rec)
