@@ -117,6 +117,12 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 			}()
 		}
 		waitFor(t, 60*time.Second, "acknowledged log batches", func() bool { return acks.Load() >= killAfter })
+		if it == iterations-1 {
+			// The random kill points may all come before a seal: the last
+			// run goes on until one has sealed, so that a crash with sealed
+			// segments and a WAL beside them is always among them.
+			waitFor(t, 60*time.Second, "a sealed log segment", func() bool { return filesWithSuffix(dir+"/logs", ".rlog") > 0 })
+		}
 		c.kill(cancel, &wg)
 	}
 	c := startChild(t, dir)
@@ -124,13 +130,7 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 	if len(acked) == 0 {
 		t.Fatal("no batch was ever acknowledged")
 	}
-	entries, _ := os.ReadDir(dir + "/logs")
-	segments := 0
-	for _, e := range entries {
-		if len(e.Name()) > 5 && e.Name()[len(e.Name())-5:] == ".rlog" {
-			segments++
-		}
-	}
+	segments := filesWithSuffix(dir+"/logs", ".rlog")
 	if segments == 0 {
 		t.Fatal("no log segment was sealed during the crash runs")
 	}

@@ -211,3 +211,22 @@ func numbered(prefix string, n, width int) []string {
 	}
 	return out
 }
+
+// Moved returns copies of spans with every time (start, end, events) moved
+// by d: a corpus generated once at a fixed start, then placed where a test
+// needs it. What a corpus holds depends on the hour it starts at (its
+// services follow a day's cycle), so a test that generates at time.Now()
+// sees different data at different hours.
+func Moved(spans []model.Span, d time.Duration) []model.Span {
+	out := make([]model.Span, len(spans))
+	for i, sp := range spans {
+		sp.StartTimeUnixNano = uint64(int64(sp.StartTimeUnixNano) + int64(d))
+		sp.EndTimeUnixNano = uint64(int64(sp.EndTimeUnixNano) + int64(d))
+		sp.Events = slices.Clone(sp.Events)
+		for j := range sp.Events {
+			sp.Events[j].TimeUnixNano = uint64(int64(sp.Events[j].TimeUnixNano) + int64(d))
+		}
+		out[i] = sp
+	}
+	return out
+}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -88,7 +90,17 @@ type LoadOptions struct {
 	Duration    time.Duration
 	// Loop re-sends the payloads from the start when they run out before
 	// Duration (the server de-duplicates by trace id and span id).
-	Loop      bool
+	Loop bool
+	// FreshIDs, with Loop, makes every pass after the first send new spans:
+	// each span's trace id gets the pass number mixed into its last four
+	// bytes (in a copy of the payload), so a long open-loop ingest stores
+	// distinct spans, as real traffic is, instead of re-sent copies. OTLP
+	// protobuf over HTTP without gzip only.
+	FreshIDs bool
+	// PassShift, with FreshIDs, moves the times of pass k's spans (start,
+	// end, events) k*PassShift later, so that later passes carry later
+	// times, as traffic that keeps arriving does.
+	PassShift time.Duration
 	Gzip      bool          // payloads were gzipped by Prepare: send Content-Encoding gzip / the gRPC gzip compressor
 	KeepAlive bool          // reuse HTTP connections
 	Project   string        // X-Scope-OrgID; empty sends no header
@@ -225,6 +237,20 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 	if o.Rate < 0 {
 		return LoadResult{}, fmt.Errorf("load: rate must be >= 0, got %g", o.Rate)
 	}
+	var idsAt, timesAt [][]int // FreshIDs: where each payload's trace ids and times are
+	if o.FreshIDs {
+		if o.Protocol != ProtoOTLPProto || o.Gzip {
+			return LoadResult{}, fmt.Errorf("load: fresh ids need %s without gzip, not %s", ProtoOTLPProto, o.Protocol)
+		}
+		idsAt, timesAt = make([][]int, len(payloads)), make([][]int, len(payloads))
+		for i := range payloads {
+			ids, times, err := spanOffsets(payloads[i].Body)
+			if err != nil {
+				return LoadResult{}, fmt.Errorf("load: payload %d: %w", i, err)
+			}
+			idsAt[i], timesAt[i] = ids, times
+		}
+	}
 	if _, err := ParseProtocol(string(o.Protocol)); err != nil {
 		return LoadResult{}, err
 	}
@@ -304,6 +330,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		go func(w int) { // one worker; returns when payloads or time run out or ctx ends
 			defer wg.Done()
 			s := senders[w]
+			var fresh Payload // FreshIDs: this worker's copy of the payload
 			for {
 				i := int(next.Add(1) - 1)
 				pass := i / len(payloads)
@@ -311,6 +338,23 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 					return
 				}
 				p := &payloads[i%len(payloads)]
+				if pass > 0 && o.FreshIDs {
+					fresh.Body = append(fresh.Body[:0], p.Body...)
+					fresh.RawBytes, fresh.Spans = p.RawBytes, p.Spans
+					mix := uint32(pass) * 0x9e3779b9
+					for _, at := range idsAt[i%len(payloads)] {
+						id := fresh.Body[at+12 : at+16]
+						binary.LittleEndian.PutUint32(id, binary.LittleEndian.Uint32(id)^mix)
+					}
+					shift := uint64(pass) * uint64(o.PassShift)
+					for _, at := range timesAt[i%len(payloads)] {
+						t := fresh.Body[at : at+8]
+						if v := binary.LittleEndian.Uint64(t); v != 0 {
+							binary.LittleEndian.PutUint64(t, v+shift)
+						}
+					}
+					p = &fresh
+				}
 				sendAt := time.Now()
 				if o.Rate > 0 {
 					sendAt = start.Add(time.Duration(pass)*passLen + due[i%len(payloads)])
@@ -540,4 +584,53 @@ func (g *grpcSender) send(ctx context.Context, p *Payload) outcome {
 		return outcome{err: fmt.Sprintf("gRPC Export: %s: %s", st.Code(), st.Message())}
 	}
 	return outcome{ok: true, rejected: resp.GetPartialSuccess().GetRejectedSpans()}
+}
+
+// spanOffsets returns the offsets in an encoded ExportTraceServiceRequest
+// of every span's 16-byte trace id (field 1 of Span, in field 2 of
+// ScopeSpans, in field 2 of ResourceSpans, in field 1 of the request) and of
+// every fixed64 time: a span's start and end (fields 7 and 8) and its
+// events' times (field 1 of Event, field 11 of Span).
+func spanOffsets(body []byte) (ids, times []int, err error) {
+	var walk func(b []byte, base, depth int) error
+	walk = func(b []byte, base, depth int) error {
+		for off := 0; off < len(b); {
+			num, typ, n := protowire.ConsumeTag(b[off:])
+			if n < 0 {
+				return fmt.Errorf("bad tag at %d: %w", base+off, protowire.ParseError(n))
+			}
+			off += n
+			if typ == protowire.Fixed64Type && (depth == 3 && (num == 7 || num == 8) || depth == 4 && num == 1) {
+				times = append(times, base+off)
+			}
+			if typ != protowire.BytesType {
+				m := protowire.ConsumeFieldValue(num, typ, b[off:])
+				if m < 0 {
+					return fmt.Errorf("bad field %d at %d: %w", num, base+off, protowire.ParseError(m))
+				}
+				off += m
+				continue
+			}
+			v, m := protowire.ConsumeBytes(b[off:])
+			if m < 0 {
+				return fmt.Errorf("bad field %d at %d: %w", num, base+off, protowire.ParseError(m))
+			}
+			start := base + off + m - len(v)
+			switch {
+			case depth == 0 && num == 1, depth == 1 && num == 2, depth == 2 && num == 2, depth == 3 && num == 11:
+				if err := walk(v, start, depth+1); err != nil {
+					return err
+				}
+			case depth == 3 && num == 1:
+				if len(v) != 16 {
+					return fmt.Errorf("trace id of %d bytes at %d", len(v), start)
+				}
+				ids = append(ids, start)
+			}
+			off += m
+		}
+		return nil
+	}
+	err = walk(body, 0, 0)
+	return ids, times, err
 }

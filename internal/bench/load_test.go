@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/rastro-dev/rastro/internal/model"
 )
 
 // fakeIngest is an httptest OTLP endpoint that decodes what it is sent and
@@ -27,6 +31,9 @@ type fakeIngest struct {
 	gzipped  int
 	policy   func(n int) (status int, rejected int64) // n = request number from 1
 	seen     atomic.Int64
+	ids      map[string]int // trace id + span id -> times received (when not nil)
+	traces   map[string]int // trace id -> spans received (when ids is not nil)
+	received []*tracepb.Span
 }
 
 func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +70,17 @@ func (f *fakeIngest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if status == 200 {
 		f.spans += count - int(rejected)
+	}
+	if f.ids != nil {
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					f.ids[string(sp.TraceId)+string(sp.SpanId)]++
+					f.traces[string(sp.TraceId)]++
+					f.received = append(f.received, sp)
+				}
+			}
+		}
 	}
 	f.mu.Unlock()
 	if status != 200 {
@@ -194,6 +212,84 @@ func TestLoadDurationStopsALoop(t *testing.T) {
 	}
 	if res.Elapsed > 10*time.Second {
 		t.Errorf("duration not honoured: %s", res.Elapsed)
+	}
+}
+
+// TestLoadFreshIDs: a looping load with FreshIDs sends distinct spans on
+// every pass (trace ids changed, a trace's spans still sharing theirs);
+// without it, a pass re-sends the same ids.
+func TestLoadFreshIDs(t *testing.T) {
+	for _, fresh := range []bool{false, true} {
+		f := &fakeIngest{ids: map[string]int{}, traces: map[string]int{}}
+		ts := httptest.NewServer(f)
+		pl := testPayloads(t, 300, 100, false)
+		res, err := Load(context.Background(), LoadOptions{Endpoint: ts.URL, Protocol: ProtoOTLPProto, Concurrency: 2, KeepAlive: true,
+			Duration: 300 * time.Millisecond, Loop: true, FreshIDs: fresh, PassShift: time.Hour}, pl)
+		ts.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.SentSpans < 900 {
+			t.Fatalf("fresh %v: looping sent only %d spans: too few passes to tell", fresh, res.SentSpans)
+		}
+		f.mu.Lock()
+		distinct, traces := len(f.ids), len(f.traces)
+		f.mu.Unlock()
+		if fresh && int64(distinct) != res.SentSpans {
+			t.Errorf("fresh ids: %d distinct spans received of %d sent", distinct, res.SentSpans)
+		}
+		if !fresh && distinct != 300 {
+			t.Errorf("without fresh ids: %d distinct spans received, want the corpus's 300", distinct)
+		}
+		// The corpus's traces, once per pass (a pass may be cut short).
+		tr := map[string]bool{}
+		for _, b := range Batches(genT(t, CorpusCanonical, 1, 300), 100) {
+			for _, sp := range b {
+				tr[string(sp.TraceID[:])] = true
+			}
+		}
+		if passes := (res.SentSpans + 299) / 300; fresh && (traces < len(tr)*int(passes-1) || traces > len(tr)*int(passes)) {
+			t.Errorf("fresh ids: %d traces for %d passes of %d traces", traces, passes, len(tr))
+		}
+		// Pass k's spans are the corpus's, k hours later (PassShift), with
+		// k mixed into the trace id; nothing else changes.
+		orig := map[string]model.Span{}
+		for _, b := range Batches(genT(t, CorpusCanonical, 1, 300), 100) {
+			for _, sp := range b {
+				orig[string(sp.TraceID[:12])+string(sp.SpanID[:])] = sp
+			}
+		}
+		passes := map[uint64]bool{}
+		for _, sp := range f.received {
+			o, ok := orig[string(sp.TraceId[:12])+string(sp.SpanId)]
+			if !ok {
+				t.Fatalf("fresh %v: a span no pass of the corpus sent: %x/%x", fresh, sp.TraceId, sp.SpanId)
+			}
+			k := (sp.StartTimeUnixNano - o.StartTimeUnixNano) / uint64(time.Hour)
+			mix := uint32(k) * 0x9e3779b9
+			if !fresh {
+				k, mix = 0, 0
+			}
+			want := binary.LittleEndian.Uint32(o.TraceID[12:]) ^ mix
+			if sp.StartTimeUnixNano != o.StartTimeUnixNano+k*uint64(time.Hour) || sp.EndTimeUnixNano != o.EndTimeUnixNano+k*uint64(time.Hour) ||
+				binary.LittleEndian.Uint32(sp.TraceId[12:]) != want || sp.Name != o.Name {
+				t.Fatalf("fresh %v: span %x/%x sent as start %d end %d, from %d %d", fresh, sp.TraceId, sp.SpanId,
+					sp.StartTimeUnixNano, sp.EndTimeUnixNano, o.StartTimeUnixNano, o.EndTimeUnixNano)
+			}
+			for j, ev := range sp.Events {
+				if ev.TimeUnixNano != o.Events[j].TimeUnixNano+k*uint64(time.Hour) {
+					t.Fatalf("fresh %v: an event's time moved by %d, its span's by %d hours", fresh, ev.TimeUnixNano-o.Events[j].TimeUnixNano, k)
+				}
+			}
+			passes[k] = true
+		}
+		if fresh && len(passes) < 3 || !fresh && len(passes) != 1 {
+			t.Errorf("fresh %v: spans of %d passes received", fresh, len(passes))
+		}
+	}
+	if _, err := Load(context.Background(), LoadOptions{Endpoint: "http://127.0.0.1:1", Protocol: ProtoOTLPJSON, Duration: time.Second,
+		Loop: true, FreshIDs: true}, testPayloads(t, 10, 10, false)); err == nil || !strings.Contains(err.Error(), "fresh ids need") {
+		t.Errorf("fresh ids over JSON: %v, want a refusal", err)
 	}
 }
 

@@ -323,6 +323,8 @@ func dirBytes(dir string) (int64, error) {
 	return n, err
 }
 
+// walkFiles calls f with the size of each regular file under dir. A file or
+// directory removed while it walks (a merge's temporary part) is skipped.
 func walkFiles(dir string, f func(int64)) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -331,7 +333,7 @@ func walkFiles(dir string, f func(int64)) error {
 	for _, e := range ents {
 		p := dir + string(os.PathSeparator) + e.Name()
 		if e.IsDir() {
-			if err := walkFiles(p, f); err != nil {
+			if err := walkFiles(p, f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
 			continue

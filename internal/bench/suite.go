@@ -24,6 +24,11 @@ type Config struct {
 	// ending in "$" must match the end of the name instead.
 	Only    []string
 	TempDir string // parent of the per-run data directories (default os.TempDir())
+	// Rate is the open-loop ingest rate in spans/s of suites that query
+	// while spans arrive (search-live); 0 lets the suite measure it.
+	Rate float64
+	// IngestFor is how long such a suite ingests; 0 = the suite's default.
+	IngestFor time.Duration
 	// Log receives progress lines (which run, which scenario); may be nil.
 	Log io.Writer
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -53,9 +54,24 @@ type canonicalPlan struct {
 	traces   []model.TraceID // sampled trace ids, in query order
 	perTrace map[model.TraceID]int
 	users    []string // filter values, in query order
+	llmSpans int      // spans with LLM fields (those a plan added)
 }
 
 func planCanonical(ctx context.Context, cfg Config) ([]Scenario, error) {
+	p, err := newCanonicalPlan(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return []Scenario{{
+		Name:   "canonical-wal",
+		Params: map[string]string{"durability": "wal"},
+		Run:    func(ctx context.Context, env *RunEnv) Result { return runCanonical(ctx, env, p) },
+	}}, nil
+}
+
+// newCanonicalPlan generates the canonical corpus ending 5 minutes ago,
+// encodes its batches and draws the traces and users queries ask for.
+func newCanonicalPlan(cfg Config) (*canonicalPlan, error) {
 	start := time.Now().Add(-30 * time.Minute).Truncate(time.Minute)
 	spans, err := Generate(CorpusCanonical, CorpusOptions{Seed: cfg.Seed, Spans: cfg.Spans, Start: start, Window: 25 * time.Minute})
 	if err != nil {
@@ -88,11 +104,7 @@ func planCanonical(ctx context.Context, cfg Config) ([]Scenario, error) {
 			p.users = append(p.users, u)
 		}
 	}
-	return []Scenario{{
-		Name:   "canonical-wal",
-		Params: map[string]string{"durability": "wal"},
-		Run:    func(ctx context.Context, env *RunEnv) Result { return runCanonical(ctx, env, p) },
-	}}, nil
+	return p, nil
 }
 
 func runCanonical(ctx context.Context, env *RunEnv, p *canonicalPlan) Result {
@@ -130,48 +142,9 @@ func runCanonical(ctx context.Context, env *RunEnv, p *canonicalPlan) Result {
 	if len(res.Refusals) > 0 {
 		return res
 	}
-	byID := make([]time.Duration, 0, len(p.traces))
-	for i, id := range p.traces {
-		t0 := time.Now()
-		code, body, err := srv.Get(ctx, "/api/v1/traces/"+id.String())
-		d := time.Since(t0)
-		if err != nil || code != http.StatusOK {
-			return refused("trace %s: status %d, err %v: %.200s", id, code, err, body)
-		}
-		var tr struct {
-			Spans []json.RawMessage `json:"spans"`
-		}
-		if err := json.Unmarshal(body, &tr); err != nil {
-			return refused("trace %s: bad JSON: %v", id, err)
-		}
-		if len(tr.Spans) != p.perTrace[id] {
-			return refused("trace %s returned %d spans, want %d", id, len(tr.Spans), p.perTrace[id])
-		}
-		if i >= 10 {
-			byID = append(byID, d)
-		}
-	}
-	filter := make([]time.Duration, 0, len(p.users))
-	for i, u := range p.users {
-		q := fmt.Sprintf(`{ span.user.id = %q }`, u)
-		t0 := time.Now()
-		code, body, err := srv.Get(ctx, "/api/v1/spans?limit=20&q="+url.QueryEscape(q))
-		d := time.Since(t0)
-		if err != nil || code != http.StatusOK {
-			return refused("query %s: status %d, err %v: %.200s", q, code, err, body)
-		}
-		var sr struct {
-			Spans []json.RawMessage `json:"spans"`
-		}
-		if err := json.Unmarshal(body, &sr); err != nil {
-			return refused("query %s: bad JSON: %v", q, err)
-		}
-		if len(sr.Spans) == 0 || len(sr.Spans) > 20 {
-			return refused("query %s returned %d spans, want 1..20 (the corpus has matches)", q, len(sr.Spans))
-		}
-		if i >= 10 {
-			filter = append(filter, d)
-		}
+	byID, filter, err := timeByIDAndFilter(ctx, srv, p.traces, p.perTrace, p.users)
+	if err != nil {
+		return refused("%v", err)
 	}
 	a, b := SummarizeLatency(byID), SummarizeLatency(filter)
 	res.Metrics["trace_p50_ms"], res.Metrics["trace_p95_ms"], res.Metrics["trace_p99_ms"] = a.P50, a.P95, a.P99
@@ -185,30 +158,89 @@ func runCanonical(ctx context.Context, env *RunEnv, p *canonicalPlan) Result {
 
 func canonicalTargets(rec *Record) []Target {
 	line := func(name, metric, want string, ok func(float64) bool, digits int) Target {
-		t := Target{Name: name, Want: want}
-		sr, ran := rec.Scenario("canonical-wal")
-		switch {
-		case !ran:
-			t.Got, t.Status = "not run", "NOT RUN"
-		case sr.Status != "ok":
-			t.Got, t.Status = sr.Status, "FAIL"
-		default:
-			v := rec.median("canonical-wal", metric)
-			t.Got = num(v, digits)
-			switch {
-			case ok == nil:
-				t.Status = "REPORT"
-			case ok(v):
-				t.Status = "PASS"
-			default:
-				t.Status = "FAIL"
-			}
-		}
-		return withBusyNote(rec, t)
+		return scenarioTarget(rec, "canonical-wal", name, metric, want, "", ok, digits)
 	}
 	return []Target{
 		line("Trace by id p95 (median of runs)", "trace_p95_ms", fmt.Sprintf("< %g ms", TraceByIDTargetP95MS), func(v float64) bool { return v < TraceByIDTargetP95MS }, 3),
 		line("Selective attribute filter p95 (median of runs)", "filter_p95_ms", fmt.Sprintf("< %g ms", FilterTargetP95MS), func(v float64) bool { return v < FilterTargetP95MS }, 3),
 		line("Bytes on disk per span", "disk_bytes_per_span", "report (traza: ~67 B)", nil, 1),
 	}
+}
+
+// timeByIDAndFilter times trace by id (GET /api/v1/traces/{id}, each
+// answer checked for the trace's span count) over traces, then the
+// selective filter { span.user.id = "u-NNN" } (limit 20, each answer
+// checked non-empty) over users; the first ten of each are warm-ups, not
+// timed. A wrong answer is an error.
+func timeByIDAndFilter(ctx context.Context, srv *Server, traces []model.TraceID, perTrace map[model.TraceID]int, users []string) (byID, filter []time.Duration, err error) {
+	for i, id := range traces {
+		t0 := time.Now()
+		code, body, err := srv.Get(ctx, "/api/v1/traces/"+id.String())
+		d := time.Since(t0)
+		if err != nil || code != http.StatusOK {
+			return nil, nil, fmt.Errorf("trace %s: status %d, err %v: %.200s", id, code, err, body)
+		}
+		var tr struct {
+			Spans []json.RawMessage `json:"spans"`
+		}
+		if err := json.Unmarshal(body, &tr); err != nil {
+			return nil, nil, fmt.Errorf("trace %s: bad JSON: %v", id, err)
+		}
+		if len(tr.Spans) != perTrace[id] {
+			return nil, nil, fmt.Errorf("trace %s returned %d spans, want %d", id, len(tr.Spans), perTrace[id])
+		}
+		if i >= 10 {
+			byID = append(byID, d)
+		}
+	}
+	for i, u := range users {
+		q := fmt.Sprintf(`{ span.user.id = %q }`, u)
+		t0 := time.Now()
+		code, body, err := srv.Get(ctx, "/api/v1/spans?limit=20&q="+url.QueryEscape(q))
+		d := time.Since(t0)
+		if err != nil || code != http.StatusOK {
+			return nil, nil, fmt.Errorf("query %s: status %d, err %v: %.200s", q, code, err, body)
+		}
+		var sr struct {
+			Spans []json.RawMessage `json:"spans"`
+		}
+		if err := json.Unmarshal(body, &sr); err != nil {
+			return nil, nil, fmt.Errorf("query %s: bad JSON: %v", q, err)
+		}
+		if len(sr.Spans) == 0 || len(sr.Spans) > 20 {
+			return nil, nil, fmt.Errorf("query %s returned %d spans, want 1..20 (the corpus has matches)", q, len(sr.Spans))
+		}
+		if i >= 10 {
+			filter = append(filter, d)
+		}
+	}
+	return byID, filter, nil
+}
+
+// scenarioTarget is a target on the median of one scenario's metric: NOT
+// RUN, FAIL for a refused scenario or a metric not measured, else the
+// figure (with unit) checked by ok (nil: REPORT), with the busy-host note.
+func scenarioTarget(rec *Record, scenario, name, metric, want, unit string, ok func(float64) bool, digits int) Target {
+	t := Target{Name: name, Want: want}
+	sr, ran := rec.Scenario(scenario)
+	switch {
+	case !ran:
+		t.Got, t.Status = "not run", "NOT RUN"
+	case sr.Status != "ok":
+		t.Got, t.Status = sr.Status, "FAIL"
+	default:
+		v := rec.median(scenario, metric)
+		t.Got = num(v, digits) + unit
+		switch {
+		case math.IsNaN(v):
+			t.Got, t.Status = "n/a", "FAIL"
+		case ok == nil:
+			t.Status = "REPORT"
+		case ok(v):
+			t.Status = "PASS"
+		default:
+			t.Status = "FAIL"
+		}
+	}
+	return withBusyNote(rec, t)
 }

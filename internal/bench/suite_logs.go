@@ -66,6 +66,20 @@ type logsPlan struct {
 	trace    model.TraceID
 }
 
+// LogsRareWord is the word one record of GenLogs's corpus carries and no
+// other; LogsAbsentWord is in none.
+const (
+	LogsRareWord   = logsRareWord
+	LogsAbsentWord = logsAbsentWord
+)
+
+// GenLogs makes the logs suite's corpus (its method describes it) for
+// in-process benchmarks: n records in batches of batch, the last one near
+// end, and the trace that has exactly 12 records.
+func GenLogs(seed uint64, n, batch int, end time.Time) ([][]model.LogRecord, model.TraceID) {
+	return genLogs(seed, n, batch, end)
+}
+
 // genLogs makes the corpus described in the suite's method.
 func genLogs(seed uint64, n, batch int, end time.Time) ([][]model.LogRecord, model.TraceID) {
 	r := rand.New(rand.NewPCG(seed, seed^0x5bd1e995))

@@ -110,6 +110,12 @@ func telemetrygenBinary(ctx context.Context, logf func(string, ...any)) (string,
 	return t.path, t.err
 }
 
+// Telemetrygen returns the path of the pinned telemetrygen, as the harness
+// finds or installs it (tests that drive it use this too).
+func Telemetrygen(ctx context.Context, logf func(string, ...any)) (string, error) {
+	return telemetrygenBinary(ctx, logf)
+}
+
 // findOrInstallTelemetrygen looks for the pinned telemetrygen on PATH, in the
 // Go binary directory ($GOBIN, else $(go env GOPATH)/bin) and in the
 // harness's cache; when none is the pinned version it runs

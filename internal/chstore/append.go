@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,12 +14,18 @@ import (
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
-// pending is one Append waiting for its insert.
+// pending is one Append (spans) or AppendLogs (log records) waiting for
+// its insert.
 type pending struct {
 	project string
 	spans   []model.Span
+	logs    []model.LogRecord
+	seq     uint64     // the sequence number of logs[0] (logs.go)
 	done    chan error // receives the insert's outcome, once
 }
+
+// size is what the request counts against the queue.
+func (p *pending) size() int { return len(p.spans) + len(p.logs) }
 
 // writer is the write path: a bounded queue, one collector that forms
 // batches, and the inserters. Goroutines: start runs the collector and
@@ -72,7 +79,7 @@ func (w *writer) collect() {
 	defer close(w.batches)
 	window, most := w.s.opts.BatchWindow, w.s.opts.MaxBatchSpans
 	for first := range w.queue {
-		batch, n := []*pending{first}, len(first.spans)
+		batch, n := []*pending{first}, first.size()
 		timer := time.NewTimer(window)
 	gather:
 		for n < most {
@@ -81,7 +88,7 @@ func (w *writer) collect() {
 				if !ok {
 					break gather
 				}
-				batch, n = append(batch, p), n+len(p.spans)
+				batch, n = append(batch, p), n+p.size()
 			case <-timer.C:
 				break gather
 			}
@@ -98,10 +105,13 @@ func (w *writer) insertLoop() {
 		err := w.s.insert(ctx, batch)
 		cancel()
 		for _, p := range batch {
-			w.queued.Add(-int64(len(p.spans)))
+			w.queued.Add(-int64(p.size()))
 			p.done <- err
-			if err == nil {
+			if err == nil && len(p.spans) > 0 {
 				w.s.tails.Offer(p.project, p.spans)
+			}
+			if err == nil && len(p.logs) > 0 {
+				w.s.offerLogs(p.project, p.logs)
 			}
 		}
 	}
@@ -120,9 +130,17 @@ func (s *Store) Append(ctx context.Context, wr *store.Write) error {
 		return nil
 	}
 	llm.Enrich(wr.Spans, s.opts.Prices)
+	return s.enqueue(ctx, &pending{project: wr.Project, spans: wr.Spans})
+}
+
+// enqueue queues p for the next batch and waits for its insert (Append).
+func (s *Store) enqueue(ctx context.Context, p *pending) error {
 	w := &s.w
-	n := int64(len(wr.Spans))
-	p := &pending{project: wr.Project, spans: wr.Spans, done: make(chan error, 1)}
+	n := int64(p.size())
+	p.done = make(chan error, 1)
+	if len(p.logs) > 0 {
+		p.seq = s.nextSeqs(len(p.logs))
+	}
 	w.mu.RLock()
 	if w.closed {
 		w.mu.RUnlock()
@@ -131,7 +149,7 @@ func (s *Store) Append(ctx context.Context, wr *store.Write) error {
 	if q := w.queued.Add(n); q > int64(s.opts.MaxQueuedSpans) && q != n {
 		w.queued.Add(-n)
 		w.mu.RUnlock()
-		return fmt.Errorf("ClickHouse insert queue holds %d spans (at most %d): %w", q-n, s.opts.MaxQueuedSpans, store.ErrOverloaded)
+		return fmt.Errorf("ClickHouse insert queue holds %d spans and log records (at most %d): %w", q-n, s.opts.MaxQueuedSpans, store.ErrOverloaded)
 	}
 	select {
 	case w.queue <- p:
@@ -193,8 +211,23 @@ func attrsOf(kvs []model.KeyValue) attrCols {
 
 // insert writes a batch: the trace index first, then the spans, so that a
 // failure between the two leaves at worst an index row without spans
-// (harmless), never spans a trace lookup cannot find.
+// (harmless), never spans a trace lookup cannot find; then the log records.
 func (s *Store) insert(ctx context.Context, batch []*pending) error {
+	if err := s.insertSpans(ctx, batch); err != nil {
+		return err
+	}
+	for _, p := range batch {
+		if len(p.logs) > 0 {
+			return s.insertLogs(ctx, batch)
+		}
+	}
+	return nil
+}
+
+func (s *Store) insertSpans(ctx context.Context, batch []*pending) error {
+	if !slices.ContainsFunc(batch, func(p *pending) bool { return len(p.spans) > 0 }) {
+		return nil
+	}
 	type traceKey struct {
 		project string
 		id      model.TraceID

@@ -92,8 +92,13 @@ type Options struct {
 	NoRollups bool
 	// NoAttrIndex searches without the attribute index (attrindex.go).
 	NoAttrIndex bool
+	// NoByTrace reads whole spans from spans instead of spans_by_trace
+	// (bytrace.go; for tests and benchmarks comparing the two).
+	NoByTrace bool
 	// Prices prices LLM calls at append; nil means llm.DefaultPrices().
 	Prices *llm.Prices
+	// SQL bounds each statement of the SQL mode (sql.go).
+	SQL SQLLimits
 	// Logger receives the version found and the migrations applied; nil
 	// discards.
 	Logger *slog.Logger
@@ -139,6 +144,9 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("chstore: negative retention %v for project %q", d, p)
 		}
 	}
+	if err := o.SQL.validate(); err != nil {
+		return err
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -173,19 +181,27 @@ type Store struct {
 
 	tails *store.TailHub
 
+	seqMu sync.Mutex
+	seq   uint64 // the last log sequence number given (under seqMu; logs.go)
+
+	logTailMu sync.Mutex
+	logTails  []*logTail // live log tails (under logTailMu)
+
 	eraseMu sync.Mutex // one erasure at a time in this process
 
-	retMu     sync.Mutex        // one retention sweep at a time
-	deleted   map[string]uint64 // project -> cutoff of the last retention delete started (under retMu)
-	retStop   chan struct{}     // closed by Close to stop the sweeper
-	retWG     sync.WaitGroup
-	closeOnce sync.Once
+	retMu       sync.Mutex        // one retention sweep at a time
+	deleted     map[string]uint64 // project -> cutoff of the last retention delete of spans started (under retMu)
+	deletedLogs map[string]uint64 // the same for logs (under retMu)
+	retStop     chan struct{}     // closed by Close to stop the sweeper
+	retWG       sync.WaitGroup
+	closeOnce   sync.Once
 }
 
 var _ interface {
 	store.Backend
 	store.ServiceReader
 	store.DependencyReader
+	store.SQLRunner
 } = (*Store)(nil)
 
 // connect opens a connection pool for url and checks that the server answers.
@@ -238,7 +254,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion(), "rollups", rollups)
 	s := &Store{opts: opts, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
-		deleted: map[string]uint64{}, retStop: make(chan struct{})}
+		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}, retStop: make(chan struct{})}
 	s.w.start(s)
 	if opts.hasRetention() {
 		s.retWG.Add(1)
@@ -257,6 +273,7 @@ func (s *Store) Close() error {
 	s.retWG.Wait()
 	s.w.stop()
 	s.tails.Close()
+	s.closeLogTails()
 	return s.conn.Close()
 }
 

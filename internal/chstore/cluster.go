@@ -32,6 +32,8 @@ var shardKeys = map[string]string{
 	"spans":       "cityHash64(trace_id)",
 	"trace_index": "cityHash64(trace_id)",
 	"attr_index":  "cityHash64(trace_id)",
+	// written by a view, but read by trace id: keyed like spans
+	"spans_by_trace": "cityHash64(trace_id)",
 }
 
 // replicatedEverywhere are tables every node keeps whole (one replica set

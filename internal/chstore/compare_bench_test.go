@@ -25,6 +25,10 @@ import (
 var (
 	compareSpans    = flag.Int("compare-spans", 1_000_000, "spans BenchmarkVersusEngine loads (a tenth of them from the LLM corpus)")
 	compareBackends = flag.String("compare-backends", "engine,clickhouse", "the backends BenchmarkVersusEngine measures")
+	compareURL      = flag.String("compare-url", "", "a ClickHouse database BenchmarkVersusEngine uses instead of a fresh chtest one, and leaves in place to be inspected; "+
+		"when it already holds the corpus (as many spans), the ClickHouse ingest is skipped")
+	compareStart = flag.Int64("compare-start", 0, "the corpus's start (unix seconds; default three hours ago): the one a previous run logged regenerates its corpus, "+
+		"as -compare-url's reuse needs (the generator's traces depend on the time of day)")
 )
 
 // BenchmarkVersusEngine loads one corpus (canonical spans and a tenth of
@@ -34,13 +38,19 @@ var (
 // corpus, each answer checked for its span count), a selective attribute
 // filter ({ span.user.id = "u-NNN" }, about 1% of the canonical spans,
 // newest 20, checked non-empty), and LLM statistics by model over the whole
-// store (20 samples; on ClickHouse with and without the rollup). It reports
+// store (20 samples; on ClickHouse with and without the rollup; trace by id
+// and the filter also reading whole spans from spans instead of
+// spans_by_trace). It reports
 // p50 and p95 of each and bytes on disk per span. Run it alone, once:
 //
 //	go test ./internal/chstore -run XXX -bench VersusEngine -benchtime 1x [-compare-spans N]
 func BenchmarkVersusEngine(b *testing.B) {
 	n := *compareSpans
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
+	if *compareStart != 0 {
+		start = time.Unix(*compareStart, 0)
+	}
+	b.Logf("corpus start %d (-compare-start)", start.Unix())
 	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - n/10, Start: start, Window: 2 * time.Hour})
 	if err != nil {
 		b.Fatal(err)
@@ -79,7 +89,11 @@ func BenchmarkVersusEngine(b *testing.B) {
 		}
 	}
 
-	ch, err := Open(b.Context(), Options{URL: chtestURL(b)})
+	url := *compareURL
+	if url == "" {
+		url = chtestURL(b)
+	}
+	ch, err := Open(b.Context(), Options{URL: url})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,9 +118,25 @@ func BenchmarkVersusEngine(b *testing.B) {
 		if !slices.Contains(strings.Split(*compareBackends, ","), c.name) {
 			continue
 		}
-		el := ingest(b, c.be, corpus)
-		b.Logf("%s: ingest %d spans in %v: %.0f spans/s", c.name, len(corpus), el.Round(time.Millisecond), float64(len(corpus))/el.Seconds())
-		b.ReportMetric(float64(len(corpus))/el.Seconds(), c.name+"-ingest-spans/s")
+		if c.name == "clickhouse" && *compareURL != "" {
+			var held uint64
+			if err := ch.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&held); err != nil {
+				b.Fatal(err)
+			}
+			if held == uint64(len(corpus)) {
+				b.Logf("clickhouse: %s already holds the corpus: ingest skipped", redact(url))
+				goto read
+			}
+			if held != 0 {
+				b.Fatalf("clickhouse: %s holds %d spans, neither none nor the corpus (%d)", redact(url), held, len(corpus))
+			}
+		}
+		{
+			el := ingest(b, c.be, corpus)
+			b.Logf("%s: ingest %d spans in %v: %.0f spans/s", c.name, len(corpus), el.Round(time.Millisecond), float64(len(corpus))/el.Seconds())
+			b.ReportMetric(float64(len(corpus))/el.Seconds(), c.name+"-ingest-spans/s")
+		}
+	read:
 		timeit(b, c.name+"-trace", 10, len(traces), func(i int) {
 			tr, _, err := c.be.Trace(ctx, "p", traces[i])
 			if err != nil || len(tr) != perTrace[traces[i]] {
@@ -119,6 +149,24 @@ func BenchmarkVersusEngine(b *testing.B) {
 				b.Fatalf("%s: %s: %d spans (%v)", c.name, filters[i].Expr, len(got), err)
 			}
 		})
+		if c.name == "clickhouse" {
+			// The same lookups reading whole spans from spans (by time)
+			// instead of spans_by_trace, back to back.
+			ch.opts.NoByTrace = true
+			timeit(b, c.name+"-trace-spans-only", 10, len(traces), func(i int) {
+				tr, _, err := c.be.Trace(ctx, "p", traces[i])
+				if err != nil || len(tr) != perTrace[traces[i]] {
+					b.Fatalf("%s: trace %s: %d spans (%v), want %d", c.name, traces[i], len(tr), err, perTrace[traces[i]])
+				}
+			})
+			timeit(b, c.name+"-filter-spans-only", 10, len(filters), func(i int) {
+				got, _, _, err := c.be.SearchSpans(ctx, "p", &filters[i], 20, nil)
+				if err != nil || len(got) == 0 {
+					b.Fatalf("%s: %s: %d spans (%v)", c.name, filters[i].Expr, len(got), err)
+				}
+			})
+			ch.opts.NoByTrace = false
+		}
 		llmq := &store.LLMQuery{GroupBy: []string{"model"}}
 		check := func(st store.LLMStats, err error) {
 			var spans int64

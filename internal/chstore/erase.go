@@ -100,8 +100,11 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 	if err := s.saveErasure(ctx, st); err != nil {
 		return store.Erasure{}, err
 	}
-	if len(ids) > 0 {
-		if err := s.conn.Exec(ctx, "ALTER TABLE spans DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+	for _, table := range erasedTables {
+		if len(ids) == 0 {
+			break
+		}
+		if err := s.conn.Exec(ctx, "ALTER TABLE "+table+" DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
 			req.Project, req.Project, st.ID); err != nil {
 			// Hidden already (erasing a trace by id again starts its removal
 			// again). Say so in the status rather than fail a request whose
@@ -110,10 +113,16 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 			if err := s.saveErasure(ctx, st); err != nil {
 				return store.Erasure{}, err
 			}
+			break
 		}
 	}
+	st.TraceIDs = ids // the server erases their log records too
 	return st, nil
 }
+
+// erasedTables hold whole spans; an erasure removes its traces' rows from
+// each, and is done when none is left in any.
+var erasedTables = []string{"spans", "spans_by_trace"}
 
 // saveErasure writes a status row (the newest version wins).
 func (s *Store) saveErasure(ctx context.Context, e store.Erasure) error {
@@ -175,9 +184,13 @@ func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, 
 			continue
 		}
 		var left uint64
-		if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
-			project, project, e.ID).Scan(&left); err != nil {
-			return nil, fmt.Errorf("check erasure %d in ClickHouse: %w", e.ID, err)
+		for _, table := range erasedTables {
+			var n uint64
+			if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+				project, project, e.ID).Scan(&n); err != nil {
+				return nil, fmt.Errorf("check erasure %d in ClickHouse: %w", e.ID, err)
+			}
+			left += n
 		}
 		if left == 0 {
 			now := time.Now().UTC()

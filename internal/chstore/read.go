@@ -94,6 +94,22 @@ func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID)
 		return out, nil
 	}
 	hexIDs := traceIDs(ids)
+	if s.bodyTable() == "spans_by_trace" {
+		// One round trip: the trace index's time range, as scalar
+		// subqueries (evaluated first, so that the range prunes the day
+		// partitions), and the traces' rows, the sorting key's prefix.
+		// A trace the index lacks has the range [0, 0]: no row.
+		w := s.base(project, 0, 0)
+		const ix = " FROM trace_index WHERE project = ? AND trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16)))"
+		w.add("start >= (SELECT min(start_min)"+ix, project, hexIDs)
+		w.add("start <= (SELECT max(start_max)"+ix, project, hexIDs)
+		w.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", hexIDs)
+		rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans_by_trace WHERE "+w.String(), w.args...)
+		if err != nil {
+			return nil, fmt.Errorf("read traces from ClickHouse: %w", err)
+		}
+		return newestByTrace(rows)
+	}
 	var lo, hi uint64
 	var n uint64
 	if err := s.conn.QueryRow(ctx, "SELECT min(start_min), max(start_max), count() FROM trace_index WHERE project = ? AND trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))",
@@ -103,6 +119,7 @@ func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID)
 	if n == 0 {
 		return out, nil
 	}
+	// Without spans_by_trace: the time range prunes partitions and minutes.
 	w := s.base(project, lo, hi+1)
 	w.add("intDiv(start, 60000000000) >= ?", lo/60e9)
 	w.add("intDiv(start, 60000000000) <= ?", hi/60e9)
@@ -111,12 +128,19 @@ func (s *Store) traces(ctx context.Context, project string, ids []model.TraceID)
 	if err != nil {
 		return nil, fmt.Errorf("read traces from ClickHouse: %w", err)
 	}
+	return newestByTrace(rows)
+}
+
+// newestByTrace groups rows of readColumns by trace, keeping the newest
+// copy of each span, ordered by start time then span id.
+func newestByTrace(rows rowScanner) (map[model.TraceID][]model.Span, error) {
+	out := map[model.TraceID][]model.Span{}
 	type key struct {
 		trace model.TraceID
 		span  model.SpanID
 	}
 	newest := map[key]*stored{}
-	err = scanSpans(rows, func(st *stored) bool {
+	err := scanSpans(rows, func(st *stored) bool {
 		k := key{st.span.TraceID, st.span.SpanID}
 		if old, ok := newest[k]; !ok || st.ingested > old.ingested {
 			c := *st
@@ -211,7 +235,8 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		page = min(max(2*want, minCandidatePage), maxCandidatePage)
 	}
 	for ; ; page = min(4*page, maxCandidatePage) {
-		w := s.base(project, f.Start, f.End)
+		bw := s.base(project, f.Start, f.End)
+		w := &where{conds: slices.Clone(bw.conds), args: slices.Clone(bw.args)}
 		if !w.hints(f) {
 			return nil
 		}
@@ -226,7 +251,7 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		if err != nil {
 			return err
 		}
-		spans, err := s.bodies(ctx, project, w, keys)
+		spans, err := s.bodies(ctx, bw, keys)
 		if err != nil {
 			return err
 		}
@@ -276,8 +301,10 @@ func (s *Store) keys(ctx context.Context, table string, w *where, page int) ([]s
 	return out, nil
 }
 
-// bodies reads the spans of keys (selected by w), the newest copy of each.
-func (s *Store) bodies(ctx context.Context, project string, w *where, keys []store.Cursor) (map[store.Cursor]*model.Span, error) {
+// bodies reads the spans of keys (among the visible spans w selects), the
+// newest copy of each: from spans_by_trace, where the keys' trace ids are
+// the sorting key's prefix, once it is complete (bytrace.go).
+func (s *Store) bodies(ctx context.Context, w *where, keys []store.Cursor) (map[store.Cursor]*model.Span, error) {
 	out := make(map[store.Cursor]*model.Span, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -295,7 +322,7 @@ func (s *Store) bodies(ctx context.Context, project string, w *where, keys []sto
 	b.add("start <= ?", keys[0].Start)
 	b.add("trace_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 16))", traceIDs(traces))
 	b.add("span_id IN (SELECT toFixedString(unhex(arrayJoin(?)), 8))", spanIDs)
-	rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM spans WHERE "+b.String(), b.args...)
+	rows, err := s.conn.Query(ctx, "SELECT "+readColumns+" FROM "+s.bodyTable()+" WHERE "+b.String(), b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("read spans from ClickHouse: %w", err)
 	}

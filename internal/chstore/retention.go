@@ -22,7 +22,9 @@ import (
 //     DELETE WHERE project = ? AND start < ?), at most once per project and
 //     day: the cutoff of a mutation is the retention cutoff rounded down to
 //     a UTC day, since each mutation rewrites the parts it touches;
-//   - the trace index and rollup rows of the project follow the same way.
+//   - the trace index and rollup rows of the project follow the same way;
+//   - log records likewise by their time, decided on the logs table alone
+//     (its partitions hold other projects than those of spans).
 //
 // TTL is not used: 18.16 has none (a TTL clause is a syntax error there),
 // and one TTL per project would be an expression rebuilt with every change
@@ -71,6 +73,9 @@ type RetentionSweep struct {
 	// Deletes are the projects whose expired spans a mutation was started
 	// for, with the cutoff (unix ns) it deletes below.
 	Deletes map[string]uint64
+	// LogPartitionsDropped and LogDeletes are the same for log records.
+	LogPartitionsDropped []string
+	LogDeletes           map[string]uint64
 }
 
 // SweepRetention removes expired spans: partitions whose every span has
@@ -87,13 +92,40 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 	}
 	s.retMu.Lock()
 	defer s.retMu.Unlock()
+	if err := s.sweepFamily(ctx, spansFamily, s.deleted, &out.PartitionsDropped, &out.Deletes); err != nil {
+		return out, err
+	}
+	if err := s.sweepFamily(ctx, logsFamily, s.deletedLogs, &out.LogPartitionsDropped, &out.LogDeletes); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
+// retentionFamily is a table and the tables partitioned and deleted with
+// it: spans (with its index and rollups), and logs.
+type retentionFamily struct {
+	table, time string   // the table whose rows decide, and its time column
+	partitioned []string // dropped by the same partition ids
+	deletes     []string // a project's rows older than a cutoff (bound: project, cutoff in unix ns)
+}
+
+var (
+	spansFamily = retentionFamily{"spans", "start", partitionedTables, retentionDeletes}
+	logsFamily  = retentionFamily{"logs", "time", []string{"logs"}, []string{"ALTER TABLE logs DELETE WHERE project = ? AND time < ?"}}
+)
+
+// sweepFamily drops fam's whole expired partitions and starts the deletes
+// of projects' other expired rows (recorded in deleted); it appends what it
+// did to dropped and deletes. The caller holds retMu.
+func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted map[string]uint64, dropped *[]string, deletes *map[string]uint64) error {
 	type part struct {
 		id       string
-		projects map[string][2]uint64 // project -> min, max start
+		projects map[string][2]uint64 // project -> min, max time
 	}
-	rows, err := s.conn.Query(ctx, "SELECT _partition_id, project, min(start), max(start) FROM spans GROUP BY _partition_id, project")
+	// fam's names are constants of this file.
+	rows, err := s.conn.Query(ctx, "SELECT _partition_id, project, min("+fam.time+"), max("+fam.time+") FROM "+fam.table+" GROUP BY _partition_id, project")
 	if err != nil {
-		return out, fmt.Errorf("retention: list partitions in ClickHouse: %w", err)
+		return fmt.Errorf("retention: list partitions of %s in ClickHouse: %w", fam.table, err)
 	}
 	parts := map[string]*part{}
 	for rows.Next() {
@@ -101,7 +133,7 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 		var lo, hi uint64
 		if err := rows.Scan(&id, &project, &lo, &hi); err != nil {
 			rows.Close()
-			return out, fmt.Errorf("retention: list partitions in ClickHouse: %w", err)
+			return fmt.Errorf("retention: list partitions of %s in ClickHouse: %w", fam.table, err)
 		}
 		p := parts[id]
 		if p == nil {
@@ -112,7 +144,7 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("retention: list partitions in ClickHouse: %w", err)
+		return fmt.Errorf("retention: list partitions of %s in ClickHouse: %w", fam.table, err)
 	}
 	ids := make([]string, 0, len(parts))
 	for id := range parts {
@@ -138,17 +170,17 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 			continue
 		}
 		if !validPartitionID(id) {
-			return out, fmt.Errorf("retention: unexpected partition id %q in spans", id)
+			return fmt.Errorf("retention: unexpected partition id %q in %s", id, fam.table)
 		}
 		// The partition id is the server's own (digits only, checked), not
 		// user input; DROP PARTITION takes no bound parameter.
-		for _, table := range partitionedTables {
+		for _, table := range fam.partitioned {
 			if err := s.conn.Exec(ctx, "ALTER TABLE "+table+" DROP PARTITION ID '"+id+"'"); err != nil {
-				return out, fmt.Errorf("retention: drop partition %s of %s: %w", id, table, err)
+				return fmt.Errorf("retention: drop partition %s of %s: %w", id, table, err)
 			}
 		}
-		out.PartitionsDropped = append(out.PartitionsDropped, id)
-		s.opts.Logger.Info("clickhouse retention dropped a partition", "partition", id)
+		*dropped = append(*dropped, id)
+		s.opts.Logger.Info("clickhouse retention dropped a partition", "table", fam.table, "partition", id)
 	}
 	projects := make([]string, 0, len(left))
 	for p := range left {
@@ -157,27 +189,27 @@ func (s *Store) SweepRetention(ctx context.Context) (RetentionSweep, error) {
 	sort.Strings(projects)
 	for _, project := range projects {
 		c := s.cutoff(project) / dayNanos * dayNanos
-		if s.deleted[project] >= c {
+		if deleted[project] >= c {
 			continue // started already; a mutation runs in the background
 		}
-		for _, stmt := range retentionDeletes {
+		for _, stmt := range fam.deletes {
 			if err := s.conn.Exec(ctx, stmt, project, c); err != nil {
-				return out, fmt.Errorf("retention: delete expired rows of %q: %w", project, err)
+				return fmt.Errorf("retention: delete expired rows of %q: %w", project, err)
 			}
 		}
-		if out.Deletes == nil {
-			out.Deletes = map[string]uint64{}
+		if *deletes == nil {
+			*deletes = map[string]uint64{}
 		}
-		out.Deletes[project] = c
-		s.deleted[project] = c
-		s.opts.Logger.Info("clickhouse retention started a delete", "project", project, "before", time.Unix(0, int64(c)).UTC())
+		(*deletes)[project] = c
+		deleted[project] = c
+		s.opts.Logger.Info("clickhouse retention started a delete", "table", fam.table, "project", project, "before", time.Unix(0, int64(c)).UTC())
 	}
-	return out, nil
+	return nil
 }
 
 // partitionedTables are the tables partitioned by the day of start, with
 // the same partition ids.
-var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup"}
+var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace"}
 
 // retentionDeletes remove a project's rows older than a cutoff (bound:
 // project, cutoff in unix ns).
@@ -187,6 +219,7 @@ var retentionDeletes = []string{
 	"ALTER TABLE llm_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 	"ALTER TABLE attr_index DELETE WHERE project = ? AND start < ?",
 	"ALTER TABLE ops_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
+	"ALTER TABLE spans_by_trace DELETE WHERE project = ? AND start < ?",
 }
 
 // validPartitionID accepts the ids of a toDate partition key (YYYYMMDD).

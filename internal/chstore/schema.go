@@ -191,6 +191,8 @@ var migrations = []migration{
 		return []string{attrIndexTable, attrIndexView("attr_index_span_mv", 0, "span_attr"), attrIndexView("attr_index_res_mv", 1, "res_attr")}
 	}, markRollupComplete("attr_index")},
 	{5, "RED rollup", func(Features) []string { return []string{opsRollupTable(), opsRollupView()} }, markRollupComplete("ops")},
+	{6, "spans by trace", func(Features) []string { return []string{byTraceTable, byTraceView} }, backfillByTrace},
+	{7, "logs", func(Features) []string { return []string{logsTable, logErasuresTable} }, nil},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }

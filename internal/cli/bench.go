@@ -32,6 +32,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	asJSON := fs.Bool("json", false, "print the raw record as JSON instead of the markdown table")
 	list := fs.Bool("list", false, "list the suites and exit")
 	tmp := fs.String("tmp-dir", "", "parent directory of the per-run data directories (default: the system temp dir)")
+	rate := fs.Float64("rate", 0, "search-live: open-loop ingest rate in spans/s while querying (0 = half the saturation rate measured by the preload)")
+	ingestFor := fs.Duration("ingest-for", 0, "search-live: how long to ingest while querying (0 = 60s)")
 	quiet := fs.Bool("quiet", false, "no progress line (shown on stderr when it is a terminal: which run, which scenario)")
 	var names []string
 	rest := args
@@ -68,6 +70,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if *runs < 1 || *batch < 1 || *spans < 0 {
 		return fmt.Errorf("%w: --runs and --batch must be >= 1, --spans >= 0", errUsage)
 	}
+	if *rate < 0 || *ingestFor < 0 {
+		return fmt.Errorf("%w: --rate and --ingest-for must be >= 0, got %g and %s", errUsage, *rate, *ingestFor)
+	}
 	bin := *binary
 	if bin == "" {
 		exe, err := os.Executable()
@@ -76,7 +81,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		}
 		bin = exe
 	}
-	cfg := bench.Config{Binary: bin, Runs: *runs, Spans: *spans, Batch: *batch, Samples: *samples, Seed: *seed, TempDir: *tmp}
+	cfg := bench.Config{Binary: bin, Runs: *runs, Spans: *spans, Batch: *batch, Samples: *samples, Seed: *seed, TempDir: *tmp,
+		Rate: *rate, IngestFor: *ingestFor}
 	for _, o := range strings.Split(*only, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.Only = append(cfg.Only, o)

@@ -32,6 +32,18 @@ type llmMeasures struct {
 		P95 float64 `json:"p95"`
 		P99 float64 `json:"p99"`
 	} `json:"latency_ms"`
+	// FromMetrics: calls known from the GenAI client metrics, not spans.
+	FromMetrics *struct {
+		Calls int64 `json:"calls"`
+	} `json:"from_metrics"`
+}
+
+// calls are the counted spans plus the calls known from metrics only.
+func (m *llmMeasures) calls() int64 {
+	if m.FromMetrics != nil {
+		return m.Counted + m.FromMetrics.Calls
+	}
+	return m.Counted
 }
 
 // llmGroup is one row of LLM statistics.
@@ -91,7 +103,7 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 		if m.Latency != nil {
 			p50, p95, p99 = fmt.Sprintf("%.1f", m.Latency.P50), fmt.Sprintf("%.1f", m.Latency.P95), fmt.Sprintf("%.1f", m.Latency.P99)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\t%s\t%s\t\n", m.Spans, m.Counted, m.Errors,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.4f\t%s\t%s\t%s\t\n", m.Spans, m.calls(), m.Errors,
 			m.InputTokens, m.OutputTokens, m.CacheRead, m.Reasoning, m.CostUSD, p50, p95, p99)
 	}
 	// By day or hour: rows in time order (the server orders by cost).
@@ -143,6 +155,9 @@ func runLLM(ctx context.Context, env *Env, args []string) error {
 	}
 	if len(missing) > 0 {
 		fmt.Fprintln(env.Stdout, "CALLS counts LLM calls (the spans whose tokens and cost are summed); SPANS counts every span of the group (docs/llm.md).")
+	}
+	if fm := resp.Totals.FromMetrics; fm != nil && fm.Calls > 0 {
+		fmt.Fprintf(env.Stdout, "CALLS includes %d calls known only from the GenAI client metrics (no span; no session, user or latency percentiles): docs/llm.md.\n", fm.Calls)
 	}
 	if slices.Contains(resp.GroupBy, "day") {
 		fmt.Fprintln(env.Stdout, "Days are UTC dates.")

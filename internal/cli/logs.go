@@ -23,6 +23,7 @@ func runLogs(ctx context.Context, env *Env, args []string) error {
 	service := fs.String("service", "", "only records of this service")
 	severity := fs.String("severity", "", "the lowest severity shown: a name (debug, info, warn, error, fatal) or a number 1-24")
 	trace := fs.String("trace", "", "the records of this trace (32 hex digits), whenever they happened")
+	filter := fs.String("q", "", `a log filter (docs/logs.md), e.g. '{ severity >= warn && .order.id = 42 }'`)
 	limit := fs.Int("limit", 100, "records to show (1-10000)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -36,6 +37,9 @@ func runLogs(ctx context.Context, env *Env, args []string) error {
 	}
 	if *severity != "" {
 		params.Set("severity", *severity)
+	}
+	if *filter != "" {
+		params.Set("q", *filter)
 	}
 	path := "/api/v1/logs"
 	if *trace != "" {

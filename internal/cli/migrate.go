@@ -10,14 +10,16 @@ import (
 )
 
 func init() {
-	register(&Command{Name: "migrate", Short: "apply the ClickHouse schema's migrations (serve --storage clickhouse also does at start)", Run: runMigrate})
+	register(&Command{Name: "migrate", Short: "apply the ClickHouse schema's migrations (serve --storage clickhouse also does at start); with --from-data-dir, copy a data directory's spans into ClickHouse", Run: runMigrate})
 }
 
 func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "migrate", "--clickhouse-url URL")
 	url := fs.String("clickhouse-url", "", "the database, clickhouse://user:password@host:9000/database (native protocol)")
 	cluster := fs.String("clickhouse-cluster", "", "print the schema for this cluster (ReplicatedMergeTree and Distributed tables ON CLUSTER) for review, and apply nothing: untested against a cluster, and serve has no cluster mode (docs/clickhouse.md)")
-	asJSON := fs.Bool("json", false, "print the ClickHouse version and the migrations as JSON")
+	asJSON := fs.Bool("json", false, "print the ClickHouse version and the migrations (or, with --from-data-dir, what was copied) as JSON")
+	fromDir := fs.String("from-data-dir", "", "copy every project's spans from this data directory of the embedded engine (its server stopped) into ClickHouse; interrupted, the same command goes on where it stopped (docs/clickhouse.md)")
+	batch := fs.Int("batch-spans", chstore.DefaultImportBatchSpans, "with --from-data-dir: spans read, inserted and checkpointed at once (1..100000)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,6 +31,15 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	}
 	if *url == "" {
 		return fmt.Errorf("%w: give --clickhouse-url", errUsage)
+	}
+	if *fromDir != "" {
+		if *cluster != "" {
+			return fmt.Errorf("%w: --from-data-dir copies into a single node; --clickhouse-cluster only prints a schema", errUsage)
+		}
+		if *batch < 1 || *batch > 100000 {
+			return fmt.Errorf("%w: --batch-spans %d: give 1..100000", errUsage, *batch)
+		}
+		return migrateDataDir(ctx, env, *url, *fromDir, *batch, *asJSON)
 	}
 	if *cluster != "" {
 		stmts, err := chstore.ClusterSchemaForURL(*url, *cluster)

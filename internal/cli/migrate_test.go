@@ -7,23 +7,25 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/chstore/chtest"
+	"github.com/rastro-dev/rastro/internal/engine"
 )
 
 // TestMigrateAppliesOnce: rastro migrate applies the schema's steps once
 // and lists them; a second run applies none.
 func TestMigrateAppliesOnce(t *testing.T) {
 	url := chtest.URL(t)
-	for i, want := range []string{"5 migrations applied now", "0 migrations applied now"} {
+	for i, want := range []string{"7 migrations applied now", "0 migrations applied now"} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url}, &out, &errb); code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
 		}
-		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") {
+		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") || !strings.Contains(out.String(), "7  logs") {
 			t.Fatalf("run %d: %q, want %q and the steps", i, out.String(), want)
 		}
 	}
@@ -52,7 +54,8 @@ func TestServeStorageFlags(t *testing.T) {
 }
 
 // TestServeOnClickHouse: rastro serve --storage clickhouse migrates,
-// ingests, answers a trace, answers 501 for what it lacks, and stops.
+// ingests, answers a trace and the log search (logs are wired to
+// ClickHouse too), answers 501 for what it lacks, and stops.
 func TestServeOnClickHouse(t *testing.T) {
 	url := chtest.URL(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -67,7 +70,7 @@ func TestServeOnClickHouse(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"serve", "--storage", "clickhouse", "--clickhouse-url", url, "--http-addr", addr, "--grpc-addr", "",
-			"--ui=false", "--mcp=false"}, io.Discard, &errb)
+			"--ui=false", "--mcp=false", "--sql-max-rows", "50"}, io.Discard, &errb)
 	}()
 	base := "http://" + addr
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -94,7 +97,8 @@ func TestServeOnClickHouse(t *testing.T) {
 	if resp.StatusCode/100 != 2 {
 		t.Fatalf("ingest: %d", resp.StatusCode)
 	}
-	for path, want := range map[string]int{"/api/v1/traces/5b8efff798038103d269b633813fc60c": 200, "/api/v1/stats": 501, "/api/v1/red?since=1h": 200} {
+	for path, want := range map[string]int{"/api/v1/traces/5b8efff798038103d269b633813fc60c": 200, "/api/v1/stats": 501, "/api/v1/red?since=1h": 200,
+		"/api/v1/logs": 200} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
@@ -104,6 +108,22 @@ func TestServeOnClickHouse(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, b, want)
 		}
+	}
+	// rastro sql, and the server's --sql-max-rows.
+	var out, sqlErr bytes.Buffer
+	if code := Main(t.Context(), []string{"sql", "--server", base, "SELECT name, service, duration, [1, 2] AS a FROM spans"}, &out, &sqlErr); code != 0 ||
+		!regexp.MustCompile(`^name +service +duration +a\nGET /x +web +5000000 +\[1,2\]\n$`).MatchString(out.String()) {
+		t.Errorf("rastro sql: exit %d %q %q", code, out.String(), sqlErr.String())
+	}
+	out.Reset()
+	sqlErr.Reset()
+	if code := Main(t.Context(), []string{"sql", "--server", base, "--limit", "51", "SELECT 1"}, &out, &sqlErr); code == 0 || !strings.Contains(sqlErr.String(), "from 1 to 50") {
+		t.Errorf("rastro sql --limit 51 with --sql-max-rows 50: exit %d %q", code, sqlErr.String())
+	}
+	out.Reset()
+	sqlErr.Reset()
+	if code := Main(t.Context(), []string{"sql", "--server", base, "SELECT * FROM system.one"}, &out, &sqlErr); code == 0 || !strings.Contains(sqlErr.String(), "the keyword SYSTEM") {
+		t.Errorf("rastro sql of a system table: exit %d %q", code, sqlErr.String())
 	}
 	cancel()
 	if code := <-done; code != 0 {
@@ -133,5 +153,38 @@ func TestMigratePrintsClusterSchema(t *testing.T) {
 	errb.Reset()
 	if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", "clickhouse://127.0.0.1:1/obsdb", "--clickhouse-cluster", "c1;DROP"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "cluster name") {
 		t.Fatalf("a bad cluster name: exit %d %q", code, errb.String())
+	}
+}
+
+// TestMigrateFromDataDirRefusesBadInput: a directory that is not a data
+// directory, a batch size out of range, a cluster, or a data directory a
+// server holds are refused with the reason, before anything is copied.
+func TestMigrateFromDataDirRefusesBadInput(t *testing.T) {
+	url := "clickhouse://127.0.0.1:1/obsdb" // never reached: refused before
+	empty := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from-data-dir", empty}, "not a rastro data directory"},
+		{[]string{"--from-data-dir", empty + "/absent"}, "--from-data-dir"},
+		{[]string{"--from-data-dir", empty, "--batch-spans", "0"}, "--batch-spans 0"},
+		{[]string{"--from-data-dir", empty, "--clickhouse-cluster", "c1"}, "single node"},
+	} {
+		var out, errb bytes.Buffer
+		if code := Main(t.Context(), append([]string{"migrate", "--clickhouse-url", url}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	// A data directory in use by a server: its lock refuses the copy.
+	dir := t.TempDir()
+	eng, err := engine.Open(engine.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	var out, errb bytes.Buffer
+	if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url, "--from-data-dir", dir}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "in use by another rastro process") {
+		t.Errorf("data directory in use: exit %d %q", code, errb.String())
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/chstore"
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
+	"github.com/rastro-dev/rastro/internal/metricstore"
 	"github.com/rastro-dev/rastro/internal/process"
 	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/ui"
@@ -51,12 +54,20 @@ type serveConfig struct {
 	retention                     days
 	retentionProject              projectDays
 	eraseDelay, lifecycleInterval time.Duration
+	spanMetricsInterval           time.Duration
 
 	// Limits against slow and hostile clients (server.Options).
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout, queryTimeout time.Duration
 	maxHeader                                                               byteSize
 	maxQueries, grpcMaxStreams, maxIngest                                   int
 	projectRate, projectBurst, projectShare                                 float64
+
+	// The SQL mode's limits (--storage clickhouse; chstore.SQLLimits).
+	sqlTimeout   time.Duration
+	sqlMaxRows   int
+	sqlMaxMemory byteSize
+	sqlMaxRead   int64
+	sqlMaxResult byteSize
 }
 
 // newServeFlags declares rastro serve's flags; the README's configuration
@@ -65,9 +76,15 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
 	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
 		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: process.DefaultMergeHeadroom,
-		valueThreshold: engine.DefaultValueThreshold, maxHeader: server.DefaultMaxHeaderBytes}
+		valueThreshold: engine.DefaultValueThreshold, maxHeader: server.DefaultMaxHeaderBytes, sqlMaxMemory: chstore.DefaultSQLMaxMemory,
+		sqlMaxResult: chstore.DefaultSQLMaxResultBytes}
 	fs.StringVar(&c.storage, "storage", "embedded", "where spans are kept: embedded (the engine, in --data-dir) or clickhouse (--clickhouse-url; docs/clickhouse.md)")
 	fs.StringVar(&c.clickhouseURL, "clickhouse-url", "", "with --storage clickhouse: the database, clickhouse://user:password@host:9000/database?secure=true (native protocol); the schema is migrated at start")
+	fs.DurationVar(&c.sqlTimeout, "sql-timeout", chstore.DefaultSQLMaxExecutionTime, "with --storage clickhouse: the most one statement of the SQL mode (POST /api/v1/sql) may run (ClickHouse's max_execution_time, whole seconds; keep it under --query-timeout)")
+	fs.IntVar(&c.sqlMaxRows, "sql-max-rows", chstore.DefaultSQLMaxRows, "with --storage clickhouse: the most rows one SQL-mode statement may answer (its request's limit; default limit 1000)")
+	fs.Var(&c.sqlMaxMemory, "sql-max-memory", "with --storage clickhouse: the memory one SQL-mode statement may use in ClickHouse (max_memory_usage)")
+	fs.Int64Var(&c.sqlMaxRead, "sql-max-rows-read", chstore.DefaultSQLMaxRowsToRead, "with --storage clickhouse: the table rows one SQL-mode statement may read, whole granules of 8,192 rows (max_rows_to_read)")
+	fs.Var(&c.sqlMaxResult, "sql-max-result-bytes", "with --storage clickhouse: the largest answer of one SQL-mode statement, uncompressed in ClickHouse (max_result_bytes)")
 	fs.StringVar(&c.dataDir, "data-dir", "./rastro-data", "directory holding the store (created if missing)")
 	fs.StringVar(&c.httpAddr, "http-addr", "127.0.0.1:4318", "address for OTLP/HTTP, native JSON ingest and the query API (port 0 picks a free port)")
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
@@ -78,7 +95,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
 	fs.Var(&c.maxBody, "max-body-bytes", "largest accepted request body, enforced after decompression too")
 	fs.Var(&c.maxInflight, "max-inflight-bytes", "request bytes admitted at once; beyond it ingest answers 429 (gRPC RESOURCE_EXHAUSTED)")
-	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size (spans and logs each have their own buffer)")
+	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size (spans, logs and metrics each have their own buffer)")
 	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
 	fs.Var(&c.maxBuf, "max-buffer-bytes", "heap for spans not yet sealed (the buffer's estimate, within 25% of the heap it holds); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
@@ -94,6 +111,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
 	fs.DurationVar(&c.eraseDelay, "erase-delay", 10*time.Second, "the most an acknowledged erasure waits before its spans are physically removed (requests within it share one pass)")
 	fs.DurationVar(&c.lifecycleInterval, "lifecycle-interval", 10*time.Second, "how often the background loop looks for merges, expired segments and due erasures")
+	fs.DurationVar(&c.spanMetricsInterval, "span-metrics-interval", server.DefaultSpanMetricsInterval, "how often the span metrics (/spanmetrics) are written into the metric store, so that /prom charts them; 0 never")
 	fs.StringVar(&c.pricesFile, "prices", "", "JSON price table overriding and extending the built-in LLM prices (format: docs/llm.md)")
 	fs.StringVar(&c.authFile, "auth-file", "", "JSON file of access tokens with roles and projects (format: docs/security.md); reloaded on SIGHUP; empty: no access control, allowed on loopback addresses only")
 	fs.BoolVar(&c.insecure, "insecure", false, "allow non-loopback addresses without --auth-file (when a proxy or firewall in front controls access)")
@@ -115,6 +133,10 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return fs, c
 }
+
+// spareP raises GOMAXPROCS once per process: a process that serves
+// several times (the tests run serve in process) must not add a P each time.
+var spareP sync.Once
 
 func runServe(ctx context.Context, env *Env, args []string) error {
 	fs, c := newServeFlags(env)
@@ -163,7 +185,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	case c.storage == "embedded" && c.clickhouseURL != "":
 		return fmt.Errorf("%w: --clickhouse-url is for --storage clickhouse", errUsage)
 	}
-	chOpts := chstore.Options{URL: c.clickhouseURL, Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m}
+	chOpts := chstore.Options{URL: c.clickhouseURL, Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		SQL: chstore.SQLLimits{MaxExecutionTime: c.sqlTimeout, MaxRows: c.sqlMaxRows, MaxMemory: int64(c.sqlMaxMemory), MaxRowsToRead: c.sqlMaxRead,
+			MaxResultBytes: int64(c.sqlMaxResult)}}
 	if c.storage == "clickhouse" {
 		if err := chOpts.Validate(); err != nil {
 			return fmt.Errorf("%w: --clickhouse-url: %v", errUsage, err)
@@ -174,6 +198,18 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, c.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	// One P more than the CPUs Go sees. When every P runs a goroutine (a
+	// seal, a merge, ingest handlers), Go polls the network only from
+	// sysmon, every 10 ms, so a query that arrives then waits that long
+	// before it is read; a spare P is mostly parked in the network poller
+	// and takes it at once. Measured with rastro bench search-live: trace by
+	// id during ingest p95 16-18 -> 9 ms end to end (docs/operations.md,
+	// "Scheduling"). GOMAXPROCS in the environment wins.
+	spareP.Do(func() {
+		if os.Getenv("GOMAXPROCS") == "" {
+			runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+		}
+	})
 
 	prices := llm.DefaultPrices()
 	if c.pricesFile != "" {
@@ -202,6 +238,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// The engine opens after the ports are bound (WAL replay can take a
 	// while); its metrics are served from the start, 0 until it is open.
 	var opened atomic.Pointer[engine.Engine]
+	var openedMetrics atomic.Pointer[metricstore.Store]
 	var webUI http.Handler
 	if c.ui {
 		webUI = ui.Handler()
@@ -215,11 +252,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		ExtraHTTPAddrs: []string{c.tempoAddr, c.jaegerAddr, c.zipkinAddr},
 		MaxBodyBytes:   int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
-		Collectors: []prometheus.Collector{engine.NewCollector(opened.Load)},
-		Prices:     prices,
-		UI:         webUI,
-		NoMCP:      !c.mcp,
-		AuthFile:   c.authFile, Insecure: c.insecure,
+		SpanMetricsInterval: spanMetricsEvery(c.spanMetricsInterval),
+		Collectors:          []prometheus.Collector{engine.NewCollector(opened.Load), metricstore.NewCollector(openedMetrics.Load)},
+		Prices:              prices,
+		UI:                  webUI,
+		NoMCP:               !c.mcp,
+		AuthFile:            c.authFile, Insecure: c.insecure,
 		TLSCert: c.tlsCert, TLSKey: c.tlsKey, TLSClientCA: c.tlsClientCA,
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
 		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
@@ -263,7 +301,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}()
 	defer func() { stopReload(); <-reloaded }()
 	log.Info("listening", "http", srv.HTTPAddr(), "grpc", srv.GRPCAddr(), "also", srv.ExtraHTTPAddrs(), "data_dir", c.dataDir,
-		"durability", c.durability, "storage", c.storage, "version", server.Version())
+		"durability", c.durability, "storage", c.storage, "gomaxprocs", runtime.GOMAXPROCS(0), "version", server.Version())
 	b := banner{version: server.Version(), dataDir: c.dataDir, http: scheme + "://" + srv.HTTPAddr(), grpc: srv.GRPCAddr(), ui: c.ui, also: srv.ExtraHTTPAddrs(),
 		opening: "opening the store (replaying the WAL)"}
 	if c.storage == "clickhouse" {
@@ -278,7 +316,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	start := time.Now()
 	if c.storage == "clickhouse" {
 		chOpts.Prices, chOpts.Logger = prices, log
-		srv.NoLogs()
+		srv.NoMetrics()
 		return serveClickHouse(ctx, env.Stdout, srv, log, chOpts, start)
 	}
 	eng, err := engine.Open(opts)
@@ -292,14 +330,27 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		eng.Close()
 		return fmt.Errorf("open log store %s/logs: %w", c.dataDir, err)
 	}
+	mets, err := openMetrics(c.dataDir, mode, int64(c.sealBytes), log)
+	if err != nil {
+		shutdown(srv, log)
+		logs.Close()
+		eng.Close()
+		return fmt.Errorf("open metric store %s/metrics: %w", c.dataDir, err)
+	}
 	opened.Store(eng)
 	srv.SetBackend(eng)
 	srv.SetLogs(logs)
+	openedMetrics.Store(mets)
+	srv.SetMetrics(mets)
 	retentionCtx, stopRetention := context.WithCancel(ctx)
-	retentionDone := make(chan struct{})
+	retentionDone := make(chan struct{}, 2)
 	go func() {
-		defer close(retentionDone)
+		defer func() { retentionDone <- struct{}{} }()
 		logRetention(retentionCtx, logs, c.lifecycleInterval, time.Duration(c.retention), c.retentionProject.m, log)
+	}()
+	go func() {
+		defer func() { retentionDone <- struct{}{} }()
+		metricRetention(retentionCtx, mets, c.lifecycleInterval, time.Duration(c.retention), c.retentionProject.m, log)
 	}()
 	recovered := eng.Counters().ReplayedSpans
 	log.Info("ready", "took", time.Since(start).String(), "wal_spans_recovered", recovered)
@@ -310,12 +361,17 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	shutdown(srv, log)
 	stopRetention()
 	<-retentionDone
+	<-retentionDone
 	lerr := logs.Close()
+	merr := mets.Close()
 	if err := eng.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
 	if lerr != nil {
 		return fmt.Errorf("close log store: %w", lerr)
+	}
+	if merr != nil {
+		return fmt.Errorf("close metric store: %w", merr)
 	}
 	log.Info("stopped")
 	return nil
@@ -330,6 +386,7 @@ func serveClickHouse(ctx context.Context, out io.Writer, srv *server.Server, log
 		return fmt.Errorf("open ClickHouse store: %w", err)
 	}
 	srv.SetBackend(ch)
+	srv.SetLogs(ch)
 	log.Info("ready", "storage", "clickhouse", "version", ch.Features().Version, "took", time.Since(start).String())
 	fmt.Fprintf(out, "ready in %s: ClickHouse %s\n", time.Since(start).Round(time.Millisecond), ch.Features().Version)
 	<-ctx.Done()
@@ -356,4 +413,13 @@ func offIfZero(b byteSize) int64 {
 		return -1
 	}
 	return int64(b)
+}
+
+// spanMetricsEvery maps the flag (0: never) to server.Options (negative:
+// never, 0: the default).
+func spanMetricsEvery(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -3,9 +3,12 @@ package engine
 import (
 	"cmp"
 	"context"
+	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/store"
@@ -18,77 +21,163 @@ const (
 	catalogMaxValLen = 256  // longer values are not cataloged
 )
 
-// catalog summarises one block (or a memtable) for discovery queries:
-// operations per service and attribute keys with their value counts.
+// catalog summarises one block (or a chunk of the write buffer) for
+// discovery queries: operations per service and attribute keys, per scope,
+// with their value counts. Keys are structs, not concatenated strings, so
+// that counting a span allocates nothing unless it adds an entry (whose
+// strings are then cloned: a decoded span's strings share its block's or
+// buffer's memory, which a catalog must not keep alive).
 type catalog struct {
-	ops   map[string]map[string]int // service -> span name -> count
-	attrs map[string]map[string]int // "span.key" / "resource.key" -> value key (valueKey) -> count
+	ops   map[string]map[catOp]int     // service -> operation -> count
+	attrs [2]map[string]map[catVal]int // [span, resource]: key -> value -> count
+}
+
+const (
+	scopeSpan = iota
+	scopeResource
+)
+
+var scopePrefix = [2]string{"span.", "resource."}
+
+// catOp is an operation: a span name and kind.
+type catOp struct {
+	name string
+	kind model.SpanKind
+}
+
+// catVal is an attribute value: a string or bool in s, an int or the bits
+// of a double in n; kept apart by type, so that the int 500 and the string
+// "500" stay apart.
+type catVal struct {
+	t model.ValueType
+	s string
+	n uint64
 }
 
 func newCatalog() *catalog {
-	return &catalog{ops: map[string]map[string]int{}, attrs: map[string]map[string]int{}}
+	return &catalog{ops: map[string]map[catOp]int{}, attrs: [2]map[string]map[catVal]int{{}, {}}}
 }
 
 func (c *catalog) add(s *model.Span) {
-	ops := c.ops[s.Service]
-	if ops == nil {
-		ops = map[string]int{}
-		c.ops[s.Service] = ops
-	}
-	ops[opKey(s.Name, s.Kind)]++
-	c.addKVs("span.", s.Attributes)
+	c.addOp(s, 1)
+	c.addKVs(scopeSpan, s.Attributes, 1)
 	if s.Resource != nil {
-		c.addKVs("resource.", s.Resource.Attributes)
+		c.addKVs(scopeResource, s.Resource.Attributes, 1)
 	}
 }
 
-func (c *catalog) addKVs(prefix string, kvs []model.KeyValue) {
+// addSpans adds decoded spans, counting each distinct resource's
+// attributes once with its spans as weight (a block's and a buffer's spans
+// share their resources).
+func (c *catalog) addSpans(spans []model.Span) {
+	res := map[*model.Resource]int{}
+	for i := range spans {
+		c.addOp(&spans[i], 1)
+		c.addKVs(scopeSpan, spans[i].Attributes, 1)
+		if spans[i].Resource != nil {
+			res[spans[i].Resource]++
+		}
+	}
+	for r, n := range res {
+		c.addKVs(scopeResource, r.Attributes, n)
+	}
+}
+
+func (c *catalog) addOp(s *model.Span, n int) {
+	ops := c.ops[s.Service]
+	if ops == nil {
+		ops = map[catOp]int{}
+		c.ops[strings.Clone(s.Service)] = ops
+	}
+	k := catOp{s.Name, s.Kind}
+	if _, ok := ops[k]; !ok {
+		k.name = strings.Clone(k.name)
+	}
+	ops[k] += n
+}
+
+func (c *catalog) addKVs(scope int, kvs []model.KeyValue, weight int) {
+	keys := c.attrs[scope]
 	for i := range kvs {
-		key := prefix + kvs[i].Key
-		vals := c.attrs[key]
+		vals := keys[kvs[i].Key]
 		if vals == nil {
-			if len(c.attrs) >= catalogMaxKeys {
+			if len(c.attrs[scopeSpan])+len(c.attrs[scopeResource]) >= catalogMaxKeys {
 				continue
 			}
-			vals = map[string]int{}
-			c.attrs[key] = vals
+			vals = map[catVal]int{}
+			keys[strings.Clone(kvs[i].Key)] = vals
 		}
-		v := kvs[i].Value
-		// Stored-value references stand for strings far above catalogMaxValLen.
-		if v.Type == model.ValueArray || v.Type == model.ValueKvList || v.Type == model.ValueBytes || v.IsRef() {
+		v := &kvs[i].Value
+		var k catVal
+		switch v.Type {
+		case model.ValueString:
+			// Stored-value references stand for strings far above catalogMaxValLen.
+			if len(v.Str) > catalogMaxValLen {
+				continue
+			}
+			k = catVal{t: v.Type, s: v.Str}
+		case model.ValueBool:
+			k = catVal{t: v.Type}
+			if v.Bool() {
+				k.n = 1
+			}
+		case model.ValueInt:
+			k = catVal{t: v.Type, n: uint64(v.Int)}
+		case model.ValueDouble:
+			d := v.Double
+			if d != d {
+				d = math.NaN() // one NaN, whatever its payload
+			}
+			k = catVal{t: v.Type, n: math.Float64bits(d)}
+		default: // arrays, key/value lists, bytes, stored-value references
 			continue
 		}
-		s := v.AsString()
-		if len(s) > catalogMaxValLen {
-			continue
+		if _, ok := vals[k]; !ok {
+			if len(vals) >= catalogMaxValues {
+				continue
+			}
+			k.s = strings.Clone(k.s)
 		}
-		k := valueKey(v.Type, s)
-		if _, ok := vals[k]; !ok && len(vals) >= catalogMaxValues {
-			continue
-		}
-		vals[k]++
+		vals[k] += weight
 	}
+}
+
+// text is the value as discovery answers show it, with the store's type name.
+func (k catVal) text() (typ, text string) {
+	switch k.t {
+	case model.ValueString:
+		return store.TypeString, k.s
+	case model.ValueInt:
+		return store.TypeInt, strconv.FormatInt(int64(k.n), 10)
+	case model.ValueDouble:
+		return store.TypeFloat, strconv.FormatFloat(math.Float64frombits(k.n), 'g', -1, 64)
+	case model.ValueBool:
+		return store.TypeBool, strconv.FormatBool(k.n != 0)
+	}
+	return "", ""
 }
 
 func (c *catalog) merge(o *catalog) {
 	for svc, ops := range o.ops {
 		dst := c.ops[svc]
 		if dst == nil {
-			dst = map[string]int{}
+			dst = make(map[catOp]int, len(ops))
 			c.ops[svc] = dst
 		}
 		for n, k := range ops {
 			dst[n] += k
 		}
 	}
-	for key, vals := range o.attrs {
-		dst := c.attrs[key]
-		if dst == nil {
-			dst = map[string]int{}
-			c.attrs[key] = dst
-		}
-		for v, k := range vals {
-			dst[v] += k
+	for scope := range o.attrs {
+		for key, vals := range o.attrs[scope] {
+			dst := c.attrs[scope][key]
+			if dst == nil {
+				dst = make(map[catVal]int, len(vals))
+				c.attrs[scope][key] = dst
+			}
+			for v, k := range vals {
+				dst[v] += k
+			}
 		}
 	}
 }
@@ -106,9 +195,7 @@ func (e *Engine) blockCatalog(s *segHandle, i int) (*catalog, error) {
 		return nil, err
 	}
 	c = newCatalog()
-	for j := range spans {
-		c.add(&spans[j])
-	}
+	c.addSpans(spans)
 	s.catMu.Lock()
 	s.cats[i] = c
 	s.catMu.Unlock()
@@ -123,16 +210,42 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 	v := e.view()
 	defer v.release()
 	out := newCatalog()
+	// Erased traces are left out at once (the erasure hides them before
+	// its pass removes them): a user id an erasure named must not stay in
+	// the tag lists. Chunks and blocks holding them are read row by row.
+	hs := e.hidden()
+	var erased []model.TraceID
+	for k := range hs.traces {
+		if k.project == project {
+			erased = append(erased, k.trace)
+		}
+	}
+	hidden := func(id model.TraceID) bool { return hs.has(project, id) }
 	for _, m := range v.mems {
-		m.scan(func(r *row) bool {
-			st := r.span.StartTimeUnixNano
-			if r.project == project && (start == 0 || st >= start) && (end == 0 || st < end) {
-				out.add(r.span)
-			}
-			return true
-		})
+		if err := m.discover(ctx, project, start, end, m.traceChunks(project, erased), hidden, out); err != nil {
+			return nil, err
+		}
 	}
 	for _, s := range v.segs {
+		tainted, taintFailed := e.taintedBlocks(s, project)
+		whole, any := len(tainted) == 0 && !taintFailed, false // the window holds all, some of the project's blocks
+		for i := range s.blocks {
+			if b := &s.blocks[i]; b.Project == project {
+				any = true
+				whole = whole && (start == 0 || b.MinStart >= start) && (end == 0 || b.MaxStart < end)
+			}
+		}
+		if !any {
+			continue
+		}
+		if whole {
+			c, err := e.projectCatalog(ctx, s, project, res)
+			if err != nil {
+				return nil, err
+			}
+			out.merge(c)
+			continue
+		}
 		for i := range s.blocks {
 			b := &s.blocks[i]
 			if b.Project != project || (end != 0 && b.MinStart >= end) || (start != 0 && b.MaxStart < start) {
@@ -140,6 +253,19 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
+			}
+			if tainted[i] || taintFailed {
+				spans, err := e.readBlock(s, i)
+				if err != nil {
+					e.readFailed(res, s.name, err)
+					continue
+				}
+				for j := range spans {
+					if !hidden(spans[j].TraceID) {
+						out.add(&spans[j])
+					}
+				}
+				continue
 			}
 			c, err := e.blockCatalog(s, i)
 			if err != nil {
@@ -152,32 +278,43 @@ func (e *Engine) discover(ctx context.Context, project string, start, end uint64
 	return out, nil
 }
 
-// opKey is how a catalog keeps an operation: its name and its spans' kind.
-func opKey(name string, k model.SpanKind) string { return name + "\x00" + k.String() }
-
-// splitOpKey splits an operation key into the name and the kind's name.
-func splitOpKey(key string) (name, kind string) {
-	name, kind, _ = strings.Cut(key, "\x00")
-	return name, kind
-}
-
-// valueKey is how a catalog keeps a value: its type, then its text, so that
-// the int 500 and the string "500" stay apart.
-func valueKey(t model.ValueType, s string) string { return string(rune('0'+t)) + s }
-
-// valueType splits a value key into the store's type name and the text.
-func valueType(key string) (typ, text string) {
-	switch model.ValueType(key[0] - '0') {
-	case model.ValueString:
-		typ = store.TypeString
-	case model.ValueInt:
-		typ = store.TypeInt
-	case model.ValueDouble:
-		typ = store.TypeFloat
-	case model.ValueBool:
-		typ = store.TypeBool
+// projectCatalog returns the merged catalog of a project's blocks in
+// segment s, building and caching it on first use (a segment never
+// changes). A block that cannot be read is reported in res and left out,
+// and the merge is then not cached.
+func (e *Engine) projectCatalog(ctx context.Context, s *segHandle, project string, res *queryResult) (*catalog, error) {
+	s.catMu.Lock()
+	c := s.projCats[project]
+	s.catMu.Unlock()
+	if c != nil {
+		return c, nil
 	}
-	return typ, key[1:]
+	c = newCatalog()
+	complete := true
+	for i := range s.blocks {
+		if s.blocks[i].Project != project {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		bc, err := e.blockCatalog(s, i)
+		if err != nil {
+			e.readFailed(res, s.name, err)
+			complete = false
+			continue
+		}
+		c.merge(bc)
+	}
+	if complete {
+		s.catMu.Lock()
+		if s.projCats == nil {
+			s.projCats = map[string]*catalog{}
+		}
+		s.projCats[project] = c
+		s.catMu.Unlock()
+	}
+	return c, nil
 }
 
 func sortedCounts(m map[string]int, limit int) []store.NameCount {
@@ -225,16 +362,16 @@ func (e *Engine) Operations(ctx context.Context, project, service string, start,
 	}
 	ops := c.ops[service]
 	if service == "" { // every service's span names
-		ops = map[string]int{}
+		ops = map[catOp]int{}
 		for _, o := range c.ops {
 			for n, k := range o {
 				ops[n] += k
 			}
 		}
 	}
-	out := sortedCounts(ops, 0)
-	for i := range out {
-		out[i].Name, out[i].Type = splitOpKey(out[i].Name)
+	out := make([]store.NameCount, 0, len(ops))
+	for op, n := range ops {
+		out = append(out, store.NameCount{Name: op.name, Type: op.kind.String(), Count: n})
 	}
 	slices.SortFunc(out, func(a, b store.NameCount) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
@@ -250,9 +387,11 @@ func (e *Engine) AttributeKeys(ctx context.Context, project string, start, end u
 		return nil, res.Result, err
 	}
 	counts := map[string]int{}
-	for k, vals := range c.attrs {
-		for _, n := range vals {
-			counts[k] += n
+	for scope := range c.attrs {
+		for k, vals := range c.attrs[scope] {
+			for _, n := range vals {
+				counts[scopePrefix[scope]+k] += n
+			}
 		}
 	}
 	out := sortedCounts(counts, 0)
@@ -268,15 +407,28 @@ func (e *Engine) AttributeValues(ctx context.Context, project, key string, start
 	if err != nil {
 		return nil, res.Result, err
 	}
-	counts := map[string]int{}
-	for _, k := range []string{key, "span." + key, "resource." + key} {
-		for v, n := range c.attrs[k] {
+	// The key names a scope ("span.x", "resource.x") or both, as a bare key.
+	type scoped struct {
+		scope int
+		key   string
+	}
+	look := []scoped{{scopeSpan, key}, {scopeResource, key}}
+	for scope, p := range scopePrefix {
+		if k, ok := strings.CutPrefix(key, p); ok {
+			look = append(look, scoped{scope, k})
+		}
+	}
+	counts := map[catVal]int{}
+	for _, l := range look {
+		for v, n := range c.attrs[l.scope][l.key] {
 			counts[v] += n
 		}
 	}
-	out := sortedCounts(counts, 0)
-	for i := range out {
-		out[i].Type, out[i].Name = valueType(out[i].Name)
+	out := make([]store.NameCount, 0, len(counts))
+	for v, n := range counts {
+		nc := store.NameCount{Count: n}
+		nc.Type, nc.Name = v.text()
+		out = append(out, nc)
 	}
 	slices.SortFunc(out, func(a, b store.NameCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Name, b.Name), strings.Compare(a.Type, b.Type))
@@ -285,4 +437,102 @@ func (e *Engine) AttributeValues(ctx context.Context, project, key string, start
 		out = out[:limit]
 	}
 	return finish(out, &res)
+}
+
+// discover adds to out the catalog of the buffer's live rows of project
+// that start in [start, end) (0 = unbounded) and whose trace is not hidden,
+// exactly. A full chunk with no superseded row, inside the window and not
+// among the chunks holding erased traces (tainted), contributes its cached
+// catalog (chunkCatalogs: built on first use, one decoding of its rows for
+// every project), so that repeated discovery over a full buffer (Grafana's
+// tag lists, the Jaeger UI's services, on every page) does not decode
+// every buffered span each time; other chunks are read row by row.
+func (m *memtable) discover(ctx context.Context, project string, start, end uint64, tainted map[int]bool, hidden func(model.TraceID) bool, out *catalog) error {
+	pid, ok := m.projectID(project)
+	if !ok {
+		return nil
+	}
+	a := m.arena()
+	d := spanDecoder{reuse: true}
+	for ci, cv := range m.chunkViews() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c := cv.c
+		minStart, maxStart := c.minStart.Load(), c.maxStart.Load()
+		if (end != 0 && minStart >= end) || (start != 0 && maxStart < start) {
+			continue
+		}
+		if cv.rows == chunkRows && c.sum.dead.Load() == 0 && !tainted[ci] && (start == 0 || minStart >= start) && (end == 0 || maxStart < end) {
+			if pc := m.chunkCatalogs(cv)[pid]; pc != nil {
+				out.merge(pc)
+			}
+			continue
+		}
+		for i := range cv.rows {
+			r := &c.rows[i]
+			if r.project != pid || !r.liveFor(cv.n) || (start != 0 && r.start < start) || (end != 0 && r.start >= end) || hidden(r.traceID) {
+				continue
+			}
+			a.materialise(r, &d.s, &d)
+			out.add(&d.s)
+		}
+	}
+	return nil
+}
+
+// chunkCatalogs returns the catalogs of a full chunk's rows by project,
+// building and caching them on first use. The caller checks that no row of
+// the chunk is superseded (chunkSummary.dead is raised before the newer
+// copy is published), so every row counts.
+func (m *memtable) chunkCatalogs(cv chunkView) map[uint32]*catalog {
+	c := cv.c
+	if cats := c.sum.cats.Load(); cats != nil {
+		return *cats
+	}
+	cats := map[uint32]*catalog{}
+	a := m.arena()
+	d := spanDecoder{reuse: true}
+	for i := range c.rows {
+		r := &c.rows[i]
+		pc := cats[r.project]
+		if pc == nil {
+			pc = newCatalog()
+			cats[r.project] = pc
+		}
+		a.materialise(r, &d.s, &d)
+		pc.add(&d.s)
+	}
+	if c.sum.cats.CompareAndSwap(nil, &cats) {
+		var b int64
+		for _, pc := range cats {
+			b += pc.heapBytes()
+		}
+		m.bytes.Add(b) // the buffer's estimate holds what it keeps
+	}
+	return *c.sum.cats.Load()
+}
+
+// heapBytes estimates a catalog's heap: each map entry its string (header
+// and bytes) and count over the swiss table's 7/8 load, and each inner
+// map's header.
+func (c *catalog) heapBytes() int64 {
+	const entry, mapHeader = 16 + 8 + 1, 48
+	opEntry, valEntry := int64(unsafe.Sizeof(catOp{}))+8+1, int64(unsafe.Sizeof(catVal{}))+8+1
+	b := int64(0)
+	for svc, ops := range c.ops {
+		b += (entry+int64(len(svc)))*8/7 + mapHeader
+		for k := range ops {
+			b += (opEntry + int64(len(k.name))) * 8 / 7
+		}
+	}
+	for scope := range c.attrs {
+		for key, vals := range c.attrs[scope] {
+			b += (entry+int64(len(key)))*8/7 + mapHeader
+			for v := range vals {
+				b += (valEntry + int64(len(v.s))) * 8 / 7
+			}
+		}
+	}
+	return b
 }

@@ -310,6 +310,7 @@ type counters struct {
 	seals, sealNanos, sealedSpans  atomic.Int64
 	corruptions                    atomic.Int64
 	blocksExamined, blocksPruned   atomic.Int64
+	attrSegPruned                  atomic.Int64 // segments an attribute value summary ruled out
 	replayedRecords, replayedSpans atomic.Int64
 	replayRejectedRecords          atomic.Int64
 	bufferFull, sealErrors         atomic.Int64
@@ -467,6 +468,11 @@ func (e *Engine) openSegments() {
 			}
 			e.quarantined = append(e.quarantined, name)
 			continue
+		}
+		if err := r.AttrSummaryErr(); err != nil {
+			// Served without it: searches read its block filters instead.
+			e.m.corruptions.Add(1)
+			e.log.Error("segment attribute value summary damaged; served without it (rastro fsck --repair rebuilds it)", "file", path, "err", err)
 		}
 		e.segs = append(e.segs, newSegHandle(name, r))
 	}

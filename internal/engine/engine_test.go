@@ -89,6 +89,17 @@ func (g *gen) trace() []model.Span {
 		if g.r.IntN(3) == 0 {
 			s.Attributes = append(s.Attributes, model.KeyValue{Key: "ratio", Value: model.DoubleValue(g.r.Float64())})
 		}
+		// size is an int or a double (an integer, or a fraction now and
+		// then), taken from the span id so that the random stream stays
+		// as it was: number equalities must find both types.
+		switch b := s.SpanID[1]; {
+		case b%16 == 15:
+			s.Attributes = append(s.Attributes, model.KeyValue{Key: "size", Value: model.DoubleValue(2.5)})
+		case b%2 == 0:
+			s.Attributes = append(s.Attributes, model.KeyValue{Key: "size", Value: model.IntValue(int64(b % 8))})
+		default:
+			s.Attributes = append(s.Attributes, model.KeyValue{Key: "size", Value: model.DoubleValue(float64(b % 8))})
+		}
 	}
 	return out
 }
@@ -185,6 +196,11 @@ func randomFilter(r *rand.Rand) string {
 		func() string { return fmt.Sprintf(`kind = %s`, []string{"server", "client", "internal"}[r.IntN(3)]) },
 		func() string { return `name =~ "GET .*"` },
 		func() string { return `span.ratio < 0.5` },
+		func() string { return fmt.Sprintf(`span.size = %d`, r.IntN(10)) },
+		func() string { return fmt.Sprintf(`(.size = "%d" || .size = %d)`, r.IntN(10), r.IntN(10)) },
+		func() string {
+			return []string{`span.size = 2.5`, `.size = 3.0`, `span.http.status_code = 404`, `span.http.status_code = 299`}[r.IntN(4)]
+		},
 	}
 	pick := func() string { return conds[r.IntN(len(conds))]() }
 	switch r.IntN(4) {

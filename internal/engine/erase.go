@@ -212,7 +212,9 @@ func (e *Engine) Erase(ctx context.Context, req store.EraseRequest) (store.Erasu
 		return store.Erasure{}, err
 	}
 	st, err := e.resolveLocked(len(e.erasures.Erasures)-1, ids)
-	return st.status(0), err
+	out := st.status(0)
+	out.TraceIDs = ids
+	return out, err
 }
 
 // matchingTraces returns the traces of project with a span matching f,

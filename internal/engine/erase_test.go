@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -178,6 +179,26 @@ func TestEraseByFilterHidesAtOnceThenRemovesEverywhere(t *testing.T) {
 		}
 		if want := countLLM(kept); n != want {
 			t.Fatalf("%s: LLM totals count %d spans, want %d", what, n, want)
+		}
+		// Discovery (tag values, services) leaves the erased traces out too.
+		for _, key := range []string{"span.user.id", "span.note"} {
+			vals, _, err := e.AttributeValues(context.Background(), "default", key, 0, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{}
+			for i := range kept {
+				if v, ok := kept[i].Attr(strings.TrimPrefix(key, "span.")); ok {
+					want[v.Str]++
+				}
+			}
+			got := map[string]int{}
+			for _, v := range vals {
+				got[v.Name] = v.Count
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: values of %s %v, want %v", what, key, got, want)
+			}
 		}
 	}
 	requireHidden(e, "after the erase is acknowledged")

@@ -2,6 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -89,34 +92,109 @@ func benchmarkIngest(b *testing.B, spans []model.Span) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*total), "cpu-us/span")
 }
 
-// BenchmarkBufferSearch measures queries over a full write buffer: 200,000
-// canonical spans appended and not sealed, then a search for a value no span
-// has (every row is read), a search whose first page fills from the newest
-// chunk, and LLM statistics over the buffer.
-func BenchmarkBufferSearch(b *testing.B) {
+// BenchmarkSeal measures the seal alone: 200,000 spans (canonical, or
+// shaped as telemetrygen sends them) are appended untimed, then one seal
+// writes them into a segment. cpu-us/span is the process's user+system CPU
+// over the seal, GC included; seg-B/span the segment file's bytes per span.
+func BenchmarkSeal(b *testing.B) {
 	const total = 200_000
-	spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := engine.Open(engine.Options{Dir: b.TempDir(), SealBytes: 1 << 40, MaxBufferBytes: 1 << 40, SealAge: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	ctx := context.Background()
-	for i := 0; i < total; i += 1000 {
-		body := otlp.EncodeProto(spans[i:min(i+1000, total)])
-		bt, err := otlp.DecodeProto(body)
+	b.Run("canonical", func(b *testing.B) {
+		spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+		benchmarkSeal(b, spans)
+	})
+	b.Run("telemetrygen", func(b *testing.B) { benchmarkSeal(b, telemetrygenLike(total)) })
+}
+
+func benchmarkSeal(b *testing.B, spans []model.Span) {
+	const batch = 1000
+	ctx := context.Background()
+	var bodies [][]byte
+	for i := 0; i < len(spans); i += batch {
+		bodies = append(bodies, otlp.EncodeProto(spans[i:min(i+batch, len(spans))]))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var cpu time.Duration
+	var segBytes int64
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		e, err := engine.Open(engine.Options{Dir: dir, SealBytes: 1 << 40, MaxBufferBytes: 1 << 40, SealAge: time.Hour})
+		if err != nil {
 			b.Fatal(err)
 		}
+		for _, body := range bodies {
+			bt, err := otlp.DecodeProto(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		b.StartTimer()
+		c0 := cpuTime()
+		if err := e.Seal(); err != nil {
+			b.Fatal(err)
+		}
+		cpu += cpuTime() - c0
+		b.StopTimer()
+		segs, err := filepath.Glob(filepath.Join(dir, "segments", "*.seg"))
+		if err != nil || len(segs) != 1 {
+			b.Fatalf("segments after one seal: %v %v", segs, err)
+		}
+		fi, err := os.Stat(segs[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		segBytes += fi.Size()
+		e.Close()
+		b.StartTimer()
 	}
+	n := float64(b.N * len(spans))
+	b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-us/span")
+	b.ReportMetric(float64(segBytes)/n, "seg-B/span")
+}
+
+// BenchmarkBufferSearch measures queries over a full write buffer (nothing
+// sealed): 200,000 canonical spans (about 64 MiB by the buffer's estimate)
+// for searches, a value no span has, a selective value (1% of spans, first
+// page of 20) and the first page of every span; and 80,000 llm-corpus spans
+// (about 64 MiB) for LLM statistics by model, over the whole buffer and over
+// a window whose edges cut chunks.
+func BenchmarkBufferSearch(b *testing.B) {
+	ctx := context.Background()
+	start := time.Now().Add(-time.Hour)
+	fill := func(corpus string, total int) *engine.Engine {
+		spans, err := bench.Generate(corpus, bench.CorpusOptions{Seed: 1, Spans: total, Start: start, Window: 30 * time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, err := engine.Open(engine.Options{Dir: b.TempDir(), SealBytes: 1 << 40, MaxBufferBytes: 1 << 40, SealAge: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < total; i += 1000 {
+			body := otlp.EncodeProto(spans[i:min(i+1000, total)])
+			bt, err := otlp.DecodeProto(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return e
+	}
+	e := fill(bench.CorpusCanonical, 200_000)
+	defer e.Close()
 	for _, c := range []struct{ name, q string }{
 		{"absent", `{ span.user.id = "no-such-user" }`},
+		{"selective", `{ span.user.id = "u-007" }`},
 		{"first-page", `{ }`},
 	} {
 		expr, err := query.ParseTraceQL(c.q)
@@ -131,6 +209,21 @@ func BenchmarkBufferSearch(b *testing.B) {
 			}
 		})
 	}
+	// Discovery (Jaeger's services, Tempo's tag values) over the buffer.
+	b.Run("services", func(b *testing.B) {
+		for range b.N {
+			if _, _, err := e.Services(ctx, "default", 0, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("attribute-values", func(b *testing.B) {
+		for range b.N {
+			if _, _, err := e.AttributeValues(ctx, "default", "user.id", 0, 0, 100); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("llm-stats", func(b *testing.B) {
 		for range b.N {
 			if _, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"model"}}); err != nil {
@@ -138,4 +231,19 @@ func BenchmarkBufferSearch(b *testing.B) {
 			}
 		}
 	})
+	l := fill(bench.CorpusLLM, 80_000)
+	defer l.Close()
+	window := query.Filter{Start: uint64(start.Add(7 * time.Minute).UnixNano()), End: uint64(start.Add(23 * time.Minute).UnixNano())}
+	for _, c := range []struct {
+		name string
+		f    query.Filter
+	}{{"llm-corpus-stats", query.Filter{}}, {"llm-corpus-stats-window", window}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				if _, err := l.LLMStats(ctx, "default", &store.LLMQuery{Filter: c.f, GroupBy: []string{"model"}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -54,40 +54,61 @@ func (e *Engine) llmEntries(ctx context.Context, project string, f *query.Filter
 // llmEntriesIn is llmEntries over the view v (a query that reads twice
 // reads one view).
 func (e *Engine) llmEntriesIn(ctx context.Context, v view, project string, f *query.Filter, p projection, res *queryResult) ([]segment.AggEntry, error) {
-	if err := noTraceConditions(f); err != nil {
+	seg, mem, _, err := e.llmParts(ctx, v, project, f, p, res)
+	if err != nil || seg == nil && mem == nil {
 		return nil, err
+	}
+	return append(slices.Clip(seg), mem...), nil
+}
+
+// llmParts returns the entries of llmEntriesIn in two parts: the
+// segments' (projected, read-only: it may be shared with the result
+// cache) and the write buffer's. key, when not empty, is the cache key
+// of the segments' part: a query that derives more from that part (a
+// ranking, a list) may cache what it derives under key plus a suffix.
+func (e *Engine) llmParts(ctx context.Context, v view, project string, f *query.Filter, p projection, res *queryResult) (seg, mem []segment.AggEntry, key string, err error) {
+	if err := noTraceConditions(f); err != nil {
+		return nil, nil, "", err
 	}
 	f = e.visible(project, f)
 	usable := aggregatesUsable(f)
 	// The segments' part: immutable, so with stored aggregates usable it is
 	// cached per (segment list, project, projection, window).
-	var key string
 	if usable {
 		key = llmCacheKey(v.segs, project, p, f) + "|" + strconv.FormatUint(e.hidden().gen, 10)
 		if got, ok := e.llmCache.get(key); ok {
 			mem, err := e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
-			return append(slices.Clip(got), mem...), err
+			return got, mem, key, err
 		}
 	}
-	seg, err := e.llmPart(ctx, view{segs: v.segs}, project, f, p, usable, res)
+	seg, err = e.llmPart(ctx, view{segs: v.segs}, project, f, p, usable, res)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	seg = p.apply(seg)
+	// Entries are merged by their projected keys before they are cached,
+	// but for the session projections: their every consumer merges by
+	// session again (gatherGroups, newSessionList), and the merge here was
+	// a third of a cold group by session.
+	if !p.bySession() {
+		seg = p.apply(seg)
+	}
 	if res.ioErr != nil {
-		return nil, nil // the query fails with res.ioErr; nothing is cached
+		return nil, nil, "", nil // the query fails with res.ioErr; nothing is cached
 	}
-	if usable && len(res.Warnings) == 0 {
-		e.llmCache.put(key, seg)
+	if !usable || len(res.Warnings) > 0 || !e.llmCache.put(key, seg, len(seg)) {
+		key = "" // not cached: nothing may be derived under its key
 	}
-	mem, err := e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
-	return append(slices.Clip(seg), mem...), err
+	mem, err = e.llmPart(ctx, view{mems: v.mems}, project, f, p, false, res)
+	return seg, mem, key, err
 }
 
 // llmPart gathers the entries of one part of a view; see llmEntries.
 func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.Filter, p projection, usable bool, res *queryResult) ([]segment.AggEntry, error) {
+	if len(v.segs) == 0 {
+		return e.llmBufferPart(ctx, v.mems, project, f, p) // chunk aggregates, see there
+	}
 	rows := segment.NewAggregator()
-	var out []segment.AggEntry
+	var parts [][]segment.AggEntry // joined once at the end: a session table is ~1,000 entries a segment
 	// Segments written before aggregates existed are read row by row.
 	err := e.llmScan(ctx, v, project, f, res, func(s *segHandle, project string) bool {
 		if !usable || !s.r.HasAggregates() {
@@ -98,7 +119,7 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 			e.readFailed(res, s.name, err) // fall back to blocks
 			return false
 		}
-		out = append(out, agg...)
+		parts = append(parts, agg)
 		return true
 	}, func(s *segHandle, i int) bool {
 		if !usable || !s.r.HasAggregates() {
@@ -109,66 +130,115 @@ func (e *Engine) llmPart(ctx context.Context, v view, project string, f *query.F
 			e.readFailed(res, s.name, err) // fall back to the rows
 			return false
 		}
-		out = append(out, agg...)
+		parts = append(parts, agg)
 		return true
 	}, rows.Add)
 	if err != nil {
 		return nil, err
 	}
-	return append(out, p.apply(rows.Entries())...), nil
+	parts = append(parts, p.apply(rows.Entries()))
+	n := 0
+	for _, part := range parts {
+		n += len(part)
+	}
+	out := make([]segment.AggEntry, 0, n)
+	for _, part := range parts {
+		out = append(out, part...)
+	}
+	return out, nil
 }
 
-// llmCacheKey identifies the segments' part of an LLM query.
+// llmCacheKey identifies the segments' part of an LLM query: the project,
+// the projection, the window and the segment list. When no segment of
+// project straddles an edge of the window, the part does not depend on
+// where the edges lie, only on which segments lie inside (each counts
+// whole), so the key names those segments and not the window: a listing's
+// default window (the last 24 hours, which moves with the clock) or a
+// retention cutoff then finds the part a previous request cached. Without
+// this every such request merged every segment's part again.
 func llmCacheKey(segs []*segHandle, project string, p projection, f *query.Filter) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s|%s|%t|%t|%t|%t|%d|%d", project, p.dims, p.hour, p.day, p.noSketches, p.sessionList, f.Start, f.End)
+	fmt.Fprintf(&b, "%s|%s|%t|%t|%t|%t", project, p.dims, p.hour, p.day, p.noSketches, p.sessionList)
+	straddled := false
 	for _, s := range segs {
-		b.WriteByte('|')
-		b.WriteString(s.name)
+		if pi := s.projectInfo(project); pi != nil && overlaps(pi.MinStart, pi.MaxStart, f.Start, f.End) &&
+			!inWindow(pi.MinStart, pi.MaxStart, f.Start, f.End) {
+			straddled = true
+			break
+		}
+	}
+	if straddled {
+		fmt.Fprintf(&b, "|window %d %d", f.Start, f.End)
+	} else {
+		b.WriteString("|whole")
+	}
+	for _, s := range segs {
+		if pi := s.projectInfo(project); straddled || (pi != nil && overlaps(pi.MinStart, pi.MaxStart, f.Start, f.End)) {
+			b.WriteByte('|')
+			b.WriteString(s.name)
+		}
 	}
 	return b.String()
 }
 
 // llmResultCache keeps the merged segment parts of recent LLM queries (a
-// dashboard repeats the same ones). Entries are keyed by the segment list,
-// so a seal or any change of segments makes old entries unreachable; they
-// age out by LRU order. Bounded by the number of aggregate entries held.
+// dashboard repeats the same ones) and what queries derive from them (the
+// ranked groups of a page, the sessions list). Entries are keyed by the
+// segment list, so a seal or any change of segments makes old entries
+// unreachable; they age out by LRU order. Bounded by a weight per entry
+// (aggregate entries, groups or sessions held). Values are read-only.
 type llmResultCache struct {
 	mu      sync.Mutex
-	max     int // aggregate entries held at most
+	max     int // weight held at most
 	held    int
 	order   []string // oldest first
-	entries map[string][]segment.AggEntry
+	entries map[string]cachedResult
 }
 
+type cachedResult struct {
+	v      any
+	weight int
+}
+
+// get returns the aggregate entries cached under key.
 func (c *llmResultCache) get(key string) ([]segment.AggEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	got, ok := c.entries[key]
+	v, ok := c.getAny(key)
+	got, _ := v.([]segment.AggEntry)
 	return got, ok
 }
 
-func (c *llmResultCache) put(key string, entries []segment.AggEntry) {
+func (c *llmResultCache) getAny(key string) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(entries) > c.max/4 {
-		return
+	got, ok := c.entries[key]
+	return got.v, ok
+}
+
+// put caches v of weight under key, and reports whether it is held (an
+// entry heavier than a quarter of the cache is not).
+func (c *llmResultCache) put(key string, v any, weight int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if weight > c.max/4 {
+		return false
 	}
 	if c.entries == nil {
-		c.entries = map[string][]segment.AggEntry{}
+		c.entries = map[string]cachedResult{}
 	}
 	if _, ok := c.entries[key]; ok {
-		return
+		return true
 	}
-	c.entries[key] = entries
+	c.entries[key] = cachedResult{v, weight}
 	c.order = append(c.order, key)
-	c.held += len(entries)
+	c.held += weight
 	for c.held > c.max && len(c.order) > 0 {
 		old := c.order[0]
 		c.order = c.order[1:]
-		c.held -= len(c.entries[old])
+		c.held -= c.entries[old].weight
 		delete(c.entries, old)
 	}
+	_, ok := c.entries[key]
+	return ok
 }
 
 // projection is the set of aggregate key fields a query keeps.
@@ -364,12 +434,7 @@ func (e *Engine) aggScan(ctx context.Context, v view, project string, f *query.F
 		}
 	}
 	for _, m := range v.mems {
-		m.scan(func(r *row) bool {
-			if r.project == project {
-				visit(r.span)
-			}
-			return true
-		})
+		m.scanRows(project, f.Start, f.End, llmOnly, visit)
 	}
 	for _, s := range v.segs {
 		if err := ctx.Err(); err != nil {
@@ -751,70 +816,113 @@ func groupEntries(entries []segment.AggEntry, groupBy []string, bucket func(k *s
 }
 
 // llmGroups are the groups of entries while a query gathers them: their
-// Key maps are made only for the groups an answer returns (take).
+// Key maps are made only for the groups an answer returns (take). Groups
+// gathered from the segments' part are cached (read-only) and extended by
+// the write buffer's entries per query (extend).
 type llmGroups struct {
 	entries []segment.AggEntry
+	more    []segment.AggEntry // entries added by extend; first counts them after entries
 	groupBy []string
+	bucket  func(k *segment.AggKey) int64
 	groups  []llmGroup // Key unset
 	keys    []string   // group -> its map key, for the order of ties
-	first   []int32    // group -> its first entry, whose key it has
+	first   []int32    // group -> its first entry (in entries, then more), whose key it has
+	idx     map[string]int32
+	base    map[string]int32 // read-only index of the groups extend copied
+	merged  []bool           // group -> owns its sketches (several entries merged)
+	keyBuf  []byte
 }
 
 // gatherGroups merges entries by their projection onto groupBy (and
 // bucket), unsorted; see groupEntries.
 func gatherGroups(entries []segment.AggEntry, groupBy []string, bucket func(k *segment.AggKey) int64) *llmGroups {
 	n := min(len(entries), 1<<16)
-	gs := &llmGroups{entries: entries, groupBy: groupBy,
-		groups: make([]llmGroup, 0, n), keys: make([]string, 0, n), first: make([]int32, 0, n)}
-	idx := make(map[string]int32, n)
-	var merged []bool // group -> owns its sketches (several entries merged)
+	gs := &llmGroups{entries: entries, groupBy: groupBy, bucket: bucket,
+		groups: make([]llmGroup, 0, n), keys: make([]string, 0, n), first: make([]int32, 0, n),
+		idx: make(map[string]int32, n), keyBuf: make([]byte, 0, 128)}
+	for i := range entries {
+		gs.add(&entries[i], int32(i))
+	}
+	gs.merged, gs.keyBuf = nil, nil // held by the cache: extend starts its own
+	return gs
+}
+
+// extend returns the groups of gs with entries more merged in. gs is left
+// as it was (it may be cached and shared): its groups are copied, its index
+// only read, and groups new in more are indexed apart.
+func (gs *llmGroups) extend(more []segment.AggEntry) *llmGroups {
+	if len(more) == 0 {
+		return gs
+	}
+	out := &llmGroups{entries: gs.entries, more: more, groupBy: gs.groupBy, bucket: gs.bucket,
+		groups: slices.Clone(gs.groups), keys: slices.Clone(gs.keys), first: slices.Clone(gs.first),
+		idx: map[string]int32{}, base: gs.idx, keyBuf: make([]byte, 0, 128)}
+	for i := range more {
+		out.add(&more[i], int32(len(gs.entries)+i))
+	}
+	return out
+}
+
+// add merges entry en (number i) into its group.
+func (gs *llmGroups) add(en *segment.AggEntry, i int32) {
 	// One dimension that is a key field needs no key of its own (a
 	// session id, a model): the map takes the field's string.
-	direct := bucket == nil && len(groupBy) == 1 && groupBy[0] != "hour" && groupBy[0] != "day"
-	keyBuf := make([]byte, 0, 128)
-	for i := range entries {
-		en := &entries[i]
-		var k string
-		if direct {
-			k = groupValue(&en.Key, groupBy[0])
-		} else {
-			keyBuf = keyBuf[:0]
-			if bucket != nil {
-				keyBuf = strconv.AppendInt(keyBuf, bucket(&en.Key), 10)
-				keyBuf = append(keyBuf, 0)
-			}
-			for _, d := range groupBy {
-				keyBuf = append(keyBuf, groupValue(&en.Key, d)...)
-				keyBuf = append(keyBuf, 0)
-			}
+	direct := gs.bucket == nil && len(gs.groupBy) == 1 && gs.groupBy[0] != "hour" && gs.groupBy[0] != "day"
+	var k string
+	if direct {
+		k = groupValue(&en.Key, gs.groupBy[0])
+	} else {
+		gs.keyBuf = gs.keyBuf[:0]
+		if gs.bucket != nil {
+			gs.keyBuf = strconv.AppendInt(gs.keyBuf, gs.bucket(&en.Key), 10)
+			gs.keyBuf = append(gs.keyBuf, 0)
 		}
-		var j int32
-		var ok bool
-		if direct {
-			j, ok = idx[k]
-		} else {
-			j, ok = idx[string(keyBuf)]
+		for _, d := range gs.groupBy {
+			gs.keyBuf = append(gs.keyBuf, groupValue(&en.Key, d)...)
+			gs.keyBuf = append(gs.keyBuf, 0)
 		}
-		if !ok {
-			g := llmGroup{M: en.M}
-			if bucket != nil {
-				g.Bucket = bucket(&en.Key)
-			}
-			if !direct {
-				k = string(keyBuf)
-			}
-			idx[k] = int32(len(gs.groups))
-			gs.groups, gs.keys, gs.first, merged = append(gs.groups, g), append(gs.keys, k), append(gs.first, int32(i)), append(merged, false)
-			continue
-		}
-		g := &gs.groups[j]
-		if !merged[j] {
-			merged[j] = true
-			g.M.Latency, g.M.TTFT = cloneSketch(g.M.Latency), cloneSketch(g.M.TTFT)
-		}
-		mergeMeasures(&g.M, &en.M)
 	}
-	return gs
+	var j int32
+	var ok bool
+	if direct {
+		if j, ok = gs.base[k]; !ok {
+			j, ok = gs.idx[k]
+		}
+	} else if j, ok = gs.base[string(gs.keyBuf)]; !ok {
+		j, ok = gs.idx[string(gs.keyBuf)]
+	}
+	if !ok {
+		g := llmGroup{M: en.M}
+		if gs.bucket != nil {
+			g.Bucket = gs.bucket(&en.Key)
+		}
+		if !direct {
+			k = string(gs.keyBuf)
+		}
+		gs.idx[k] = int32(len(gs.groups))
+		gs.groups, gs.keys, gs.first = append(gs.groups, g), append(gs.keys, k), append(gs.first, i)
+		return
+	}
+	if gs.merged == nil {
+		gs.merged = make([]bool, len(gs.groups), cap(gs.groups))
+	}
+	for len(gs.merged) < len(gs.groups) {
+		gs.merged = append(gs.merged, false)
+	}
+	g := &gs.groups[j]
+	if !gs.merged[j] {
+		gs.merged[j] = true
+		g.M.Latency, g.M.TTFT = cloneSketch(g.M.Latency), cloneSketch(g.M.TTFT)
+	}
+	mergeMeasures(&g.M, &en.M)
+}
+
+// key returns the aggregate key of group j (its first entry's).
+func (gs *llmGroups) key(j int32) *segment.AggKey {
+	if i := int(gs.first[j]); i >= len(gs.entries) {
+		return &gs.more[i-len(gs.entries)].Key
+	}
+	return &gs.entries[gs.first[j]].Key
 }
 
 // compare orders groups a and b by cost, then spans, descending, then key.
@@ -828,7 +936,7 @@ func (gs *llmGroups) take(order []int32) []llmGroup {
 	out := make([]llmGroup, len(order))
 	for i, j := range order {
 		g := gs.groups[j]
-		k := &gs.entries[gs.first[j]].Key
+		k := gs.key(j)
 		g.Key = make(map[string]string, len(gs.groupBy))
 		for _, d := range gs.groupBy {
 			g.Key[d] = groupValue(k, d)

@@ -66,6 +66,15 @@ func benchLLMSessions(b *testing.B, n int) {
 			_, _, err := e.Sessions(ctx, "default", &query.Filter{})
 			return err
 		}},
+		{"sessions_default_window", func(e *engine.Engine) error { // the route's: the last 24 hours, moving with the clock
+			_, _, err := e.Sessions(ctx, "default", &query.Filter{Start: uint64(time.Now().Add(-24 * time.Hour).UnixNano())})
+			return err
+		}},
+		{"group_by_session_top1000_default_window", func(e *engine.Engine) error {
+			f := query.Filter{Start: uint64(time.Now().Add(-24 * time.Hour).UnixNano())}
+			_, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"session"}, Top: 1000, Filter: f})
+			return err
+		}},
 		{"group_by_model", func(e *engine.Engine) error {
 			_, err := e.LLMStats(ctx, "default", &store.LLMQuery{GroupBy: []string{"model"}})
 			return err

@@ -315,6 +315,51 @@ func TestSessionRollupsEqualBruteForce(t *testing.T) {
 	}
 }
 
+// TestLLMCacheIgnoresEdgesOutsideSegments: a listing's default window
+// (the last 24 hours) moves with the clock, so two requests never ask the
+// same bounds. While no segment straddles an edge, the segments' part of
+// the answer is the same and comes from the result cache; once an edge
+// cuts a segment, or a segment leaves the window, the answer follows the
+// window (equal to brute force) and is not taken from a part cached for
+// other segments.
+func TestLLMCacheIgnoresEdgesOutsideSegments(t *testing.T) {
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	e, err := Open(Options{Dir: t.TempDir(), Durability: DurabilityBuffered, BlockSpans: 128, NoCompaction: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	spans := rollupCorpus(5, 3000, start)
+	for i := 0; i < len(spans); i += 1000 {
+		appendSpans(t, e, "default", spans[i:i+1000])
+		if err := e.Seal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	visible := slices.Clone(spans)
+	llm.Enrich(visible, llm.DefaultPrices())
+	day := func(from time.Duration) *query.Filter { // a 24-hour window starting at start+from
+		lo := start.Add(from)
+		return &query.Filter{Start: uint64(lo.UnixNano()), End: uint64(lo.Add(24 * time.Hour).UnixNano())}
+	}
+	// The spans start in [start, start+4h5m).
+	checkSessions(t, e, "default", "the first day", visible, day(-19*time.Hour))
+	before := e.Counters()
+	for i, from := range []time.Duration{-19*time.Hour + time.Second, -18 * time.Hour, -time.Minute} {
+		checkSessions(t, e, "default", fmt.Sprintf("a later day %d", i), visible, day(from))
+	}
+	if c := e.Counters(); c.LLMAggSegments != before.LLMAggSegments || c.LLMRowBlocks != before.LLMRowBlocks {
+		t.Fatalf("windows holding the same whole segments read them again: %+v, before %+v", c, before)
+	}
+	// Edges that cut the segments, and a window past all of them.
+	for i, f := range []*query.Filter{day(-22 * time.Hour), day(time.Hour), day(5 * time.Hour)} {
+		checkSessions(t, e, "default", fmt.Sprintf("an edge inside %d", i), visible, f)
+	}
+	if got, err := e.LLMStats(context.Background(), "default", &store.LLMQuery{Filter: *day(5 * time.Hour), GroupBy: []string{"session"}}); err != nil || len(got.Groups) != 0 {
+		t.Fatalf("a window after every span: %d groups, %v", len(got.Groups), err)
+	}
+}
+
 // TestSessionsOverSegmentsWithoutRollups: a segment written before the
 // LLM rollups existed (a committed fixture: aggregates, no rollups) answers
 // group by session and the sessions list from its project rollups, equal

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"slices"
 	"strings"
 
@@ -35,11 +36,36 @@ func (e *Engine) llmTop(ctx context.Context, project string, q *store.LLMQuery, 
 	p.noSketches = twoPass
 	v := e.view()
 	defer v.release()
-	entries, err := e.llmEntriesIn(ctx, v, project, &q.Filter, p, res)
+	seg, mem, key, err := e.llmParts(ctx, v, project, &q.Filter, p, res)
 	if err != nil {
 		return store.LLMStats{Result: res.Result}, err
 	}
-	gs := gatherGroups(entries, q.GroupBy, nil)
+	// The segments' part gathered into groups is cached with that part, and
+	// so is the answer when the write buffer adds nothing: a repeated page
+	// (a dashboard) neither regroups every session nor ranks them again.
+	var gs *llmGroups
+	var answerKey string
+	if key != "" {
+		gkey := key + "|groups|" + strings.Join(q.GroupBy, ",")
+		if len(mem) == 0 {
+			answerKey = fmt.Sprintf("%s|answer|%s|%d", gkey, q.Sort, q.Top)
+			if got, ok := e.llmCache.getAny(answerKey); ok {
+				out := got.(store.LLMStats)
+				out.Result = res.Result
+				out.Groups = slices.Clone(out.Groups)
+				return out, nil
+			}
+		}
+		base, ok := e.llmCache.getAny(gkey)
+		if !ok {
+			b := gatherGroups(seg, q.GroupBy, nil)
+			e.llmCache.put(gkey, b, len(b.groups))
+			base = b
+		}
+		gs = base.(*llmGroups).extend(mem)
+	} else {
+		gs = gatherGroups(append(slices.Clip(seg), mem...), q.GroupBy, nil)
+	}
 	var total store.Measures
 	counts := make([]store.Measures, len(gs.groups))
 	for i := range gs.groups {
@@ -74,6 +100,12 @@ func (e *Engine) llmTop(ctx context.Context, project string, q *store.LLMQuery, 
 	}
 	out, err := llmAnswer(kept, res)
 	out.TotalGroups, out.Totals = len(gs.groups), total
+	if err == nil && answerKey != "" && len(res.Warnings) == 0 {
+		cached := out
+		cached.Result = store.Result{}
+		e.llmCache.put(answerKey, cached, len(out.Groups))
+		out.Groups = slices.Clone(out.Groups)
+	}
 	return out, err
 }
 
@@ -122,7 +154,7 @@ func (e *Engine) sessionSketches(ctx context.Context, v view, project string, f 
 			return out, nil // the query fails with res.ioErr; nothing is cached
 		}
 		if usable && len(res.Warnings) == 0 {
-			e.llmCache.put(key, seg)
+			e.llmCache.put(key, seg, len(seg))
 		}
 	}
 	add(seg)
@@ -156,6 +188,11 @@ func (e *Engine) sessionSketchPart(ctx context.Context, v view, project string, 
 			}
 		}
 	}
+	sorted := make([]string, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	slices.Sort(sorted)
 	rows := segment.NewAggregator()
 	err := e.llmScan(ctx, v, project, f, res, func(s *segHandle, project string) bool {
 		switch {
@@ -175,17 +212,13 @@ func (e *Engine) sessionSketchPart(ctx context.Context, v view, project string, 
 				lat, ttft *sketch.Sketch
 			}
 			var got []found // all or nothing: a damaged row falls back to blocks
-			for id := range ids {
-				i := t.Find(id)
-				if i < 0 {
-					continue
-				}
+			for i := range rowsOf(t, sorted) {
 				lat, ttft, err := t.Sketches(i)
 				if err != nil {
 					e.readFailed(res, s.name, err)
 					return false
 				}
-				got = append(got, found{id, lat, ttft})
+				got = append(got, found{t.Rows[i].ID, lat, ttft})
 			}
 			for _, g := range got {
 				add(g.id, g.lat, g.ttft)
@@ -226,4 +259,35 @@ func (e *Engine) sessionSketchPart(ctx context.Context, v view, project string, 
 	}
 	slices.SortFunc(out, func(a, b segment.AggEntry) int { return strings.Compare(a.Key.Session, b.Key.Session) })
 	return out, nil
+}
+
+// rowsOf yields the rows of t whose session is one of ids (sorted), in
+// order: by a binary search per id when ids are few, else by one walk of
+// both sorted lists (a page of 1,000 sessions against a table of a few
+// thousand: fewer comparisons, in memory order).
+func rowsOf(t *segment.SessionTable, ids []string) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		if len(ids)*16 < len(t.Rows) {
+			for _, id := range ids {
+				if i := t.Find(id); i >= 0 && !yield(i) {
+					return
+				}
+			}
+			return
+		}
+		for i, j := 0, 0; i < len(t.Rows) && j < len(ids); {
+			switch c := strings.Compare(t.Rows[i].ID, ids[j]); {
+			case c < 0:
+				i++
+			case c > 0:
+				j++
+			default:
+				if !yield(i) {
+					return
+				}
+				i++
+				j++
+			}
+		}
+	}
 }

@@ -65,9 +65,9 @@ type row struct {
 	span    *model.Span
 }
 
-// chunk is 4,096 rows with their start-time bounds, the unit a search
-// prunes and orders like a segment block (and where per-chunk summaries
-// of attribute values would go).
+// chunk is 4,096 rows with their start-time bounds and the summary of
+// their values (memtable_summary.go), the unit a search prunes and orders
+// like a segment block.
 type chunk struct {
 	rows [chunkRows]slot
 	// Bounds of the span start times written into this chunk, maintained by
@@ -75,6 +75,7 @@ type chunk struct {
 	// include unpublished rows: wider, so still safe for pruning.
 	minStart, maxStart atomic.Uint64
 	maxDuration        atomic.Uint64
+	sum                chunkSummary
 }
 
 type spanKey struct {
@@ -139,6 +140,11 @@ type memtable struct {
 	enc    []byte // scratch for one encoding
 	resKey map[string]int
 	scoKey map[string]int
+	sum    summaryWriter
+
+	// Chunks searches ruled out on their summaries, and chunks they read
+	// (for tests and benchmarks).
+	chunksPruned, chunksScanned atomic.Int64
 
 	mu       sync.Mutex
 	projects map[string]uint32
@@ -322,6 +328,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		if d := s.Duration(); d > c.maxDuration.Load() {
 			c.maxDuration.Store(d)
 		}
+		m.summarise(c, int(n%chunkRows), pid, s, resIdx, &addBytes)
 		tk := bufTraceKey{pid, s.TraceID}
 		var first int64
 		if tk == lastTrace && lastFirst != 0 {
@@ -343,6 +350,7 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		switch {
 		case dup:
 			m.row(old).supersededBy.Store(n + 1)
+			cs[old/chunkRows].sum.dead.Add(1)
 			addLive--
 		case first == 0:
 			r.trace = uint32(len(m.byTrace))
@@ -375,6 +383,9 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 			m.byKey[bufSpanKey{pid, s.TraceID, s.SpanID}] = n
 		}
 		addLive++
+		if n%chunkRows == chunkRows-1 {
+			m.finishChunk(c, &addBytes)
+		}
 		n++
 	}
 	pc.bytes += addBytes

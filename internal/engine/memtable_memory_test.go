@@ -34,10 +34,15 @@ func telemetrygenLike(n int) []model.Span {
 				{Key: "network.peer.address", Value: model.StringValue("1.2.3.4")},
 				{Key: "peer.service", Value: model.StringValue("telemetrygen-server")},
 			}}
-		root.SpanID = model.SpanID{byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256)), 1}
+		// Span ids are random, as the SDK's id generator makes them.
+		for i := range root.SpanID {
+			root.SpanID[i] = byte(rng.IntN(256))
+		}
 		child := root
 		child.Name, child.Kind, child.ParentSpanID = "okey-dokey-0", model.KindServer, root.SpanID
-		child.SpanID[7] = 2
+		for i := range child.SpanID {
+			child.SpanID[i] = byte(rng.IntN(256))
+		}
 		child.Attributes = []model.KeyValue{
 			{Key: "network.peer.address", Value: model.StringValue("1.2.3.4")},
 			{Key: "peer.service", Value: model.StringValue("telemetrygen-client")},

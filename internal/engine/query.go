@@ -28,6 +28,9 @@ type segHandle struct {
 
 	catMu sync.Mutex
 	cats  map[int]*catalog // per block, built lazily by discovery queries
+	// projCats merge the block catalogs of each project's blocks, for
+	// discovery windows that hold all of them.
+	projCats map[string]*catalog
 
 	aggs aggCache // LLM aggregates read so far
 	ops  opsCache // service aggregates read so far
@@ -444,8 +447,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 		for _, cv := range m.chunkViews() {
 			c := cv.c
-			if (hints.End != 0 && c.minStart.Load() >= hints.End) || (hints.Start != 0 && c.maxStart.Load() < hints.Start) ||
-				(cursor != nil && c.minStart.Load() > cursor.Start) || (hints.MinDuration != 0 && c.maxDuration.Load() < hints.MinDuration) {
+			if !m.chunkMayMatch(cv, pid, &hints, cursor) {
 				continue
 			}
 			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, mem: m, pid: pid, rows: cv.rows, n: cv.n, rank: rank})
@@ -460,6 +462,12 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		// query that stops early never reads them).
 		if content && s.r.HasTokenFilters() && !s.r.SegmentMayContainTokens(hints.ContentHashes) {
 			e.m.contentSegPruned.Add(1)
+			continue
+		}
+		// The attribute value summary rejects a segment that holds none of
+		// the values the filter requires, before any block filter.
+		if !segMayMatchAttrs(s, &hints) {
+			e.m.attrSegPruned.Add(1)
 			continue
 		}
 		// The token map (three small page reads per word) decides at once
@@ -549,12 +557,15 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 // the duration of the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
 	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	c.mem.chunksScanned.Add(1)
 	a := c.mem.arena() // loaded after the rows were counted: covers them
+	rf := newRowFilter(hints)
 	for i := 0; i < c.rows; i++ {
 		r := &c.chunk.rows[i]
 		if !r.liveFor(c.n) || r.project != c.pid ||
 			(hints.Start != 0 && r.start < hints.Start) || (hints.End != 0 && r.start >= hints.End) ||
-			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) {
+			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) ||
+			!rf.mayMatch(&a, r) {
 			continue
 		}
 		s := &scratch.s
@@ -861,6 +872,81 @@ func (e *Engine) blockMayMatch(s *segHandle, i int, b *segment.BlockMeta, h *que
 				return false
 			}
 		} // other scopes (events, links): the filters do not cover them
+	}
+	if len(h.AttrAnyOf) > 0 && s.r.IntEntriesCoverDoubles() {
+		for j := range h.AttrAnyOf {
+			if !mayHoldOneOf(&h.AttrAnyOf[j], true, func(res bool, k, v string) bool { return s.r.MayContainAttr(i, res, k, v) },
+				func(res bool, k string, v int64) bool { return s.r.MayContainIntAttr(i, res, k, v) }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// mayHoldOneOf reports whether a span may have attribute a with one of its
+// values, by the membership tests str and num (for a scope: resource or
+// span). ints says whether num answers for doubles too (see
+// segment.Reader.IntEntriesCoverDoubles); when it does not, a hint with an
+// integer rules nothing out. Scopes other than span, resource and any are
+// not summarised: they pass.
+func mayHoldOneOf(a *query.AttrAnyOf, ints bool, str func(resource bool, key, v string) bool, num func(resource bool, key string, v int64) bool) bool {
+	if len(a.Ints) > 0 && !ints {
+		return true
+	}
+	var scopes []bool
+	switch a.Scope {
+	case query.ScopeSpan:
+		scopes = []bool{false}
+	case query.ScopeResource:
+		scopes = []bool{true}
+	case query.ScopeAny:
+		scopes = []bool{false, true}
+	default:
+		return true
+	}
+	for _, res := range scopes {
+		for _, v := range a.Strs {
+			if str(res, a.Key, v) {
+				return true
+			}
+		}
+		for _, v := range a.Ints {
+			if num(res, a.Key, v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// segMayMatchAttrs reports whether segment s may hold a span with every
+// attribute value the hints require, from its resident attribute value
+// summary (a segment without one may).
+func segMayMatchAttrs(s *segHandle, h *query.Hints) bool {
+	if len(h.AttrEquals)+len(h.AttrAnyOf) == 0 || !s.r.HasAttrSummary() {
+		return true
+	}
+	for j := range h.AttrAnyOf {
+		if !mayHoldOneOf(&h.AttrAnyOf[j], s.r.IntEntriesCoverDoubles(), s.r.SegmentMayContainAttr, s.r.SegmentMayContainIntAttr) {
+			return false
+		}
+	}
+	for _, a := range h.AttrEquals {
+		switch a.Scope {
+		case query.ScopeSpan:
+			if !s.r.SegmentMayContainAttr(false, a.Key, a.Value) {
+				return false
+			}
+		case query.ScopeResource:
+			if !s.r.SegmentMayContainAttr(true, a.Key, a.Value) {
+				return false
+			}
+		case query.ScopeAny:
+			if !s.r.SegmentMayContainAttr(false, a.Key, a.Value) && !s.r.SegmentMayContainAttr(true, a.Key, a.Value) {
+				return false
+			}
+		}
 	}
 	return true
 }

@@ -53,9 +53,12 @@ func (e *Engine) stats(project string) store.Stats {
 
 // Counters are cumulative engine metrics for /metrics.
 type Counters struct {
-	Seals, SealNanos, SealedSpans  int64
-	Corruptions                    int64
-	BlocksExamined, BlocksPruned   int64
+	Seals, SealNanos, SealedSpans int64
+	Corruptions                   int64
+	BlocksExamined, BlocksPruned  int64
+	// AttrSegPruned counts segments a search skipped on their attribute
+	// value summary (segment section 19), before any block filter.
+	AttrSegPruned                  int64
 	ReplayedRecords, ReplayedSpans int64
 	BufferFull, SealErrors         int64
 	// LLM statistics: segments and blocks answered from stored aggregates,
@@ -98,6 +101,7 @@ func (e *Engine) Counters() Counters {
 		Seals: e.m.seals.Load(), SealNanos: e.m.sealNanos.Load(), SealedSpans: e.m.sealedSpans.Load(),
 		Corruptions:    e.m.corruptions.Load(),
 		BlocksExamined: e.m.blocksExamined.Load(), BlocksPruned: e.m.blocksPruned.Load(),
+		AttrSegPruned:   e.m.attrSegPruned.Load(),
 		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),

@@ -524,3 +524,8 @@ func ttft(sc *scan, s *model.Span) uint64 {
 	}
 	return 0
 }
+
+// NormalizeProvider is the provider name as LLM spans carry it
+// (model.LLM.Provider): the OTel well-known name for a known alias, else
+// the name in lower case. The GenAI metrics' provider goes through it too.
+func NormalizeProvider(p string) string { return normalizeProvider(p) }

@@ -12,7 +12,13 @@
 // each column compressed on its own, so that a query decodes only the columns
 // it needs. The footer keeps, per block, the time and severity range, the
 // services, and Bloom filters over the trace ids and the words of bodies and
-// string attributes, so that most blocks are skipped without being read.
+// string attributes, so that most blocks are skipped without being read; a
+// block's word index lists the records of each word, so that a word search
+// decodes only those records of a block it reads.
+//
+// The write buffer (buffer.go) keeps records encoded in pointer-free rows and
+// a byte arena, about 400 bytes of heap per record, and decodes one only when
+// a query keeps it.
 //
 // Records are ordered newest first by (time, sequence): the sequence number
 // is given in WAL order when a record is acknowledged and is the same after a

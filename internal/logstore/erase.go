@@ -17,10 +17,6 @@ type erasure struct {
 	Before  uint64        `json:"before"`
 }
 
-func (e *erasure) covers(project string, trace model.TraceID, seq uint64) bool {
-	return seq < e.Before && trace == e.TraceID && project == e.Project
-}
-
 // pendingErasures keeps the erasures that may still cover records in the
 // WAL: those whose Before is above the first sequence number the WAL still
 // replays (nextSeq); the others' records are all in rewritten segments.
@@ -34,47 +30,72 @@ func pendingErasures(es []erasure, nextSeq uint64) []erasure {
 	return out
 }
 
-// erased reports whether a pending erasure covers the record.
-func (s *Store) erased(project string, trace model.TraceID, seq uint64) bool {
-	if trace.IsZero() {
-		return false
-	}
-	for i := range s.man.Erased {
-		if s.man.Erased[i].covers(project, trace, seq) {
-			return true
+// erasedIn indexes the project's pending erasures: for each trace, the
+// sequence number below which its records are erased (the highest Before).
+// Nil when there is none.
+func erasedIn(es []erasure, project string) map[model.TraceID]uint64 {
+	var idx map[model.TraceID]uint64
+	for i := range es {
+		if es[i].Project != project {
+			continue
 		}
+		if idx == nil {
+			idx = make(map[model.TraceID]uint64)
+		}
+		idx[es[i].TraceID] = max(idx[es[i].TraceID], es[i].Before)
 	}
-	return false
+	return idx
 }
 
-// liveEntries is es without the records a pending erasure covers (a new
-// slice; es is not changed). The caller holds sealMu or mu.
-func (s *Store) liveEntries(project string, es []entry) []entry {
-	out := make([]entry, 0, len(es))
-	for _, e := range es {
-		if !s.erased(project, e.rec.TraceID, e.seq) {
-			out = append(out, e)
-		}
+// isErased reports whether an erasure of idx covers the record.
+func isErased(idx map[model.TraceID]uint64, trace model.TraceID, seq uint64) bool {
+	if idx == nil || trace.IsZero() {
+		return false
 	}
-	return out
+	before, ok := idx[trace]
+	return ok && seq < before
+}
+
+// liveRows is the order (time, then sequence) of pb's rows that no pending
+// erasure covers. The caller holds sealMu or mu.
+func (s *Store) liveRows(project string, pb *projBuf) []int32 {
+	idx := erasedIn(s.man.Erased, project)
+	if idx == nil {
+		return pb.order(nil)
+	}
+	return pb.order(func(r *row) bool { return !isErased(idx, r.traceID, r.seq) })
 }
 
 // EraseTrace removes every record of trace in project acknowledged before
-// the call: the erasure is written to the manifest first (so that a crash
-// cannot bring the records back from the WAL), the records leave the write
-// buffer, every segment that may hold them is rewritten without them, and a
-// seal removes the WAL files that held them. It returns how many records it removed from segments and the buffer.
+// the call (EraseTraces with one trace).
 func (s *Store) EraseTrace(project string, trace model.TraceID) (int, error) {
-	if trace.IsZero() {
-		return 0, errors.New("logstore: erase: no trace id")
+	return s.EraseTraces(project, []model.TraceID{trace})
+}
+
+// EraseTraces removes every record of the traces in project acknowledged
+// before the call: the erasures are written to the manifest first (so that
+// a crash cannot bring the records back from the WAL), the records leave the
+// write buffer, every segment that may hold one is rewritten without them,
+// and a seal removes the WAL files that held them. It returns how many
+// records it removed from segments and the buffer.
+func (s *Store) EraseTraces(project string, traces []model.TraceID) (int, error) {
+	for _, t := range traces {
+		if t.IsZero() {
+			return 0, errors.New("logstore: erase: no trace id")
+		}
+	}
+	if len(traces) == 0 {
+		return 0, nil
 	}
 	s.sealMu.Lock()
 	defer s.sealMu.Unlock()
 
 	s.mu.Lock()
-	e := erasure{Project: project, TraceID: trace, Before: s.nextSeq}
 	m := s.man
-	m.Erased = append(slices.Clone(m.Erased), e)
+	m.Erased = slices.Clone(m.Erased)
+	for _, t := range traces {
+		m.Erased = append(m.Erased, erasure{Project: project, TraceID: t, Before: s.nextSeq})
+	}
 	s.mu.Unlock()
 	if err := s.writeManifest(m); err != nil {
 		return 0, err
@@ -83,15 +104,20 @@ func (s *Store) EraseTrace(project string, trace model.TraceID) (int, error) {
 	s.mu.Lock()
 	s.man = m
 	if pb, ok := s.bufs[project]; ok {
-		live := s.liveEntries(project, pb.es)
-		removed += len(pb.es) - len(live)
-		s.bufs[project] = newProjBuf(live)
+		idx := erasedIn(s.man.Erased, project)
+		live, err := pb.keep(func(r *row) bool { return !isErased(idx, r.traceID, r.seq) })
+		if err != nil {
+			s.mu.Unlock()
+			return 0, err
+		}
+		removed += pb.n - live.n
+		s.bufs[project] = live
 	}
 	segs := slices.Clone(s.segs)
 	s.mu.Unlock()
 
 	for _, seg := range segs {
-		if seg.project != project || !seg.mayHoldTrace(trace) {
+		if seg.project != project || !seg.mayHoldAny(traces) {
 			continue
 		}
 		n, err := s.rewriteWithout(seg)
@@ -101,11 +127,20 @@ func (s *Store) EraseTrace(project string, trace model.TraceID) (int, error) {
 		}
 	}
 	// The WAL files still hold the records: a seal moves the buffer into
-	// segments and removes them, and with them the erasure's entry.
+	// segments and removes them, and with them the erasures' entries.
 	if err := s.sealLocked(); err != nil {
 		return removed, err
 	}
 	return removed, nil
+}
+
+func (seg *segment) mayHoldAny(traces []model.TraceID) bool {
+	for _, t := range traces {
+		if seg.mayHoldTrace(t) {
+			return true
+		}
+	}
+	return false
 }
 
 func (seg *segment) mayHoldTrace(trace model.TraceID) bool {
@@ -121,7 +156,8 @@ func (seg *segment) mayHoldTrace(trace model.TraceID) bool {
 // erasures cover (none at all when every record goes). The caller holds
 // sealMu.
 func (s *Store) rewriteWithout(seg *segment) (int, error) {
-	var all []entry
+	all := newProjBuf()
+	tabs := all.tables()
 	for bi := range seg.blocks {
 		blk, err := seg.readBlock(bi)
 		if err != nil {
@@ -139,10 +175,14 @@ func (s *Store) rewriteWithout(seg *segment) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		all = append(all, es...)
+		for i := range es {
+			if err := all.push(tabs, &es[i].rec, es[i].seq, nil); err != nil {
+				return 0, err
+			}
+		}
 	}
-	live := s.liveEntries(seg.project, all)
-	if len(live) == len(all) {
+	live := s.liveRows(seg.project, all)
+	if len(live) == all.n {
 		return 0, nil // a filter false positive
 	}
 	m := s.man
@@ -152,7 +192,7 @@ func (s *Store) rewriteWithout(seg *segment) (int, error) {
 		name := fmt.Sprintf("%016d.rlog", m.NextFile)
 		m.NextFile++
 		var err error
-		if made, err = writeSegment(s.fs, s.opts.Dir, name, seg.project, live); err != nil {
+		if made, err = writeSegment(s.fs, s.opts.Dir, name, seg.project, all, live); err != nil {
 			return 0, err
 		}
 		m.Segments = append(m.Segments, name)
@@ -170,5 +210,5 @@ func (s *Store) rewriteWithout(seg *segment) (int, error) {
 	if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		s.opts.Logf("logstore: remove %s: %v", seg.path, err)
 	}
-	return len(all) - len(live), s.fs.SyncDir(s.opts.Dir)
+	return all.n - len(live), s.fs.SyncDir(s.opts.Dir)
 }

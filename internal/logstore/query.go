@@ -67,6 +67,17 @@ func (c *compiled) entryMatch(e *entry) bool {
 	return c.Match == nil || c.Match(&e.rec)
 }
 
+// tokensMatch reports whether a buffered record's word hashes (projBuf.tokens)
+// hold every word of the query.
+func (c *compiled) tokensMatch(toks []byte) bool {
+	for _, h := range c.hashes {
+		if !hasToken(toks, h) {
+			return false
+		}
+	}
+	return true
+}
+
 func (c *compiled) recordMatch(r *model.LogRecord) bool {
 	if len(c.words) > 0 {
 		have := map[uint64]bool{}
@@ -95,6 +106,9 @@ func (c *compiled) blockMayMatch(m *blockMeta) bool {
 		return false
 	}
 	for _, h := range c.hashes {
+		if m.keyed {
+			h = keyHash(wordKey(h))
+		}
 		if !m.tokens.has(h) {
 			return false
 		}
@@ -117,27 +131,16 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 	s.mu.RLock()
 	var mem []projBuf // snapshots: the records and summaries so far
 	for _, m := range []map[string]*projBuf{s.bufs, s.sealing} {
-		if pb := m[q.Project]; pb != nil && len(pb.es) > 0 {
-			mem = append(mem, projBuf{es: pb.es, sums: pb.sums})
+		if pb := m[q.Project]; pb != nil && pb.n > 0 {
+			mem = append(mem, *pb)
 		}
 	}
-	var erased []erasure
-	for _, e := range s.man.Erased {
-		if e.Project == q.Project {
-			erased = append(erased, e)
-		}
-	}
-	if len(erased) > 0 {
+	if erased := erasedIn(s.man.Erased, q.Project); erased != nil {
 		// An erasure in progress: its records are hidden at once.
 		match := c.Match
 		c.Match = nil
 		c.hidden = func(r *model.LogRecord, seq uint64) bool {
-			for i := range erased {
-				if erased[i].covers(q.Project, r.TraceID, seq) {
-					return true
-				}
-			}
-			return match != nil && !match(r)
+			return isErased(erased, r.TraceID, seq) || match != nil && !match(r)
 		}
 	}
 	var segs []*segment
@@ -165,22 +168,35 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 		hits = hits[:min(len(hits), c.Limit+1)]
 		return hits[len(hits)-1].Record.Time()
 	}
-	for _, pb := range mem {
-		scan := func(es []entry) {
-			for i := range es {
-				e := &es[i]
-				h := header{time: e.rec.Time(), seq: e.seq, severity: e.rec.SeverityNumber, traceID: e.rec.TraceID, spanID: e.rec.SpanID, service: e.rec.Service}
-				if c.headerMatch(&h) && c.entryMatch(e) && (c.hidden == nil || !c.hidden(&e.rec, e.seq)) {
-					keep(Hit{Seq: e.seq, Record: e.rec})
+	for i := range mem {
+		pb := &mem[i]
+		scan := func(from, to int) error {
+			for i := from; i < to; i++ {
+				r := pb.row(i)
+				h := header{time: r.recTime(), seq: r.seq, severity: r.severity, traceID: r.traceID, spanID: r.spanID, service: pb.services[r.service]}
+				if !c.headerMatch(&h) || !c.tokensMatch(pb.tokens(r)) {
+					continue
+				}
+				rec, err := pb.record(r)
+				if err != nil {
+					return err
+				}
+				if (c.Match == nil || c.Match(&rec)) && (c.hidden == nil || !c.hidden(&rec, r.seq)) {
+					keep(Hit{Seq: r.seq, Record: rec})
 				}
 			}
+			return nil
 		}
 		for ci := range pb.sums {
 			if c.chunkMayMatch(&pb.sums[ci]) {
-				scan(pb.es[ci*chunkRecords : (ci+1)*chunkRecords])
+				if err := scan(ci*chunkRecords, (ci+1)*chunkRecords); err != nil {
+					return Page{}, err
+				}
 			}
 		}
-		scan(pb.es[len(pb.sums)*chunkRecords:])
+		if err := scan(len(pb.sums)*chunkRecords, pb.n); err != nil {
+			return Page{}, err
+		}
 	}
 	// Segments newest first, and their blocks from the newest.
 	slices.SortFunc(segs, func(a, b *segment) int { return cmp.Compare(b.maxT, a.maxT) })
@@ -202,14 +218,37 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 			if err != nil {
 				return Page{}, err
 			}
+			// A word search reads the block's word index and looks only
+			// at the records it lists.
+			var cand []int
+			if len(c.hashes) > 0 && m.cols[colWords] > 0 {
+				ix, err := blk.col(colWords)
+				if err != nil {
+					return Page{}, err
+				}
+				if cand, err = lookupWords(ix, c.hashes, m.n); err != nil {
+					return Page{}, blk.corrupt(err.Error())
+				}
+				if len(cand) == 0 {
+					continue
+				}
+			}
 			hs, err := blk.headers()
 			if err != nil {
 				return Page{}, err
 			}
 			var idx []int
-			for i := range hs {
-				if c.headerMatch(&hs[i]) {
-					idx = append(idx, i)
+			if cand != nil {
+				for _, i := range cand {
+					if c.headerMatch(&hs[i]) {
+						idx = append(idx, i)
+					}
+				}
+			} else {
+				for i := range hs {
+					if c.headerMatch(&hs[i]) {
+						idx = append(idx, i)
+					}
 				}
 			}
 			if len(idx) == 0 {

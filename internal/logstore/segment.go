@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -23,7 +22,7 @@ const BlockRecords = 1024
 
 const (
 	segMagic    = "RLOG"
-	segVersion  = 1
+	segVersion  = 2 // 1: no word index (colWords), still read
 	headerSize  = 8
 	trailerSize = 8 + 4 + 4 + 4 // footer offset, footer length, footer CRC, magic
 )
@@ -40,22 +39,47 @@ const (
 	colResScope         // uvarint resource index, uvarint scope index
 	colResources        // uvarint count, then per resource: proto bytes, schema URL (both length-prefixed)
 	colScopes           // the same for scopes
-	colPayload          // length-prefixed AppendLogPayloadProto output
+	colPayload          // length-prefixed AppendLogPayloadProto output (version 2: in frames, see payloadFrame)
+	colWords            // the word index (wordindex.go); version 2 on
 	numCols
 )
+
+// payloadFrame is how many records' payloads one zstd frame of the payload
+// column holds (version 2): a query that keeps a few records of a block
+// decompresses their frames, not the whole column. The column is then not
+// compressed as a whole: uvarint frame count, each frame's length (uvarint),
+// then the frames.
+const payloadFrame = 128
+
+// colsIn is the number of columns of a block in a segment of version v.
+func colsIn(v byte) int {
+	if v == 1 {
+		return colWords
+	}
+	return numCols
+}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 var (
-	zenc     *zstd.Encoder
-	zdec     *zstd.Decoder
-	zstdOnce sync.Once
-	zstdErr  error
+	zenc      *zstd.Encoder
+	zencFrame *zstd.Encoder // the payload column's frames
+	zdec      *zstd.Decoder
+	zstdOnce  sync.Once
+	zstdErr   error
 )
+
+// payloadLevel is the zstd level of the payload column's frames: the
+// fastest, as the payload is most of a seal's compression work (the level
+// is not part of the format: a reader decodes any).
+const payloadLevel = zstd.SpeedFastest
 
 func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
 	zstdOnce.Do(func() {
 		zenc, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true))
+		if zstdErr == nil {
+			zencFrame, zstdErr = zstd.NewWriter(nil, zstd.WithEncoderLevel(payloadLevel), zstd.WithEncoderCRC(false), zstd.WithZeroFrames(true))
+		}
 		if zstdErr == nil {
 			zdec, zstdErr = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
 		}
@@ -65,20 +89,20 @@ func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
 
 // sevCode packs a record's severity number with a bit that says it had no
 // time of its own (its time column then holds the observed time).
-func sevCode(r *model.LogRecord) int64 {
-	c := int64(r.SeverityNumber) << 1
-	if r.TimeUnixNano == 0 {
+func sevCode(r *row) int64 {
+	c := int64(r.severity) << 1
+	if r.time == 0 {
 		c |= 1
 	}
 	return c
 }
 
-// entry is one stored record and its sequence number.
+// entry is one decoded record and its sequence number.
 type entry struct {
 	seq uint64
 	rec model.LogRecord
-	// toks are the record's word hashes, sorted, for records in the write
-	// buffer; nil for records read from a segment.
+	// toks are the record's word hashes, sorted, for a record just
+	// accepted (a live tail's); nil for records read from a segment.
 	toks []uint64
 }
 
@@ -89,16 +113,18 @@ type blockMeta struct {
 	n              int
 	minT, maxT     uint64 // record times (LogRecord.Time)
 	minSev, maxSev model.SeverityNumber
-	cols           [numCols]uint32 // compressed length of each column
+	cols           [numCols]uint32 // compressed length of each column (colWords: 0 in version 1)
 	services       []string
 	traces         bloom // trace ids (their first 8 bytes as the hash)
-	tokens         bloom // text.Hash of the words of bodies and string attributes
+	tokens         bloom // text.Hash of the words of bodies and string attributes (keyed: keyHash of their keys)
+	keyed          bool  // version 2 on: tokens holds keyHash(wordKey(h))
 }
 
 // segment is one immutable segment file of one project.
 type segment struct {
 	fs         vfs.FS
 	path, name string
+	version    byte
 	project    string
 	count      int
 	minT, maxT uint64
@@ -145,91 +171,105 @@ func valueWords(v model.Value, emit func(uint64)) {
 	}
 }
 
-// writeSegment writes entries (sorted by time, then sequence) as a new
-// segment file at path: a temporary file, fsync'ed, renamed into place, and
-// the directory synced.
-func writeSegment(fsys vfs.FS, dir, name, project string, entries []entry) (*segment, error) {
+// writeSegment writes the rows of src in order (sorted by time, then
+// sequence) as a new segment file: a temporary file, fsync'ed, renamed into
+// place, and the directory synced. Payloads and word hashes are copied from
+// the buffer's arena, not decoded.
+func writeSegment(fsys vfs.FS, dir, name, project string, src *projBuf, order []int32) (*segment, error) {
 	enc, _, err := codecs()
 	if err != nil {
 		return nil, err
 	}
-	seg := &segment{fs: fsys, path: dir + "/" + name, name: name, project: project, count: len(entries)}
+	seg := &segment{fs: fsys, path: dir + "/" + name, name: name, version: segVersion, project: project, count: len(order)}
 	out := make([]byte, headerSize, 1<<20)
 	copy(out, segMagic)
 	out[4] = segVersion
 	var cols [numCols][]byte
-	for start := 0; start < len(entries); start += BlockRecords {
-		blk := entries[start:min(start+BlockRecords, len(entries))]
-		m := blockMeta{off: int64(len(out)), n: len(blk), minT: blk[0].rec.Time(), maxT: blk[len(blk)-1].rec.Time(),
-			minSev: blk[0].rec.SeverityNumber, maxSev: blk[0].rec.SeverityNumber}
+	var pairs, scratch []uint64
+	var payEnds []int // where each record's payload ends in cols[colPayload]
+	var frameBuf []byte
+	for start := 0; start < len(order); start += BlockRecords {
+		blk := order[start:min(start+BlockRecords, len(order))]
+		first, last := src.row(int(blk[0])), src.row(int(blk[len(blk)-1]))
+		m := blockMeta{off: int64(len(out)), n: len(blk), minT: first.recTime(), maxT: last.recTime(),
+			minSev: first.severity, maxSev: first.severity}
 		for i := range cols {
 			cols[i] = cols[i][:0]
 		}
-		resIdx := map[*model.Resource]uint64{}
-		scIdx := map[*model.Scope]uint64{}
-		svcIdx := map[string]uint64{}
+		resIdx := map[uint32]uint64{}
+		scIdx := map[uint32]uint64{}
+		svcIdx := map[uint32]uint64{}
 		var resTable, scTable []byte
 		var nTraces int
-		tokenSet := map[uint64]struct{}{}
-		for i := range blk {
-			r := &blk[i].rec
-			cols[colTime] = binary.AppendUvarint(cols[colTime], r.Time()-m.minT)
-			cols[colSeq] = binary.AppendUvarint(cols[colSeq], blk[i].seq)
-			cols[colObserved] = binary.AppendUvarint(cols[colObserved], r.ObservedTimeUnixNano)
+		pairs, payEnds = pairs[:0], payEnds[:0]
+		for j, ri := range blk {
+			r := src.row(int(ri))
+			cols[colTime] = binary.AppendUvarint(cols[colTime], r.recTime()-m.minT)
+			cols[colSeq] = binary.AppendUvarint(cols[colSeq], r.seq)
+			cols[colObserved] = binary.AppendUvarint(cols[colObserved], r.observed)
 			cols[colSeverity] = binary.AppendVarint(cols[colSeverity], sevCode(r))
-			cols[colTraceID] = append(cols[colTraceID], r.TraceID[:]...)
-			cols[colSpanID] = append(cols[colSpanID], r.SpanID[:]...)
-			m.minSev, m.maxSev = min(m.minSev, r.SeverityNumber), max(m.maxSev, r.SeverityNumber)
-			si, ok := svcIdx[r.Service]
+			cols[colTraceID] = append(cols[colTraceID], r.traceID[:]...)
+			cols[colSpanID] = append(cols[colSpanID], r.spanID[:]...)
+			m.minSev, m.maxSev = min(m.minSev, r.severity), max(m.maxSev, r.severity)
+			si, ok := svcIdx[r.service]
 			if !ok {
 				si = uint64(len(m.services))
-				svcIdx[r.Service] = si
-				m.services = append(m.services, r.Service)
+				svcIdx[r.service] = si
+				m.services = append(m.services, src.services[r.service])
 			}
 			cols[colService] = binary.AppendUvarint(cols[colService], si)
-			ri, ok := resIdx[r.Resource]
+			rsi, ok := resIdx[r.res]
 			if !ok {
-				ri = uint64(len(resIdx))
-				resIdx[r.Resource] = ri
-				resTable = appendLP(resTable, otlp.AppendResourceProto(nil, orEmptyRes(r.Resource)))
-				resTable = appendLP(resTable, []byte(orEmptyRes(r.Resource).SchemaURL))
+				rsi = uint64(len(resIdx))
+				resIdx[r.res] = rsi
+				resTable = append(resTable, src.resEnc[r.res]...)
 			}
-			sci, ok := scIdx[r.Scope]
+			sci, ok := scIdx[r.scope]
 			if !ok {
 				sci = uint64(len(scIdx))
-				scIdx[r.Scope] = sci
-				scTable = appendLP(scTable, otlp.AppendScopeProto(nil, orEmptyScope(r.Scope)))
-				scTable = appendLP(scTable, []byte(orEmptyScope(r.Scope).SchemaURL))
+				scIdx[r.scope] = sci
+				scTable = append(scTable, src.scopeEnc[r.scope]...)
 			}
-			cols[colResScope] = binary.AppendUvarint(binary.AppendUvarint(cols[colResScope], ri), sci)
-			cols[colPayload] = appendLP(cols[colPayload], otlp.AppendLogPayloadProto(nil, r))
-			if !r.TraceID.IsZero() {
+			cols[colResScope] = binary.AppendUvarint(binary.AppendUvarint(cols[colResScope], rsi), sci)
+			cols[colPayload] = appendLP(cols[colPayload], src.payload(r))
+			payEnds = append(payEnds, len(cols[colPayload]))
+			if !r.traceID.IsZero() {
 				nTraces++
 			}
-			if toks := blk[i].toks; toks != nil { // the buffer's, computed at ingest
-				for _, h := range toks {
-					tokenSet[h] = struct{}{}
-				}
-			} else {
-				recordTokens(r, func(h uint64) { tokenSet[h] = struct{}{} })
+			toks := src.tokens(r)
+			for k := 0; k < len(toks); k += 8 {
+				h := binary.LittleEndian.Uint64(toks[k:])
+				pairs = append(pairs, uint64(wordKey(h))<<16|uint64(j))
 			}
 		}
 		cols[colResources] = append(binary.AppendUvarint(nil, uint64(len(resIdx))), resTable...)
 		cols[colScopes] = append(binary.AppendUvarint(nil, uint64(len(scIdx))), scTable...)
+		if cap(scratch) < len(pairs) {
+			scratch = make([]uint64, len(pairs))
+		}
+		var keys int
+		cols[colWords], keys = wordIndex(cols[colWords], pairs, scratch)
 		m.traces = newBloom(nTraces)
-		for i := range blk {
-			if id := blk[i].rec.TraceID; !id.IsZero() {
+		for _, ri := range blk {
+			if id := src.row(int(ri)).traceID; !id.IsZero() {
 				m.traces.add(traceHash(id))
 			}
 		}
-		m.tokens = newBloom(len(tokenSet))
-		for h := range tokenSet {
-			m.tokens.add(h)
+		// The word filter holds the index's keys (keyHash).
+		m.tokens, m.keyed = newBloom(keys), true
+		ix := &dec{b: cols[colWords]}
+		ix.uvarint("word count")
+		for k := range keys {
+			m.tokens.add(keyHash(binary.LittleEndian.Uint32(ix.b[4*k:])))
 		}
 		blockStart := len(out)
 		for c := range cols {
 			before := len(out)
-			out = enc.EncodeAll(cols[c], out)
+			if c == colPayload {
+				out, frameBuf = appendFrames(zencFrame, out, cols[c], payEnds, frameBuf)
+			} else {
+				out = enc.EncodeAll(cols[c], out)
+			}
 			m.cols[c] = uint32(len(out) - before)
 		}
 		m.length = int64(len(out) - blockStart)
@@ -241,7 +281,7 @@ func writeSegment(fsys vfs.FS, dir, name, project string, entries []entry) (*seg
 		}
 		seg.maxT = max(seg.maxT, m.maxT)
 	}
-	footer := enc.EncodeAll(encodeFooter(project, seg.blocks), nil)
+	footer := enc.EncodeAll(encodeFooter(project, seg.blocks, segVersion), nil)
 	footerOff := len(out)
 	out = append(out, footer...)
 	out = binary.LittleEndian.AppendUint64(out, uint64(footerOff))
@@ -275,6 +315,31 @@ func writeSegment(fsys vfs.FS, dir, name, project string, entries []entry) (*seg
 	return seg, nil
 }
 
+// appendFrames appends the payload column in frames of payloadFrame
+// records: the frame count, the frames' lengths, the frames. The frames
+// are compressed into buf (returned for reuse).
+func appendFrames(enc *zstd.Encoder, out, col []byte, ends []int, buf []byte) ([]byte, []byte) {
+	var lens [BlockRecords/payloadFrame + 1]int
+	nFrames := 0
+	buf = buf[:0]
+	for start := 0; start < len(ends); start += payloadFrame {
+		from := 0
+		if start > 0 {
+			from = ends[start-1]
+		}
+		to := ends[min(start+payloadFrame, len(ends))-1]
+		n := len(buf)
+		buf = enc.EncodeAll(col[from:to], buf)
+		lens[nFrames] = len(buf) - n
+		nFrames++
+	}
+	out = binary.AppendUvarint(out, uint64(nFrames))
+	for _, n := range lens[:nFrames] {
+		out = binary.AppendUvarint(out, uint64(n))
+	}
+	return append(out, buf...), buf
+}
+
 func orEmptyRes(r *model.Resource) *model.Resource {
 	if r == nil {
 		return &model.Resource{}
@@ -291,7 +356,8 @@ func orEmptyScope(s *model.Scope) *model.Scope {
 
 func appendLP(b, v []byte) []byte { return append(binary.AppendUvarint(b, uint64(len(v))), v...) }
 
-func encodeFooter(project string, blocks []blockMeta) []byte {
+// encodeFooter encodes the footer of a segment of the given version.
+func encodeFooter(project string, blocks []blockMeta, version byte) []byte {
 	b := appendLP(nil, []byte(project))
 	b = binary.AppendUvarint(b, uint64(len(blocks)))
 	for i := range blocks {
@@ -304,7 +370,7 @@ func encodeFooter(project string, blocks []blockMeta) []byte {
 		b = binary.AppendUvarint(b, m.maxT)
 		b = binary.AppendVarint(b, int64(m.minSev))
 		b = binary.AppendVarint(b, int64(m.maxSev))
-		for _, c := range m.cols {
+		for _, c := range m.cols[:colsIn(version)] {
 			b = binary.AppendUvarint(b, uint64(c))
 		}
 		b = binary.AppendUvarint(b, uint64(len(m.services)))
@@ -374,7 +440,7 @@ func (d *dec) bytes(what string, n uint64) []byte {
 
 func (d *dec) lp(what string) []byte { return d.bytes(what, d.uvarint(what+" length")) }
 
-func decodeFooter(b []byte, fileSize int64) (string, []blockMeta, error) {
+func decodeFooter(b []byte, fileSize int64, version byte) (string, []blockMeta, error) {
 	d := &dec{b: b}
 	project := string(d.lp("project"))
 	nb := d.uvarint("block count")
@@ -393,7 +459,7 @@ func decodeFooter(b []byte, fileSize int64) (string, []blockMeta, error) {
 		m.minT, m.maxT = d.uvarint("min time"), d.uvarint("max time")
 		m.minSev, m.maxSev = model.SeverityNumber(d.varint("min severity")), model.SeverityNumber(d.varint("max severity"))
 		var sum int64
-		for c := range m.cols {
+		for c := range colsIn(version) {
 			m.cols[c] = uint32(d.uvarint("column length"))
 			sum += int64(m.cols[c])
 		}
@@ -409,6 +475,7 @@ func decodeFooter(b []byte, fileSize int64) (string, []blockMeta, error) {
 				(*f)[i] = binary.LittleEndian.Uint64(raw[i*8:])
 			}
 		}
+		m.keyed = version >= 2
 		if d.err != nil {
 			return "", nil, d.err
 		}
@@ -450,7 +517,7 @@ func openSegment(fsys vfs.FS, dir, name string) (*segment, error) {
 	if string(hdr[:4]) != segMagic || string(tr[16:]) != segMagic {
 		return nil, corrupt("not a logs segment (bad magic)")
 	}
-	if hdr[4] != segVersion {
+	if hdr[4] != 1 && hdr[4] != segVersion {
 		return nil, corrupt(fmt.Sprintf("unsupported version %d", hdr[4]))
 	}
 	footerOff, footerLen := int64(binary.LittleEndian.Uint64(tr[0:])), int64(binary.LittleEndian.Uint32(tr[8:]))
@@ -472,11 +539,11 @@ func openSegment(fsys vfs.FS, dir, name string) (*segment, error) {
 	if err != nil {
 		return nil, corrupt("footer: " + err.Error())
 	}
-	project, blocks, err := decodeFooter(plain, footerOff)
+	project, blocks, err := decodeFooter(plain, footerOff, hdr[4])
 	if err != nil {
 		return nil, corrupt("footer: " + err.Error())
 	}
-	seg := &segment{fs: fsys, path: path, name: name, project: project, blocks: blocks, bytes: size}
+	seg := &segment{fs: fsys, path: path, name: name, version: hdr[4], project: project, blocks: blocks, bytes: size}
 	for i, m := range blocks {
 		seg.count += m.n
 		if i == 0 || m.minT < seg.minT {
@@ -582,6 +649,81 @@ func (b *block) headers() ([]header, error) {
 	return hs, nil
 }
 
+// payloads returns the payloads of the records at the given indexes
+// (ascending), decompressing only the frames that hold them (version 2) or
+// the whole column (version 1).
+func (b *block) payloads(idx []int) ([][]byte, error) {
+	out := make([][]byte, 0, len(idx))
+	if b.seg.version == 1 {
+		col, err := b.col(colPayload)
+		if err != nil {
+			return nil, err
+		}
+		d := &dec{b: col}
+		next := 0
+		for i := 0; i < b.meta.n && next < len(idx); i++ {
+			p := d.lp("payload")
+			if d.err != nil {
+				return nil, b.corrupt(d.err.Error())
+			}
+			if idx[next] == i {
+				out = append(out, p)
+				next++
+			}
+		}
+		return out, nil
+	}
+	var off uint32
+	for i := range colPayload {
+		off += b.meta.cols[i]
+	}
+	d := &dec{b: b.raw[off : off+b.meta.cols[colPayload]]}
+	nf := d.uvarint("payload frame count")
+	if d.err == nil && nf != uint64((b.meta.n+payloadFrame-1)/payloadFrame) {
+		return nil, b.corrupt(fmt.Sprintf("%d payload frames for %d records", nf, b.meta.n))
+	}
+	lens := make([]uint64, nf)
+	for i := range lens {
+		lens[i] = d.uvarint("payload frame length")
+	}
+	if d.err != nil {
+		return nil, b.corrupt(d.err.Error())
+	}
+	_, zd, err := codecs()
+	if err != nil {
+		return nil, err
+	}
+	frames := d.b
+	frame := -1
+	var pd *dec
+	pos := 0 // the record pd reads next
+	for _, i := range idx {
+		if f := i / payloadFrame; f != frame {
+			var start uint64
+			for _, l := range lens[:f] {
+				start += l
+			}
+			if start+lens[f] > uint64(len(frames)) {
+				return nil, b.corrupt("payload frame runs past the column")
+			}
+			plain, err := zd.DecodeAll(frames[start:start+lens[f]], nil)
+			if err != nil {
+				return nil, b.corrupt(fmt.Sprintf("payload frame %d: %v", f, err))
+			}
+			frame, pd, pos = f, &dec{b: plain}, f*payloadFrame
+		}
+		var p []byte
+		for ; pos <= i; pos++ {
+			p = pd.lp("payload")
+		}
+		if pd.err != nil {
+			return nil, b.corrupt(pd.err.Error())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 func (b *block) corrupt(reason string) error {
 	return &CorruptionError{File: b.seg.path, Reason: fmt.Sprintf("block at offset %d: %s", b.meta.off, reason)}
 }
@@ -589,12 +731,16 @@ func (b *block) corrupt(reason string) error {
 // records decodes the whole records at the given indexes (ascending).
 func (b *block) records(hs []header, idx []int) ([]entry, error) {
 	var cs [numCols][]byte
-	for _, c := range []int{colObserved, colResScope, colResources, colScopes, colPayload} {
+	for _, c := range []int{colObserved, colResScope, colResources, colScopes} {
 		v, err := b.col(c)
 		if err != nil {
 			return nil, err
 		}
 		cs[c] = v
+	}
+	pays, err := b.payloads(idx)
+	if err != nil {
+		return nil, err
 	}
 	readTable := func(raw []byte, what string, decode func(p []byte, url string) error) error {
 		d := &dec{b: raw}
@@ -611,7 +757,7 @@ func (b *block) records(hs []header, idx []int) ([]entry, error) {
 	}
 	var ress []*model.Resource
 	var scs []*model.Scope
-	err := readTable(cs[colResources], "resource", func(p []byte, url string) error {
+	err = readTable(cs[colResources], "resource", func(p []byte, url string) error {
 		r, err := otlp.DecodeResourceProto(p)
 		if err == nil {
 			r.SchemaURL = url
@@ -633,18 +779,18 @@ func (b *block) records(hs []header, idx []int) ([]entry, error) {
 		return nil, b.corrupt(err.Error())
 	}
 	out := make([]entry, 0, len(idx))
-	dObs, dRS, dPay := &dec{b: cs[colObserved]}, &dec{b: cs[colResScope]}, &dec{b: cs[colPayload]}
+	dObs, dRS := &dec{b: cs[colObserved]}, &dec{b: cs[colResScope]}
 	next := 0
 	for i := range hs {
 		obs := dObs.uvarint("observed time")
 		ri, si := dRS.uvarint("resource index"), dRS.uvarint("scope index")
-		payload := dPay.lp("payload")
 		if next >= len(idx) || idx[next] != i {
 			continue
 		}
+		payload := pays[next]
 		next++
-		if dObs.err != nil || dRS.err != nil || dPay.err != nil {
-			return nil, b.corrupt(errors.Join(dObs.err, dRS.err, dPay.err).Error())
+		if dObs.err != nil || dRS.err != nil {
+			return nil, b.corrupt(errors.Join(dObs.err, dRS.err).Error())
 		}
 		if ri >= uint64(len(ress)) || si >= uint64(len(scs)) {
 			return nil, b.corrupt("resource or scope index out of range")
@@ -661,23 +807,4 @@ func (b *block) records(hs []header, idx []int) ([]entry, error) {
 		out = append(out, entry{seq: h.seq, rec: r})
 	}
 	return out, nil
-}
-
-// sortEntries orders entries by time, then sequence (oldest first).
-func sortEntries(es []entry) {
-	slices.SortFunc(es, func(a, b entry) int {
-		ta, tb := a.rec.Time(), b.rec.Time()
-		switch {
-		case ta != tb:
-			if ta < tb {
-				return -1
-			}
-			return 1
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
 }

@@ -68,9 +68,9 @@ type Options struct {
 	Reserve func(delta int64)
 }
 
-// heapPerEstimate is how much heap a buffered record holds per byte of its
-// estimate, for Reserve: the decoded records are pointer-rich and the
-// collector needs room beyond the live bytes.
+// heapPerEstimate is how much heap to reserve per byte the buffers hold,
+// for Reserve: the collector lets the heap grow past the live bytes before
+// it runs.
 const heapPerEstimate = 2
 
 // Store is the log store. Its methods are safe for concurrent use.
@@ -170,7 +170,7 @@ func Open(opts Options) (*Store, error) {
 			opts.Logf("logstore: a WAL record no longer decodes, skipped: %v", err)
 			return nil
 		}
-		s.add(r.Project, b.Records, tokenize(b.Records), int64(len(r.Body)))
+		s.add(r.Project, b.Records, tokenize(b.Records))
 		return nil
 	}); err != nil {
 		w.Close()
@@ -249,57 +249,66 @@ func (s *Store) writeManifest(m manifest) error {
 // add puts decoded records into the write buffer, numbering them; it runs
 // in WAL order (the WAL's apply, or replay). toks[i] are the sorted word
 // hashes of recs[i] (tokenize).
-func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64, bodyBytes int64) {
+func (s *Store) add(project string, recs []model.LogRecord, toks [][]uint64) {
 	if len(recs) == 0 {
 		return
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	pb := s.bufs[project]
 	if pb == nil {
-		pb = &projBuf{}
+		pb = newProjBuf()
 		s.bufs[project] = pb
 	}
-	first := len(pb.es)
+	before := pb.bytes
+	erased := erasedIn(s.man.Erased, project) // only a replay meets records an erasure covers
+	tabs := pb.tables()
+	var offered []entry // for live tails
 	for i := range recs {
 		seq := s.nextSeq
 		s.nextSeq++
-		// Only a replay meets records an erasure covers.
-		if len(s.man.Erased) == 0 || !s.erased(project, recs[i].TraceID, seq) {
-			pb.push(entry{seq: seq, rec: recs[i], toks: toks[i]})
+		if isErased(erased, recs[i].TraceID, seq) {
+			continue
+		}
+		if err := pb.push(tabs, &recs[i], seq, toks[i]); err != nil {
+			// The record was decoded from this request: its resource
+			// and scope encode and decode.
+			panic("logstore: bug: a decoded record does not re-encode: " + err.Error())
+		}
+		if len(s.subs) > 0 {
+			offered = append(offered, entry{seq: seq, rec: recs[i], toks: toks[i]})
 		}
 	}
 	for _, sub := range s.subs {
-		sub.offer(project, pb.es[first:])
+		sub.offer(project, offered)
 	}
-	est := estimate(recs, toks, bodyBytes)
+	est := pb.bytes - before
 	s.bufBytes += est
 	s.opts.Reserve(heapPerEstimate * est)
-	s.mu.Unlock()
 }
 
-// tokenize gives each record's word hashes, sorted and without repeats.
+// tokenize gives each record's word hashes, sorted and without repeats,
+// as capped sub-slices of one array.
 func tokenize(recs []model.LogRecord) [][]uint64 {
 	out := make([][]uint64, len(recs))
+	var all []uint64
 	for i := range recs {
-		var hs []uint64
-		recordTokens(&recs[i], func(h uint64) { hs = append(hs, h) })
+		start := len(all)
+		recordTokens(&recs[i], func(h uint64) { all = append(all, h) })
+		hs := all[start:]
 		slices.Sort(hs)
-		out[i] = slices.Clip(slices.Compact(hs))
+		all = all[:start+len(slices.Compact(hs))]
+		out[i] = all[start:len(all):len(all)]
 	}
 	return out
 }
 
-// estimate is the heap a decoded request holds: its private copy of the
-// body (which the strings alias) and the records with their attribute arrays.
-func estimate(recs []model.LogRecord, toks [][]uint64, bodyBytes int64) int64 {
-	n := bodyBytes
-	for i := range recs {
-		n += 264 + int64(len(recs[i].Attributes))*64
-		if i < len(toks) {
-			n += 8 * int64(len(toks[i]))
-		}
-	}
-	return n
+// recordHashes is a record's word hashes, sorted and without repeats.
+func recordHashes(r *model.LogRecord) []uint64 {
+	var hs []uint64
+	recordTokens(r, func(h uint64) { hs = append(hs, h) })
+	slices.Sort(hs)
+	return slices.Clip(slices.Compact(hs))
 }
 
 // ErrClosed is returned by AppendLogs after Close.
@@ -346,7 +355,7 @@ func (s *Store) AppendLogs(project string, format Format, body []byte) (Result, 
 	}
 	toks := tokenize(b.Records) // here, in the request's goroutine, not under the lock
 	err = s.wal.Append(wal.Record{Type: typ, Project: project, Body: body}, func() {
-		s.add(project, b.Records, toks, int64(len(body)))
+		s.add(project, b.Records, toks)
 	})
 	if err != nil {
 		return Result{}, err
@@ -411,14 +420,14 @@ func (s *Store) sealLocked() error {
 	m.Segments = slices.Clone(m.Segments)
 	var made []*segment
 	for _, p := range projects {
-		es := s.liveEntries(p, s.sealing[p].es)
-		if len(es) == 0 {
+		pb := s.sealing[p]
+		order := s.liveRows(p, pb)
+		if len(order) == 0 {
 			continue
 		}
-		sortEntries(es)
 		name := fmt.Sprintf("%016d.rlog", m.NextFile)
 		m.NextFile++
-		seg, err := writeSegment(s.fs, s.opts.Dir, name, p, es)
+		seg, err := writeSegment(s.fs, s.opts.Dir, name, p, pb, order)
 		if err != nil {
 			s.restoreSealing()
 			return err
@@ -450,11 +459,18 @@ func (s *Store) sealLocked() error {
 func (s *Store) restoreSealing() {
 	s.mu.Lock()
 	for p, pb := range s.sealing {
-		var es []entry
-		if cur := s.bufs[p]; cur != nil {
-			es = cur.es
+		merged := newProjBuf()
+		for _, src := range []*projBuf{pb, s.bufs[p]} {
+			if src == nil {
+				continue
+			}
+			for i := range src.n {
+				if err := merged.copyRow(src, i); err != nil {
+					panic("logstore: bug: a buffered record does not copy: " + err.Error())
+				}
+			}
 		}
-		s.bufs[p] = newProjBuf(append(slices.Clone(pb.es), es...))
+		s.bufs[p] = merged
 	}
 	s.bufBytes += s.sealingBytes // still reserved
 	s.sealingBytes = 0
@@ -509,6 +525,9 @@ type Stats struct {
 	Segments        int   `json:"segments"`
 	SegmentBytes    int64 `json:"segment_bytes"`
 	WALBytes        int64 `json:"wal_bytes"`
+	// WAL counts the log's group commits and their write and fsync time
+	// since Open (the ingest benchmarks report them).
+	WAL wal.Stats `json:"-"`
 }
 
 // Stats counts records, segments and bytes.
@@ -523,11 +542,12 @@ func (s *Store) Stats() Stats {
 	st.Segments = len(s.segs)
 	for _, m := range []map[string]*projBuf{s.bufs, s.sealing} {
 		for _, pb := range m {
-			st.BufferedRecords += len(pb.es)
+			st.BufferedRecords += pb.n
 		}
 	}
 	st.Records += st.BufferedRecords
 	st.WALBytes = s.wal.Size()
+	st.WAL = s.wal.Stats()
 	return st
 }
 

@@ -578,9 +578,19 @@ func TestEraseTraceRemovesItsLogsFromDisk(t *testing.T) {
 					t.Fatal(err)
 				}
 				for bi := range seg.blocks {
-					blk, _ := seg.readBlock(bi)
-					payload, _ := blk.col(colPayload)
-					if bytes.Contains(payload, []byte("secretprompt")) {
+					blk, err := seg.readBlock(bi)
+					if err != nil {
+						t.Fatal(err)
+					}
+					all := make([]int, blk.meta.n)
+					for i := range all {
+						all[i] = i
+					}
+					pays, err := blk.payloads(all)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if bytes.Contains(bytes.Join(pays, nil), []byte("secretprompt")) {
 						out = append(out, name)
 					}
 				}
@@ -718,8 +728,8 @@ func TestReserveFollowsTheBuffers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := held.Load(); n < heapPerEstimate*1000*264 {
-		t.Fatalf("1,000 buffered records reserve %d bytes, want at least %d", n, heapPerEstimate*1000*264)
+	if n := held.Load(); n < heapPerEstimate*1000*rowBytes {
+		t.Fatalf("1,000 buffered records reserve %d bytes, want at least %d", n, heapPerEstimate*1000*rowBytes)
 	}
 	if err := s.Seal(); err != nil {
 		t.Fatal(err)

@@ -504,6 +504,24 @@ type LLMMeasures struct {
 	LastSeen     string   `json:"last_seen,omitempty"`
 	LatencyMs    *Latency `json:"latency_ms,omitempty"`
 	TTFTMs       *Latency `json:"time_to_first_token_ms,omitempty"`
+	// FromMetrics is the part that came from the GenAI client metrics
+	// (calls without a span), when there is one.
+	FromMetrics *LLMFromMetrics `json:"from_metrics,omitempty"`
+}
+
+type LLMFromMetrics struct {
+	Calls          int64    `json:"calls"`
+	Errors         int64    `json:"errors"`
+	InputTokens    int64    `json:"input_tokens"`
+	OutputTokens   int64    `json:"output_tokens"`
+	CostUSD        float64  `json:"cost_usd"`
+	DurationMeanMs *float64 `json:"duration_mean_ms,omitempty"`
+	// DurationMs: p50, p95, p99 estimated from the histogram's buckets.
+	DurationMs *struct {
+		P50 float64 `json:"p50"`
+		P95 float64 `json:"p95"`
+		P99 float64 `json:"p99"`
+	} `json:"duration_ms,omitempty"`
 }
 
 type LLMGroup struct {

@@ -54,45 +54,122 @@ func logPos(rs, ss, lr int) string {
 // naming the field path and byte offset.
 func DecodeLogsProto(b []byte) (LogBatch, error) {
 	d := logsProtoDecoder{protoDecoder: protoDecoder{buf: append([]byte(nil), b...)}}
+	recs, attrs := countLogs(d.buf)
+	d.logs.Records = make([]model.LogRecord, 0, recs)
+	d.attrs = make([]model.KeyValue, 0, attrs)
 	if err := d.request(); err != nil {
 		return LogBatch{}, finish(err, "protobuf")
 	}
 	return d.logs, nil
 }
 
+// countLogs counts a logs request's records and their attributes (a
+// malformed request is counted up to where it breaks), so that the decoder
+// allocates the records and their attributes once instead of regrowing them.
+func countLogs(b []byte) (recs, attrs int) {
+	eachField(b, func(num protowire.Number, rl []byte) {
+		if num != 1 {
+			return
+		}
+		eachField(rl, func(num protowire.Number, sl []byte) {
+			if num != 2 {
+				return
+			}
+			eachField(sl, func(num protowire.Number, lr []byte) {
+				if num != 2 {
+					return
+				}
+				recs++
+				eachField(lr, func(num protowire.Number, _ []byte) {
+					if num == 6 {
+						attrs++
+					}
+				})
+			})
+		})
+	})
+	return recs, attrs
+}
+
 type logsProtoDecoder struct {
 	protoDecoder // for resource, scope, keyValue and anyValue
 	logs         LogBatch
+
+	// A request may repeat a resource or a scope in many ResourceLogs and
+	// ScopeLogs (an exporter that does not group its records by resource):
+	// those whose bytes (sharedKey) are the same as an earlier one's share
+	// its decoded, normalised value instead of decoding it again, so that
+	// the records of one resource share one pointer. Keyed by sharedKey.
+	sharedRes        map[string]sharedResource
+	sharedScopes     map[string]sharedScope
+	resKey, scopeKey []byte
+}
+
+type sharedResource struct {
+	res *model.Resource
+	bad bool // NormalizeResource repaired it (counted once per ResourceLogs)
+}
+
+type sharedScope struct {
+	sc  *model.Scope
+	bad bool
+}
+
+// sharedKey is what decides the value of a ResourceLogs' resource (or a
+// ScopeLogs' scope) whose message b is: the bytes of its one msgNum field
+// and of its last urlNum field (the schema URL), appended to key[:0]. ok is
+// false when the message field appears more than once (protobuf merges
+// them) or b does not parse (the decoder then reports where).
+func sharedKey(key, b []byte, msgNum, urlNum protowire.Number) (out []byte, ok bool) {
+	var msg, url []byte
+	nMsg := 0
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return key, false
+		}
+		b = b[n:]
+		if typ == protowire.BytesType && (num == msgNum || num == urlNum) {
+			v, m := protowire.ConsumeBytes(b)
+			if m < 0 {
+				return key, false
+			}
+			if num == msgNum {
+				msg = v
+				nMsg++
+			} else {
+				url = v
+			}
+			b = b[m:]
+			continue
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return key, false
+		}
+		b = b[m:]
+	}
+	if nMsg > 1 {
+		return key, false
+	}
+	key = protowire.AppendVarint(key[:0], uint64(len(msg)))
+	key = append(key, msg...)
+	return append(key, url...), true
 }
 
 func (d *logsProtoDecoder) request() error {
-	r := newReader(d.buf, 0)
-	rsIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		if num == 1 && typ == protowire.BytesType {
-			v, base, err := r.bytesAt("resource_logs", rsIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.resourceLogs(v, base, rsIdx); err != nil {
-				return wrapIdx(err, "resource_logs", rsIdx)
-			}
-			rsIdx++
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
+	return eachResource(d.buf, "resource_logs", d.resourceLogs)
 }
 
 func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
-	res := &model.Resource{}
+	var keyed bool
+	d.resKey, keyed = sharedKey(d.resKey, b, 1, 3)
+	shared, isShared := d.sharedRes[string(d.resKey)]
+	isShared = isShared && keyed
+	res := shared.res
+	if !isShared {
+		res = &model.Resource{}
+	}
 	first := len(d.logs.Records)
 	d.scopesOfRes = d.scopesOfRes[:0]
 	r := newReader(b, base)
@@ -107,6 +184,9 @@ func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
 			v, vb, err := r.bytes("resource")
 			if err != nil {
 				return err
+			}
+			if isShared {
+				continue
 			}
 			if err := d.resource(v, vb, res); err != nil {
 				return wrap(err, "resource")
@@ -123,8 +203,12 @@ func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
 			ssIdx++
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			if res.SchemaURL, err = r.str("schema_url"); err != nil {
+			url, err := r.str("schema_url")
+			if err != nil {
 				return err
+			}
+			if !isShared {
+				res.SchemaURL = url
 			}
 			continue
 		}
@@ -132,15 +216,32 @@ func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
 			return err
 		}
 	}
-	finishLogResource(&d.logs, res, d.scopesOfRes, first)
+	if isShared {
+		if shared.bad {
+			d.logs.Problems.InvalidUTF8++
+		}
+		finishLogResource(&d.logs, nil, d.scopesOfRes, first)
+		return nil
+	}
+	bad := d.logs.Problems.InvalidUTF8
+	model.NormalizeResource(res, &d.logs.Problems)
+	if keyed {
+		if d.sharedRes == nil {
+			d.sharedRes = map[string]sharedResource{}
+		}
+		d.sharedRes[string(d.resKey)] = sharedResource{res: res, bad: d.logs.Problems.InvalidUTF8 > bad}
+	}
+	finishLogResource(&d.logs, nil, d.scopesOfRes, first)
 	return nil
 }
 
-// finishLogResource normalises a decoded ResourceLogs: the resource, its
-// scopes, then its records (which read service.name from the resource, which
-// may follow them on the wire).
+// finishLogResource normalises a decoded ResourceLogs: the resource (nil:
+// the caller has), its scopes, then its records (which read service.name
+// from the resource, which may follow them on the wire).
 func finishLogResource(out *LogBatch, res *model.Resource, scopes []*model.Scope, first int) {
-	model.NormalizeResource(res, &out.Problems)
+	if res != nil {
+		model.NormalizeResource(res, &out.Problems)
+	}
 	for _, sc := range scopes {
 		model.NormalizeScope(sc, &out.Problems)
 	}
@@ -150,8 +251,14 @@ func finishLogResource(out *LogBatch, res *model.Resource, scopes []*model.Scope
 }
 
 func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
-	sc := &model.Scope{}
-	d.scopesOfRes = append(d.scopesOfRes, sc)
+	var keyed bool
+	d.scopeKey, keyed = sharedKey(d.scopeKey, b, 1, 3)
+	shared, isShared := d.sharedScopes[string(d.scopeKey)]
+	isShared = isShared && keyed
+	sc := shared.sc
+	if !isShared {
+		sc = &model.Scope{}
+	}
 	r := newReader(b, base)
 	lrIdx := 0
 	for len(r.b) > 0 {
@@ -164,6 +271,9 @@ func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rs
 			v, vb, err := r.bytes("scope")
 			if err != nil {
 				return err
+			}
+			if isShared {
+				continue
 			}
 			if err := d.scope(v, vb, sc); err != nil {
 				return wrap(err, "scope")
@@ -180,8 +290,12 @@ func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rs
 			lrIdx++
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			if sc.SchemaURL, err = r.str("schema_url"); err != nil {
+			url, err := r.str("schema_url")
+			if err != nil {
 				return err
+			}
+			if !isShared {
+				sc.SchemaURL = url
 			}
 			continue
 		}
@@ -189,12 +303,32 @@ func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rs
 			return err
 		}
 	}
+	// The scope is normalised here, not with its resource, so that a later
+	// ScopeLogs can share it.
+	if isShared {
+		if shared.bad {
+			d.logs.Problems.InvalidUTF8++
+		}
+		return nil
+	}
+	bad := d.logs.Problems.InvalidUTF8
+	model.NormalizeScope(sc, &d.logs.Problems)
+	if keyed {
+		if d.sharedScopes == nil {
+			d.sharedScopes = map[string]sharedScope{}
+		}
+		d.sharedScopes[string(d.scopeKey)] = sharedScope{sc: sc, bad: d.logs.Problems.InvalidUTF8 > bad}
+	}
 	return nil
 }
 
 // logRecord decodes one LogRecord and appends it unless its ids are malformed.
 func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc *model.Scope, rsIdx, ssIdx, lrIdx int) error {
 	rec := model.LogRecord{Resource: res, Scope: sc}
+	// The attributes go to the request's slab d.attrs (the record takes a
+	// capped sub-slice), as a span's do: a few allocations a request, not
+	// one or more a record.
+	attr0 := len(d.attrs)
 	traceLen, spanLen := 0, 0
 	r := newReader(b, base)
 	for len(r.b) > 0 {
@@ -235,13 +369,13 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 6 && typ == protowire.BytesType:
-			i := len(rec.Attributes)
+			i := len(d.attrs) - attr0
 			v, vb, err := r.bytesAt("attributes", i)
 			if err != nil {
 				return err
 			}
-			rec.Attributes = append(rec.Attributes, model.KeyValue{})
-			if err := d.keyValue(v, vb, &rec.Attributes[i], 0); err != nil {
+			d.attrs = append(d.attrs, model.KeyValue{})
+			if err := d.keyValue(v, vb, &d.attrs[len(d.attrs)-1], 0); err != nil {
 				return wrapIdx(err, "attributes", i)
 			}
 			continue
@@ -290,8 +424,12 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 		}
 	}
 	if reason := checkLogIDs(traceLen, spanLen); reason != "" {
+		d.attrs = d.attrs[:attr0]
 		d.logs.reject(func() string { return logPos(rsIdx, ssIdx, lrIdx) }, reason)
 		return nil
+	}
+	if n := len(d.attrs); n > attr0 {
+		rec.Attributes = d.attrs[attr0:n:n]
 	}
 	d.logs.Records = append(d.logs.Records, rec)
 	return nil

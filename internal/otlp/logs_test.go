@@ -523,3 +523,106 @@ func FuzzDecodeNativeLogs(f *testing.F) {
 		}
 	})
 }
+
+// A request that repeats a resource (or a scope) in several ResourceLogs,
+// as an exporter that does not group its records does: the records of equal
+// resources share one decoded value, a resource that differs only in its
+// schema URL is its own, and what normalising repairs is counted once per
+// ResourceLogs and ScopeLogs, as if each were decoded on its own.
+func TestDecodeLogsProtoSharesRepeatedResources(t *testing.T) {
+	res := func(svc, host string) *resourcepb.Resource {
+		return &resourcepb.Resource{Attributes: []*commonpb.KeyValue{strKV("service.name", svc), strKV("host.name", host)}}
+	}
+	scope := &commonpb.InstrumentationScope{Name: "app.logger", Version: "BADUTF"}
+	rl := func(r *resourcepb.Resource, url, body string) *logspb.ResourceLogs {
+		return &logspb.ResourceLogs{Resource: r, SchemaUrl: url, ScopeLogs: []*logspb.ScopeLogs{{Scope: scope,
+			LogRecords: []*logspb.LogRecord{{TimeUnixNano: 1, Body: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: body}}}}}}}
+	}
+	req := &collogs.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{
+		rl(res("api", "BADUTF"), "", "zero"), rl(res("db", "h1"), "", "one"), rl(res("api", "BADUTF"), "", "two"),
+		rl(res("api", "BADUTF"), "https://opentelemetry.io/schemas/1.26.0", "three"), rl(res("api", "BADUTF"), "", "four"),
+	}}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Invalid UTF-8 (which proto.Marshal refuses to write), same length.
+	b = bytes.ReplaceAll(b, []byte("BADUTF"), []byte("bad\xff\xfe!"))
+	got, err := DecodeLogsProto(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.Records
+	if len(r) != 5 {
+		t.Fatalf("%d records, want 5", len(r))
+	}
+	if r[0].Resource != r[2].Resource || r[0].Resource != r[4].Resource {
+		t.Fatal("records of equal resources do not share one")
+	}
+	if r[1].Resource == r[0].Resource || r[3].Resource == r[0].Resource || r[3].Resource.SchemaURL != "https://opentelemetry.io/schemas/1.26.0" || r[0].Resource.SchemaURL != "" {
+		t.Fatalf("different resources shared: %+v %+v", r[1].Resource, r[3].Resource)
+	}
+	if r[0].Scope != r[1].Scope || r[0].Scope.Version != "bad\uFFFD!" {
+		t.Fatalf("scopes: %p %p %q", r[0].Scope, r[1].Scope, r[0].Scope.Version)
+	}
+	for i, want := range []string{"api", "db", "api", "api", "api"} {
+		if r[i].Service != want || r[i].Body.Str != []string{"zero", "one", "two", "three", "four"}[i] {
+			t.Fatalf("record %d: service %q body %q", i, r[i].Service, r[i].Body.Str)
+		}
+	}
+	if h, _ := model.Lookup(r[2].Resource.Attributes, "host.name"); h.Str != "bad\uFFFD!" {
+		t.Fatalf("shared resource not normalised: host.name %q", h.Str)
+	}
+	// Each ResourceLogs decoded alone: the repairs add up to the same count.
+	var want model.Problems
+	for _, one := range req.ResourceLogs {
+		ob, err := proto.Marshal(&collogs.ExportLogsServiceRequest{ResourceLogs: []*logspb.ResourceLogs{one}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lb, err := DecodeLogsProto(bytes.ReplaceAll(ob, []byte("BADUTF"), []byte("bad\xff\xfe!")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.Add(lb.Problems)
+	}
+	if got.Problems != want || want.InvalidUTF8 != 9 {
+		t.Fatalf("Problems = %+v, want %+v (4 resources and 5 scopes repaired)", got.Problems, want)
+	}
+}
+
+// Random requests in which later ResourceLogs and ScopeLogs repeat earlier
+// resources and scopes (the decoder shares those) decode as the official
+// types say, each record with its own ResourceLogs' schema URL.
+func TestDecodeLogsProtoRepeatedResourcesDifferential(t *testing.T) {
+	g := newGen(31)
+	for iter := range 300 {
+		req := g.logsRequest()
+		rls := req.ResourceLogs
+		for i := 1; i < len(rls); i++ {
+			if i%2 == 1 {
+				rls[i].Resource = rls[0].Resource
+			}
+			if i%3 == 0 {
+				rls[i].SchemaUrl = rls[0].SchemaUrl
+			}
+			for j, sl := range rls[i].ScopeLogs {
+				if len(rls[0].ScopeLogs) > 0 && j%2 == 0 {
+					sl.Scope, sl.SchemaUrl = rls[0].ScopeLogs[0].Scope, rls[0].ScopeLogs[0].SchemaUrl
+				}
+			}
+		}
+		b, err := proto.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeLogsProto(b)
+		if err != nil {
+			t.Fatalf("iter %d: %v", iter, err)
+		}
+		want, rejected := expectedLogs(req)
+		if d := diffLogs(got.Records, want); d != "" || got.Rejected != rejected {
+			t.Fatalf("iter %d: %s (rejected %d, want %d)", iter, d, got.Rejected, rejected)
+		}
+	}
+}

@@ -199,22 +199,30 @@ func wireReason(n int, what string) string {
 }
 
 func (d *protoDecoder) request() error {
-	r := newReader(d.buf, 0)
-	rsIdx := 0
+	return eachResource(d.buf, "resource_spans", d.resourceSpans)
+}
+
+// eachResource calls fn for each field 1 (resource_spans, resource_logs or
+// resource_metrics: a request's only field) of an export request, with its
+// bytes, their offset in the request and its index; errors name the field
+// and index.
+func eachResource(buf []byte, name string, fn func(b []byte, base, idx int) error) error {
+	r := newReader(buf, 0)
+	idx := 0
 	for len(r.b) > 0 {
 		num, typ, err := r.next()
 		if err != nil {
 			return err
 		}
 		if num == 1 && typ == protowire.BytesType {
-			v, base, err := r.bytesAt("resource_spans", rsIdx)
+			v, base, err := r.bytesAt(name, idx)
 			if err != nil {
 				return err
 			}
-			if err := d.resourceSpans(v, base, rsIdx); err != nil {
-				return wrapIdx(err, "resource_spans", rsIdx)
+			if err := fn(v, base, idx); err != nil {
+				return wrapIdx(err, name, idx)
 			}
-			rsIdx++
+			idx++
 			continue
 		}
 		if err := r.skip(num, typ); err != nil {

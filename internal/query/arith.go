@@ -297,18 +297,44 @@ func (p *parser) parseArithCond(first arith) (node, error) {
 	if p.tok.kind != tOp || p.tok.op == opRe || p.tok.op == opNre {
 		return nil, p.errf(p.tok.pos, "expected a comparison (= != > >= < <=) after the arithmetic, got %s", p.desc())
 	}
-	o := p.tok.op
+	o, opPos := p.tok.op, p.tok.pos
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
+	rPos := p.tok.pos
 	r, err := p.parseArith(0)
 	if err != nil {
 		return nil, err
 	}
+	c := arithCond{l: l, r: r, op: o}
+	if err := p.checkArithCond(c, opPos, rPos); err != nil {
+		return nil, err
+	}
 	if err := p.advance(); err != nil {
 		return nil, err
 	}
-	return arithCond{l: l, r: r, op: o}, nil
+	return c, nil
+}
+
+// checkArithCond holds a comparison of a field with a lone number, which
+// arithmetic reads when the number is negated or in parentheses
+// (`duration >= -(1.5)`, `-2 < span:childCount`), to the rules of the plain
+// condition it amounts to, so that both spellings are accepted or refused
+// alike. litPos is where the right side starts (the number's place when it is
+// on the left).
+func (p *parser) checkArithCond(c arithCond, opPos, litPos int) error {
+	f, fok := c.l.(arithField)
+	l, lok := c.r.(arithLit)
+	o := c.op
+	if !fok || !lok {
+		f, fok = c.r.(arithField)
+		l, lok = c.l.(arithLit)
+		o = flipped[c.op]
+	}
+	if !fok || !lok {
+		return nil
+	}
+	return p.check(&cond{f: f.f, op: o, lit: l.l}, opPos, litPos)
 }
 
 // arithRightSide reports whether the value after a comparison is an

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 
@@ -65,6 +66,7 @@ type Hints struct {
 	HasStatus   bool             // span status is Status
 	Kinds       []model.SpanKind // span kind is one of these
 	AttrEquals  []AttrEq         // each attribute equals its string value
+	AttrAnyOf   []AttrAnyOf      // each attribute equals one of its values
 	// ContentHashes are text.Hash values of tokens the span's texts all
 	// contain (text.SpanTokens with the default minimum length reports
 	// them); nil or empty = unconstrained.
@@ -81,6 +83,26 @@ type AttrEq struct {
 	Value string
 }
 
+// AttrAnyOf says that an attribute, resolved as for AttrEq, is a string in
+// Strs or a number equal to an integer in Ints: an int of that value or a
+// double equal to it, as TraceQL compares `.a = 200` (Tempo's tag search
+// asks `(.a = "200" || .a = 200)` for a value that reads as a number).
+// Ints hold only integers of magnitude at most MaxExactInt, which a double
+// represents exactly, so a double attribute matches one exactly when its
+// value is that integer. A hint of one string alone is an AttrEq instead.
+type AttrAnyOf struct {
+	Scope Scope
+	Key   string
+	Strs  []string
+	Ints  []int64
+}
+
+// MaxExactInt is the largest integer magnitude of AttrAnyOf.Ints: 2^53.
+const MaxExactInt = 1 << 53
+
+// attrHint is the composable form of AttrEq and AttrAnyOf.
+type attrHint = AttrAnyOf
+
 const (
 	allStatuses = 1<<3 - 1
 	allKinds    = 1<<6 - 1
@@ -92,7 +114,7 @@ type hintSet struct {
 	services, names []string
 	status, kinds   uint8
 	minDur, maxDur  uint64
-	attrs           []AttrEq
+	attrs           []attrHint
 	content         []uint64 // token hashes every span contains
 }
 
@@ -127,7 +149,13 @@ func (f *Filter) Hints() Hints {
 		MaxDuration: h.maxDur,
 		Start:       f.Start,
 		End:         f.End,
-		AttrEquals:  h.attrs,
+	}
+	for _, a := range h.attrs {
+		if len(a.Strs) == 1 && len(a.Ints) == 0 {
+			out.AttrEquals = append(out.AttrEquals, AttrEq{Scope: a.Scope, Key: a.Key, Value: a.Strs[0]})
+		} else {
+			out.AttrAnyOf = append(out.AttrAnyOf, a)
+		}
 	}
 	if len(h.content) > 0 {
 		out.ContentHashes = h.content
@@ -223,7 +251,14 @@ func condHints(c *cond) hintSet {
 		h.content = c.txt.Hashes()
 	case intrNone:
 		// Segment filters know span and resource attributes only.
-		if c.op != opEq || c.lit.kind != litString || c.f.scope > ScopeResource {
+		if c.op != opEq || c.f.scope > ScopeResource {
+			break
+		}
+		if i, ok := exactInt(c.lit); ok && c.f.key != "service.name" {
+			h.attrs = []attrHint{{Scope: c.f.scope, Key: c.f.key, Ints: []int64{i}}}
+			break
+		}
+		if c.lit.kind != litString {
 			break
 		}
 		if c.f.key == "service.name" {
@@ -235,9 +270,23 @@ func condHints(c *cond) hintSet {
 			}
 			break
 		}
-		h.attrs = []AttrEq{{Scope: c.f.scope, Key: c.f.key, Value: c.lit.s}}
+		h.attrs = []attrHint{{Scope: c.f.scope, Key: c.f.key, Strs: []string{c.lit.s}}}
 	}
 	return h
+}
+
+// exactInt returns the integer a number literal equals, when it is one of
+// magnitude at most MaxExactInt (see AttrAnyOf).
+func exactInt(l literal) (int64, bool) {
+	switch l.kind {
+	case litInt, litDuration:
+		return l.i, l.i >= -MaxExactInt && l.i <= MaxExactInt
+	case litFloat:
+		if l.f == math.Trunc(l.f) && math.Abs(l.f) <= MaxExactInt {
+			return int64(l.f), true
+		}
+	}
+	return 0, false
 }
 
 func andHints(a, b hintSet) hintSet {
@@ -264,9 +313,16 @@ func orHints(a, b hintSet) hintSet {
 	if a.maxDur != 0 && b.maxDur != 0 {
 		h.maxDur = max(a.maxDur, b.maxDur)
 	}
+	// An attribute both sides constrain is one of the values of either.
 	for _, x := range a.attrs {
-		if slices.Contains(b.attrs, x) && !slices.Contains(h.attrs, x) {
-			h.attrs = append(h.attrs, x)
+		for _, y := range b.attrs {
+			if x.Scope != y.Scope || x.Key != y.Key {
+				continue
+			}
+			m := attrHint{Scope: x.Scope, Key: x.Key, Strs: unionOf(x.Strs, y.Strs), Ints: unionOf(x.Ints, y.Ints)}
+			if !slices.ContainsFunc(h.attrs, func(z attrHint) bool { return sameAttrHint(z, m) }) {
+				h.attrs = append(h.attrs, m)
+			}
 		}
 	}
 	// A token both sides require is required.
@@ -276,6 +332,21 @@ func orHints(a, b hintSet) hintSet {
 		}
 	}
 	return h
+}
+
+func sameAttrHint(a, b attrHint) bool {
+	return a.Scope == b.Scope && a.Key == b.Key && slices.Equal(a.Strs, b.Strs) && slices.Equal(a.Ints, b.Ints)
+}
+
+// unionOf returns the distinct values of a and b (nil when both are empty).
+func unionOf[T comparable](a, b []T) []T {
+	out := slices.Clone(a)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // unionHashes returns the distinct hashes of a and b (both required).

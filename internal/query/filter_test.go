@@ -69,7 +69,25 @@ func TestHints(t *testing.T) {
 			Hints{Services: []string{"a"}, Names: []string{"n"}, Status: model.StatusError, HasStatus: true,
 				Kinds: []model.SpanKind{model.KindServer}, MinDuration: ms + 1, MaxDuration: 1000 * ms}},
 		{Filter{Expr: mustParse(t, `{ span.http.method = "GET" && resource.env = "prod" && .x = "y" && span.n = 5 && span.r =~ "a" }`)},
-			Hints{AttrEquals: []AttrEq{{ScopeSpan, "http.method", "GET"}, {ScopeResource, "env", "prod"}, {ScopeAny, "x", "y"}}}},
+			Hints{AttrEquals: []AttrEq{{ScopeSpan, "http.method", "GET"}, {ScopeResource, "env", "prod"}, {ScopeAny, "x", "y"}},
+				AttrAnyOf: []AttrAnyOf{{ScopeSpan, "n", nil, []int64{5}}}}},
+		// A number equality is a one-of hint (an int, or a double equal to
+		// it); Tempo's tag search for a value that reads as a number asks
+		// for the string or the number; || of one attribute's values is
+		// one of them.
+		{Filter{Expr: mustParse(t, `{ (."user.id" = "123456" || ."user.id" = 123456) }`)},
+			Hints{AttrAnyOf: []AttrAnyOf{{ScopeAny, "user.id", []string{"123456"}, []int64{123456}}}}},
+		{Filter{Expr: mustParse(t, `{ span.a = "x" || span.a = "y" || span.a = "x" }`)},
+			Hints{AttrAnyOf: []AttrAnyOf{{ScopeSpan, "a", []string{"x", "y"}, nil}}}},
+		{Filter{Expr: mustParse(t, `{ span.a = 2.0 && span.b = -3 && span.c = 1ms }`)},
+			Hints{AttrAnyOf: []AttrAnyOf{{ScopeSpan, "a", nil, []int64{2}}, {ScopeSpan, "b", nil, []int64{-3}}, {ScopeSpan, "c", nil, []int64{1e6}}}}},
+		// Not hinted: a fraction (no int equals it), an integer a double
+		// cannot hold exactly, different keys or scopes on the two sides,
+		// an ordering.
+		{Filter{Expr: mustParse(t, `{ span.a = 1.5 || span.b = 9007199254740993 }`)}, Hints{}},
+		{Filter{Expr: mustParse(t, `{ span.a = 1 || span.b = 1 }`)}, Hints{}},
+		{Filter{Expr: mustParse(t, `{ span.a = 1 || resource.a = 1 }`)}, Hints{}},
+		{Filter{Expr: mustParse(t, `{ span.a >= 1 }`)}, Hints{}},
 		// || unions what both sides constrain; the rest is dropped.
 		{Filter{Expr: mustParse(t, `{ (kind = server || kind = client) && (resource.service.name = "a" || resource.service.name = "b") }`)},
 			Hints{Services: []string{"a", "b"}, Kinds: []model.SpanKind{model.KindServer, model.KindClient}}},

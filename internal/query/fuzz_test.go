@@ -4,8 +4,9 @@ import (
 	"errors"
 	"math/rand/v2"
 
-	"github.com/rastro-dev/rastro/internal/model"
 	"testing"
+
+	"github.com/rastro-dev/rastro/internal/model"
 )
 
 func FuzzParseTraceQL(f *testing.F) {

@@ -429,14 +429,19 @@ func (p *parser) parseCond() (node, error) {
 	}
 	if o != opRe && o != opNre && p.arithRightSide() {
 		// The value is arithmetic or another field: `span.a > span.b * 2`.
+		rPos := p.tok.pos
 		r, err := p.parseArith(0)
 		if err != nil {
+			return nil, err
+		}
+		c := arithCond{l: arithField{f}, r: r, op: o}
+		if err := p.checkArithCond(c, opPos, rPos); err != nil {
 			return nil, err
 		}
 		if err := p.advance(); err != nil {
 			return nil, err
 		}
-		return arithCond{l: arithField{f}, r: r, op: o}, nil
+		return c, nil
 	}
 	litPos := p.tok.pos
 	var l literal

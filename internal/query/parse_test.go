@@ -42,6 +42,11 @@ func TestParseErrors(t *testing.T) {
 		{`{ statusMessage = true }`, 18, `statusMessage compares with a string, got boolean`},
 		{`{ duration > "1s" }`, 13, `duration compares with a duration (100ms) or integer nanoseconds, got string`},
 		{`{ duration > 1.5 }`, 13, `got float`},
+		// The same number negated or in parentheses is read as arithmetic,
+		// and refused alike (a fuzz finding: `--922.0` rendered as 922.0).
+		{`{ duration >= --922.0 }`, 14, `got float`},
+		{`{ duration > (1.5) }`, 13, `got float`},
+		{`{ name = -(5) }`, 9, `name compares with a string, got integer`},
 		{`{ span.a = ok }`, 11, `ok is a status value; compare it with the status intrinsic`},
 		{`{ span.a = client }`, 11, `client is a kind value`},
 		{`{ span.a = bar }`, 11, `expected value after span.a =, got "bar" (strings need double quotes)`},

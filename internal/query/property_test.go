@@ -227,7 +227,29 @@ func satisfies(h Hints, s *model.Span) error {
 			return fmt.Errorf("attribute %v %q = %v, hint %q", a.Scope, a.Key, v, a.Value)
 		}
 	}
+	for _, a := range h.AttrAnyOf {
+		v, ok := resolveAttr(s, a.Scope, a.Key)
+		in := ok && (v.Type == model.ValueString && slices.Contains(a.Strs, v.Str) ||
+			v.Type == model.ValueInt && slices.Contains(a.Ints, v.Int) ||
+			v.Type == model.ValueDouble && slices.ContainsFunc(a.Ints, func(i int64) bool { return float64(i) == v.Double }))
+		if !in {
+			return fmt.Errorf("attribute %v %q = %v, hint one of %q or %d", a.Scope, a.Key, v, a.Strs, a.Ints)
+		}
+	}
 	return nil
+}
+
+func resolveAttr(s *model.Span, scope Scope, key string) (model.Value, bool) {
+	switch scope {
+	case ScopeSpan:
+		return s.Attr(key)
+	case ScopeResource:
+		return s.ResourceAttr(key)
+	}
+	if v, ok := s.Attr(key); ok {
+		return v, true
+	}
+	return s.ResourceAttr(key)
 }
 
 func randFilter(t testing.TB, r *rand.Rand) Filter {
@@ -278,10 +300,23 @@ func TestPropertyHintsSound(t *testing.T) {
 		`{ resource.service.name = "" }`, `{ resource.service.name = "unknown_service" }`,
 		`{ .service.name = "checkout" }`, `{ span.k1 = "" && resource.k1 = "a" }`,
 		`{ duration < 1 }`, `{ duration <= 0 }`, `{ duration = -1 }`, `{ duration > -1 }`,
+		`{ .k1 = "1" || .k1 = 1 }`, `{ span.k1 = 2.0 || span.k1 = "a" }`, `{ span.k1 = -0.0 }`, `{ .k1 = 1s || resource.k1 = 1 }`,
 	} {
 		edges = append(edges, Filter{Expr: mustParse(t, q)})
 	}
-	matched, hinted, contentHinted := 0, 0, 0
+	// One attribute's values joined by || (the form of Tempo's tag search),
+	// numbers among them: one-of hints.
+	for range 300 {
+		scope, key := []string{"span.", "resource.", "."}[r.IntN(3)], fmt.Sprintf("%q", vocabKeys[r.IntN(len(vocabKeys))])
+		lit := func() string {
+			if r.IntN(3) == 0 {
+				return fmt.Sprintf("%q", vocabStrings[r.IntN(len(vocabStrings))])
+			}
+			return []string{"-2", "0", "1", "2", "1.0", "2e0", "-0.0", "1ns", "0.5"}[r.IntN(9)]
+		}
+		edges = append(edges, Filter{Expr: mustParse(t, "{ "+scope+key+" = "+lit()+" || "+scope+key+" = "+lit()+" }")})
+	}
+	matched, hinted, contentHinted, anyOfHinted := 0, 0, 0, 0
 	for i := range 2000 + len(edges) {
 		var f Filter
 		if i < len(edges) {
@@ -297,6 +332,10 @@ func TestPropertyHintsSound(t *testing.T) {
 		if h.ContentHashes != nil {
 			contentHinted++
 		}
+		if h.AttrAnyOf != nil {
+			hinted++
+			anyOfHinted++
+		}
 		for _, s := range spans {
 			if !f.Match(s) {
 				continue
@@ -311,9 +350,9 @@ func TestPropertyHintsSound(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d matches, %d filters with hints, %d with content hints", matched, hinted, contentHinted)
+	t.Logf("%d matches, %d filters with hints, %d with content hints, %d with one-of hints", matched, hinted, contentHinted, anyOfHinted)
 	// The property must not hold vacuously.
-	if matched < 10000 || hinted < 500 || contentHinted < 100 {
+	if matched < 10000 || hinted < 500 || contentHinted < 100 || anyOfHinted < 100 {
 		t.Fatalf("too few matches (%d) or hinted filters (%d) for the property to mean anything", matched, hinted)
 	}
 }

@@ -133,7 +133,7 @@ func (r *Reader) loadRows(i int, ranges []RowRange, cols colSet) (bd *blockData,
 		sp := partialBufs.Get().(*[]byte)
 		need := uint64(0)
 		for _, c := range b.Cols {
-			if copiedColumn(c.ID) && c.Codec == codecZstd && cols.has(c.ID) {
+			if copiedColumn(c.ID) && (c.Codec == codecZstd || c.Codec == codecIDs) && cols.has(c.ID) {
 				need += min(c.RawLen, maxColumnRawBytes)
 			}
 		}
@@ -173,6 +173,10 @@ func (r *Reader) loadRows(i int, ranges []RowRange, cols colSet) (bd *blockData,
 		case ranges != nil && copiedColumn(c.ID) && c.Codec == codecZstd:
 			start := len(scratch)
 			scratch, err = decompressAppend(scratch, stored, c.RawLen)
+			s = bytesToString(scratch[start:])
+		case ranges != nil && copiedColumn(c.ID) && c.Codec == codecIDs:
+			start := len(scratch)
+			scratch, err = appendDecodedIDs(scratch, stored, c.RawLen)
 			s = bytesToString(scratch[start:])
 		default:
 			s, err = decompressColumn(c, stored, nil)

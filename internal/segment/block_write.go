@@ -29,17 +29,35 @@ type blockEncoder struct {
 	dlist []string
 	ptrs  map[any]uint64
 	cont  map[string]uint64
-	bloom map[string]struct{}
-	entry []byte
-	marks [numColumns + 1][]uint64 // row marks per column, relative to the column's raw start
-	cuts  []uint64                 // piece boundaries of the column being stored
-	pbuf  []byte                   // stored pieces of a codec-2 column, before its header
-	prefs []pieceRef
+	bloom map[string]int // filter entries of the block -> length of their key
+	// bloomSeen caches attributes already in bloom, direct-mapped by
+	// value: most spans of a block repeat a few, and comparing them is
+	// cheaper than building and hashing their entry.
+	bloomSeen [strCacheSlots]seenAttr
+	// dcache caches dict's lookups (dictColumn), direct-mapped.
+	dcache [strCacheSlots]cachedStr
+	// bloomSalt, when set, is the block number (u32 LE) the filter's
+	// entries are prefixed with (section 20).
+	bloomSalt []byte
+	entry     []byte
+	marks     [numColumns + 1][]uint64 // row marks per column, relative to the column's raw start
+	cuts      []uint64                 // piece boundaries of the column being stored
+	pbuf      []byte                   // stored pieces of a codec-2 column, before its header
+	prefs     []pieceRef
 }
 
 // piecesOff is a test hook: set, the encoder stores every column as one
 // frame (codec 0 or 1), as before codec 2, so that benchmarks can compare.
 var piecesOff bool
+
+// seenAttr is an attribute known to be in the block filter's entries.
+type seenAttr struct {
+	resource bool
+	typ      model.ValueType // ValueString or ValueInt
+	key, str string
+	int      int64
+	set      bool
+}
 
 // mark records the offset of row i of column id when i is a mark row.
 func (e *blockEncoder) mark(id uint32, i int, off int) {
@@ -54,7 +72,7 @@ func newBlockEncoder(enc *zstd.Encoder) *blockEncoder {
 		dict:  make(map[string]uint64),
 		ptrs:  make(map[any]uint64),
 		cont:  make(map[string]uint64),
-		bloom: make(map[string]struct{}),
+		bloom: make(map[string]int),
 	}
 }
 
@@ -91,17 +109,17 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	for i := range spans {
 		raw = append(raw, spans[i].TraceID[:]...)
 	}
-	e.put(colTraceID, raw)
+	e.putIDs(colTraceID, raw, len(model.TraceID{}))
 	raw = raw[:0]
 	for i := range spans {
 		raw = append(raw, spans[i].SpanID[:]...)
 	}
-	e.put(colSpanID, raw)
+	e.putIDs(colSpanID, raw, len(model.SpanID{}))
 	raw = raw[:0]
 	for i := range spans {
 		raw = append(raw, spans[i].ParentSpanID[:]...)
 	}
-	e.put(colParentID, raw)
+	e.putIDs(colParentID, raw, len(model.SpanID{}))
 	raw = raw[:0]
 	for i := range spans {
 		e.mark(colStart, i, len(raw))
@@ -142,6 +160,7 @@ func (e *blockEncoder) encode(spans []model.Span) (encodedBlock, error) {
 	e.raw = raw
 
 	clear(e.bloom)
+	e.bloomSeen = [strCacheSlots]seenAttr{}
 	if err := e.resourceColumn(spans); err != nil {
 		return encodedBlock{}, err
 	}
@@ -245,6 +264,32 @@ func (e *blockEncoder) putDict(id uint32, raw []byte, dictLen uint64) {
 	})
 }
 
+// putIDs stores a column of fixed-width ids in codec 3 (ids.go) when that
+// takes at most 5/8 of its raw bytes, else as put does. Under 5/8 most
+// records are zeros or repeats and the rest random ids, which zstd stores
+// in about as many bytes (a trace id column: 0.1 B/span more on the
+// canonical corpus, a telemetrygen parent id column 0.4 B/span less) after
+// a match search over every byte. Above it the column is left to zstd:
+// parents that repeat apart (siblings), ids with a structure of their own
+// (a timestamp prefix); random ids fail its compression at once.
+func (e *blockEncoder) putIDs(id uint32, raw []byte, width int) {
+	if writeTokenMapWithoutPlaces { // files of that older format predate codec 3
+		e.put(id, raw)
+		return
+	}
+	start := len(e.out)
+	out, ok := appendIDs(e.out, raw, width, len(raw)*5/8)
+	if !ok {
+		e.put(id, raw)
+		return
+	}
+	e.out = out
+	e.cols = append(e.cols, columnRef{
+		ID: id, Codec: codecIDs, Offset: uint64(start), Length: uint64(len(e.out) - start),
+		RawLen: uint64(len(raw)), CRC: crc(e.out[start:]),
+	})
+}
+
 func (e *blockEncoder) putKV(id uint32) error {
 	if e.kv.err != nil {
 		return fmt.Errorf("encode %s column: %w", columnNames[id], e.kv.err)
@@ -264,12 +309,12 @@ func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, fie
 	clear(e.dict)
 	e.dlist = e.dlist[:0]
 	e.idx = e.idx[:0]
-	var last string
-	var lastJ uint64
+	e.dcache = [strCacheSlots]cachedStr{}
 	for i := range spans {
 		v := field(&spans[i])
-		if i > 0 && v == last { // runs of one value (one service) skip the map
-			e.idx = append(e.idx, lastJ)
+		c := &e.dcache[strSlot(v)]
+		if c.set && c.s == v { // the few values of a block skip the map
+			e.idx = append(e.idx, c.i)
 			continue
 		}
 		j, ok := e.dict[v]
@@ -279,7 +324,7 @@ func (e *blockEncoder) dictColumn(id uint32, raw []byte, spans []model.Span, fie
 			e.dlist = append(e.dlist, v)
 		}
 		e.idx = append(e.idx, j)
-		last, lastJ = v, j
+		*c = cachedStr{s: v, i: j, set: true}
 	}
 	raw = binary.AppendUvarint(raw, uint64(len(e.dlist)))
 	for _, v := range e.dlist {
@@ -305,10 +350,16 @@ func (e *blockEncoder) tableColumn(id uint32, spans []model.Span, ptr func(*mode
 	clear(e.cont)
 	e.idx = e.idx[:0]
 	n := uint64(0)
+	var last any
+	var lastJ uint64
 	for i := range spans {
 		p := ptr(&spans[i])
 		if p == nil {
 			e.idx = append(e.idx, 0)
+			continue
+		}
+		if p == last { // spans of one request share one resource and scope
+			e.idx = append(e.idx, lastJ)
 			continue
 		}
 		j, ok := e.ptrs[p]
@@ -326,6 +377,7 @@ func (e *blockEncoder) tableColumn(id uint32, spans []model.Span, ptr func(*mode
 			e.ptrs[p] = j
 		}
 		e.idx = append(e.idx, j)
+		last, lastJ = p, j
 	}
 	if e.kv.err != nil {
 		return fmt.Errorf("encode %s column: %w", columnNames[id], e.kv.err)
@@ -378,18 +430,44 @@ func (e *blockEncoder) scopeColumn(spans []model.Span) error {
 	})
 }
 
-// addBloom records a top-level string or int attribute for the block filter.
+// addBloom records a top-level string or int attribute for the block
+// filter, and a double that equals an integer as that int (appendBloomEntry).
 func (e *blockEncoder) addBloom(resource bool, kv model.KeyValue) {
-	switch kv.Value.Type {
+	typ, str, n := kv.Value.Type, "", int64(0)
+	switch typ {
 	case model.ValueString:
-		e.entry = appendBloomStr(e.entry[:0], resource, kv.Key, kv.Value.Str)
+		str = kv.Value.Str
 	case model.ValueInt:
-		e.entry = appendBloomInt(e.entry[:0], resource, kv.Key, kv.Value.Int)
+		n = kv.Value.Int
+	case model.ValueDouble:
+		// Entered as the int it equals (appendBloomEntry); the test hooks
+		// write an older format, which entered no doubles.
+		i, ok := exactIntOf(kv.Value.Double)
+		if !ok || writeNoAttrSummary || writeTokenMapWithoutPlaces {
+			return
+		}
+		typ, n = model.ValueInt, i
 	default:
 		return
 	}
+	var slot int
+	if typ == model.ValueString {
+		slot = strSlot(str)
+	} else {
+		slot = int(uint64(n)*0x9e3779b97f4a7c15>>59) & (strCacheSlots - 1)
+	}
+	c := &e.bloomSeen[slot]
+	if c.set && c.resource == resource && c.typ == typ && c.str == str && c.int == n && c.key == kv.Key {
+		return
+	}
+	*c = seenAttr{resource: resource, typ: typ, key: kv.Key, str: str, int: n, set: true}
+	if typ == model.ValueString {
+		e.entry = appendBloomStr(e.entry[:0], resource, kv.Key, str)
+	} else {
+		e.entry = appendBloomInt(e.entry[:0], resource, kv.Key, n)
+	}
 	if _, ok := e.bloom[string(e.entry)]; !ok {
-		e.bloom[string(e.entry)] = struct{}{}
+		e.bloom[string(e.entry)] = len(kv.Key)
 	}
 }
 
@@ -411,6 +489,40 @@ func appendBloomInt(b []byte, resource bool, key string, value int64) []byte {
 	return le.AppendUint64(bloomPrefix(b, resource, key, tagInt), uint64(value))
 }
 
+// appendBloomEntry appends the filter entry of an attribute, if it has
+// one: a string, an int, or a double that equals an integer of magnitude at
+// most 2^53, entered as that int. TraceQL's `.a = 200` matches the int 200
+// and the double 200.0 alike, so a search for it may ask the int entry only
+// (a segment whose summary says it enters doubles so:
+// Reader.IntEntriesCoverDoubles).
+func appendBloomEntry(b []byte, resource bool, kv model.KeyValue) ([]byte, bool) {
+	switch kv.Value.Type {
+	case model.ValueString:
+		return appendBloomStr(b, resource, kv.Key, kv.Value.Str), true
+	case model.ValueInt:
+		return appendBloomInt(b, resource, kv.Key, kv.Value.Int), true
+	case model.ValueDouble:
+		if i, ok := exactIntOf(kv.Value.Double); ok {
+			return appendBloomInt(b, resource, kv.Key, i), true
+		}
+	}
+	return b, false
+}
+
+// exactIntOf returns the integer d equals, if its magnitude is at most
+// 2^53 (the integers a double holds exactly).
+func exactIntOf(d float64) (int64, bool) {
+	if d != math.Trunc(d) || math.Abs(d) > 1<<53 {
+		return 0, false
+	}
+	return int64(d), true
+}
+
+// passAllBloom is an encoded filter that passes every entry: one word of
+// ones, one probe. Section 3 holds one per block when section 20 holds the
+// real filters.
+var passAllBloom = []byte{64, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+
 // encodeBloom builds the block's filter: m uvarint | k uvarint | words uvarint | words x u64 LE.
 func (e *blockEncoder) encodeBloom() []byte {
 	n := uint(len(e.bloom))
@@ -419,6 +531,11 @@ func (e *blockEncoder) encodeBloom() []byte {
 	}
 	f := bloom.NewWithEstimates(n, bloomFalsePositive)
 	for k := range e.bloom {
+		if e.bloomSalt != nil {
+			e.entry = append(append(e.entry[:0], e.bloomSalt...), k...)
+			f.Add(e.entry)
+			continue
+		}
 		f.AddString(k)
 	}
 	words := f.BitSet().Words()

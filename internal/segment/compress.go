@@ -85,6 +85,8 @@ func decompress(codec uint32, stored []byte, rawLen uint64) (string, error) {
 			return "", fmt.Errorf("decompressed %d bytes, expected %d", len(out), rawLen)
 		}
 		return bytesToString(out), nil
+	case codecIDs:
+		return decodeIDs(stored, rawLen)
 	}
 	return "", fmt.Errorf("unknown codec %d", codec)
 }

@@ -162,6 +162,9 @@ func exercise(path string, traces []traceRef) []error {
 	if err := r.ValueRefs(func([32]byte) bool { return true }); err != nil {
 		errs = append(errs, err)
 	}
+	if err := r.AttrSummaryErr(); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
 }
 

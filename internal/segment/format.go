@@ -63,9 +63,18 @@ const (
 	// the blocks reference, in the order of their first reference; value tag
 	// 9 names them by position. Written instead of section 9, with
 	// sectionRequired set.
-	sectionValueRefTable  = 18
-	lastKnownSection      = sectionValueRefTable
-	sectionFirstUserRange = 64
+	sectionValueRefTable = 18
+	// Optional: the resident attribute value summary of the segment
+	// (attrsummary.go), checked before any block filter.
+	sectionAttrSummary = 19
+	// Optional: the per-block attribute filters of section 3, each over
+	// its entries prefixed by the block number (u32 LE), so that blocks
+	// with the same entries do not share false positives. A writer of it
+	// writes section 3 with filters that pass everything, so that readers
+	// that do not know section 20 answer correctly (without pruning).
+	sectionAttrBloomsSalted = 20
+	lastKnownSection        = sectionAttrBloomsSalted
+	sectionFirstUserRange   = 64
 )
 
 // Flags of a record in the LLM column.
@@ -79,11 +88,13 @@ const (
 const sectionRequired = 1
 
 // Codecs of sections and columns. Pieces are for block columns only: a
-// section with codec 2 is corrupt.
+// section with codec 2 is corrupt. Writers use codec 3 for the id columns
+// only; a reader decodes it wherever it finds it.
 const (
 	codecNone   = 0
 	codecZstd   = 1
 	codecPieces = 2 // independently compressed pieces cut at row marks (compress.go)
+	codecIDs    = 3 // fixed-width ids as zero, repeated or literal records (ids.go)
 )
 
 // Column ids inside a block. A reader ignores ids it does not know.

@@ -105,7 +105,16 @@ type OpsAggregator struct {
 	ops  map[OpsKey]*OpsMeasures
 	errs map[ErrKey]*ErrMeasures
 	free []*OpsMeasures // emptied by Recycle, with their sketches' buckets
+	// recent caches ops' entries, direct-mapped by span name and minute:
+	// a block holds few keys, and comparing one is cheaper than hashing it.
+	recent [opsRecentSlots]struct {
+		k OpsKey
+		m *OpsMeasures
+	}
 }
+
+// opsRecentSlots is the size of OpsAggregator.recent (a power of two).
+const opsRecentSlots = 16
 
 // NewOpsAggregator returns an empty OpsAggregator.
 func NewOpsAggregator() *OpsAggregator {
@@ -115,14 +124,19 @@ func NewOpsAggregator() *OpsAggregator {
 // Add counts s.
 func (a *OpsAggregator) Add(s *model.Span) {
 	k := OpsKey{Service: s.Service, Name: s.Name, Minute: int64(s.StartTimeUnixNano/1e9) / 60 * 60}
-	m := a.ops[k]
-	if m == nil {
-		if n := len(a.free); n > 0 {
-			m, a.free = a.free[n-1], a.free[:n-1]
-		} else {
-			m = &OpsMeasures{Latency: sketch.New()}
+	r := &a.recent[(strSlot(s.Name)+int(k.Minute/60))&(opsRecentSlots-1)]
+	m := r.m
+	if m == nil || r.k != k {
+		m = a.ops[k]
+		if m == nil {
+			if n := len(a.free); n > 0 {
+				m, a.free = a.free[n-1], a.free[:n-1]
+			} else {
+				m = &OpsMeasures{Latency: sketch.New()}
+			}
+			a.ops[k] = m
 		}
-		a.ops[k] = m
+		r.k, r.m = k, m
 	}
 	m.Spans++
 	m.Latency.Add(s.Duration())
@@ -159,6 +173,7 @@ func (a *OpsAggregator) Aggregates() OpsAggregates {
 func (a *OpsAggregator) Reset() {
 	clear(a.ops)
 	clear(a.errs)
+	clear(a.recent[:])
 }
 
 // Recycle empties the OpsAggregator and reuses its measures and sketches

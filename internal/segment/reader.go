@@ -22,20 +22,24 @@ import (
 // aggregate parts and token filters are read with ReadAt when asked for. A Reader is safe for concurrent use; Close must not
 // race with other calls.
 type Reader struct {
-	path     string
-	f        File
-	info     Info
-	blocks   []blockEntry
-	metas    []BlockMeta
-	blooms   []*bloom.BloomFilter
-	tix      traceIndex
-	aggs     aggIndex
-	ops      aggIndex // service aggregates (ops_section.go)
-	rolls    aggIndex // LLM rollups and session tables (agg_rollup.go)
-	tok      tokenIndex
-	grp      groupIndex
-	vrefs    valueRefsIndex
-	resident int
+	path   string
+	f      File
+	info   Info
+	blocks []blockEntry
+	metas  []BlockMeta
+	blooms []*bloom.BloomFilter
+	attrs  attrSummary // section 19 (attrsummary.go)
+	// bloomSalted: blooms come from section 20, over entries prefixed by
+	// the block number.
+	bloomSalted bool
+	tix         traceIndex
+	aggs        aggIndex
+	ops         aggIndex // service aggregates (ops_section.go)
+	rolls       aggIndex // LLM rollups and session tables (agg_rollup.go)
+	tok         tokenIndex
+	grp         groupIndex
+	vrefs       valueRefsIndex
+	resident    int
 }
 
 func (r *Reader) corrupt(off int64, format string, args ...any) *CorruptionError {
@@ -252,8 +256,23 @@ func (r *Reader) open() error {
 		return r.corrupt(off, "attribute filters: %v", err)
 	}
 	r.resident -= len(s)
+	if _, ok := sections[sectionAttrBloomsSalted]; ok {
+		// Section 3 passes everything; these are the block filters.
+		if s, off, err = load(sectionAttrBloomsSalted); err != nil {
+			return err
+		}
+		if r.blooms, err = decodeBlooms(s, len(r.blocks)); err != nil {
+			return r.corrupt(off, "salted attribute filters: %v", err)
+		}
+		r.resident -= len(s)
+		r.bloomSalted = true
+	}
 	for _, b := range r.blooms {
 		r.resident += int(b.Cap()/8) + 64
+	}
+	r.openAttrSummary(sections, load)
+	if err := r.attrs.err; err != nil && !IsCorruption(err) {
+		return err // a read that failed (EIO) is not damage: see below
 	}
 
 	ti := sections[sectionTraceIndex]
@@ -367,7 +386,7 @@ func (r *Reader) MayContainAttr(i int, resource bool, key, value string) bool {
 		return false
 	}
 	var buf [256]byte
-	return r.blooms[i].Test(appendBloomStr(buf[:0], resource, key, value))
+	return r.blooms[i].Test(appendBloomStr(r.bloomPrefix(buf[:0], i), resource, key, value))
 }
 
 // MayContainIntAttr is MayContainAttr for an int attribute value.
@@ -376,7 +395,16 @@ func (r *Reader) MayContainIntAttr(i int, resource bool, key string, value int64
 		return false
 	}
 	var buf [256]byte
-	return r.blooms[i].Test(appendBloomInt(buf[:0], resource, key, value))
+	return r.blooms[i].Test(appendBloomInt(r.bloomPrefix(buf[:0], i), resource, key, value))
+}
+
+// bloomPrefix starts an entry of block i's filter: the block number in
+// salted filters (section 20), nothing in older ones (section 3).
+func (r *Reader) bloomPrefix(b []byte, i int) []byte {
+	if r.bloomSalted {
+		return le.AppendUint32(b, uint32(i))
+	}
+	return b
 }
 
 // ReadBlock decodes every span of block i, in segment order. Spans of one

@@ -35,6 +35,34 @@ type kvEnc struct {
 	cuts             []int
 	pos              []uint64
 	sorted           map[[32]byte]struct{} // writeValueRefsSorted: the refs of section 9
+	// keyCache sits in front of keyIdx: the same few keys recur span after
+	// span, and comparing a string with the one cached in its slot is
+	// cheaper than hashing it. keyContent caches content(key) per key
+	// index (0 not asked yet, 1 no, 2 yes).
+	keyCache   [strCacheSlots]cachedStr
+	keyContent []uint8
+}
+
+// strCacheSlots is the size of the direct-mapped string caches of the block
+// encoder (a power of two).
+const strCacheSlots = 32
+
+// cachedStr is a slot of a direct-mapped string cache: a string and what it
+// maps to. The empty slot has set false.
+type cachedStr struct {
+	s   string
+	i   uint64
+	set bool
+}
+
+// strSlot picks the slot of s in a direct-mapped cache from its length and
+// its first and last bytes: cheap, and different for most keys and values
+// of a block. Two strings in one slot only cost a miss.
+func strSlot(s string) int {
+	if s == "" {
+		return 0
+	}
+	return (len(s) + 7*int(s[0]) + 3*int(s[len(s)-1])) & (strCacheSlots - 1)
 }
 
 // writeValueRefsSorted makes writers produce the stored-value references of
@@ -48,18 +76,47 @@ func (e *kvEnc) reset() {
 	}
 	clear(e.keyIdx)
 	e.keys = e.keys[:0]
+	e.keyCache = [strCacheSlots]cachedStr{}
+	e.keyContent = e.keyContent[:0]
 	e.body = e.body[:0]
 	e.err = nil
 }
 
-func (e *kvEnc) key(k string) {
+// key writes the index of k in the column's key table, adding it if new,
+// and returns the index.
+func (e *kvEnc) key(k string) uint64 {
+	c := &e.keyCache[strSlot(k)]
+	if c.set && c.s == k {
+		e.body = binary.AppendUvarint(e.body, c.i)
+		return c.i
+	}
 	i, ok := e.keyIdx[k]
 	if !ok {
 		i = uint64(len(e.keys))
 		e.keyIdx[k] = i
 		e.keys = append(e.keys, k)
+		e.keyContent = append(e.keyContent, 0)
 	}
+	*c = cachedStr{s: k, i: i, set: true}
 	e.body = binary.AppendUvarint(e.body, i)
+	return i
+}
+
+// contentKey reports content(k) for the key of index i, asking once per
+// key and column.
+func (e *kvEnc) contentKey(i uint64, k string) bool {
+	switch e.keyContent[i] {
+	case 1:
+		return false
+	case 2:
+		return true
+	}
+	yes := e.content(k)
+	e.keyContent[i] = 1
+	if yes {
+		e.keyContent[i] = 2
+	}
+	return yes
 }
 
 func (e *kvEnc) uvarint(v uint64) { e.body = binary.AppendUvarint(e.body, v) }
@@ -72,8 +129,8 @@ func (e *kvEnc) str(s string) {
 func (e *kvEnc) kvs(kvs []model.KeyValue, depth int) {
 	e.uvarint(uint64(len(kvs)))
 	for i := range kvs {
-		e.key(kvs[i].Key)
-		e.isContent = depth == 0 && e.content != nil && kvs[i].Value.Type == model.ValueString && e.content(kvs[i].Key)
+		k := e.key(kvs[i].Key)
+		e.isContent = depth == 0 && e.content != nil && kvs[i].Value.Type == model.ValueString && e.contentKey(k, kvs[i].Key)
 		e.value(&kvs[i].Value, depth)
 	}
 	e.isContent = false

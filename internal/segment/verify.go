@@ -131,6 +131,11 @@ func Verify(path string) (*Verification, error) {
 	if err := x.sectionChecksums(sections); err != nil {
 		return v, err
 	}
+	// Section 19 is checked against every block's rows as they decode.
+	r.openAttrSummary(sections, func(t uint32) (string, int64, error) { return r.loadSection(sections[t]) })
+	if err := x.addErr(r.attrs.err, true, "attribute value summary"); err != nil {
+		return v, err
+	}
 	rows, err := x.blocks()
 	if err != nil {
 		return v, err
@@ -341,7 +346,8 @@ func sectionName(t uint32) string {
 		sectionTokenPages: "token disk summary", sectionTokenGroups: "row-group token filters", sectionTokenGroupDir: "token group directory",
 		sectionOpsAggregates: "service aggregates", sectionOpsAggDir: "service aggregates directory",
 		sectionLLMRollups: "LLM rollups", sectionLLMRollupDir: "LLM rollups directory",
-		sectionValueRefTable: "value reference table"}
+		sectionValueRefTable: "value reference table", sectionAttrSummary: "attribute value summary",
+		sectionAttrBloomsSalted: "salted attribute filters"}
 	if n, ok := names[t]; ok {
 		return n
 	}
@@ -382,6 +388,12 @@ func (x *verifier) blocks() (*blockRows, error) {
 		}
 		x.v.SpansRead += len(spans)
 		x.checkMeta(i, b, spans)
+		if r.HasAttrSummary() {
+			if e, bad := r.attrs.missing(attrEntries(spans, r.attrs.doubles)); bad {
+				x.add(int64(x.sections[sectionAttrSummary].Offset), true,
+					"attribute value summary rejects the entry %q that block %d holds", e, i)
+			}
+		}
 		if err := x.pieceMarks(i, spans); err != nil {
 			return nil, err
 		}
@@ -651,6 +663,16 @@ func (x *verifier) optionalSections(sections map[uint32]tocEntry, rows *blockRow
 			}
 		} else if _, err := decodeBlooms(s, len(r.blocks)); err != nil {
 			x.add(off, true, "attribute filters: %v", err)
+		}
+	}
+	if _, ok := sections[sectionAttrBloomsSalted]; ok {
+		s, off, err := load(sectionAttrBloomsSalted)
+		if err != nil {
+			if err := x.addErr(err, true, "salted attribute filters"); err != nil {
+				return err
+			}
+		} else if _, err := decodeBlooms(s, len(r.blocks)); err != nil {
+			x.add(off, true, "salted attribute filters: %v", err)
 		}
 	}
 

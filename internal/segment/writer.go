@@ -84,7 +84,8 @@ type Writer struct {
 	entries []traceEntry
 	aggs    *aggWriter
 	ops     *opsWriter
-	tokens  *tokenWriter      // nil without WriterOptions.ContentTokens
+	tokens  *tokenWriter // nil without WriterOptions.ContentTokens
+	attrs   *attrSummaryWriter
 	strs    map[string]string // interned block-index strings
 }
 
@@ -123,7 +124,7 @@ func NewWriter(dir, name string, opts WriterOptions) (*Writer, error) {
 		return nil, fmt.Errorf("create segment %s: %w", name, err)
 	}
 	w := &Writer{dir: dir, name: name, tmp: tmp, fs: fsys, f: f, opts: opts, enc: newBlockEncoder(enc), aggs: newAggWriter(), ops: newOpsWriter(),
-		tokens: newTokenWriter(opts)}
+		tokens: newTokenWriter(opts), attrs: newAttrSummaryWriter()}
 	w.enc.kv.store, w.enc.kv.threshold = opts.StoreValue, opts.ValueThreshold
 	w.enc.kv.content, w.enc.kv.contentThreshold = opts.IsContent, opts.ContentThreshold
 	if err := w.write(appendHeader(nil)); err != nil {
@@ -276,6 +277,10 @@ func (w *Writer) flushBlock() error {
 	if len(w.block) == 0 {
 		return nil
 	}
+	w.enc.bloomSalt = nil
+	if !writeUnsaltedBlooms && !writeTokenMapWithoutPlaces { // files of that older format predate section 20
+		w.enc.bloomSalt = le.AppendUint32(w.enc.bloomSalt[:0], uint32(len(w.blocks)))
+	}
 	eb, err := w.enc.encode(w.block)
 	if err != nil {
 		return w.fail(fmt.Errorf("write segment %s block %d: %w", w.name, len(w.blocks), err))
@@ -295,6 +300,7 @@ func (w *Writer) flushBlock() error {
 		Meta: eb.meta, Cols: slices.Clone(eb.cols),
 	})
 	w.blooms = append(w.blooms, eb.bloom)
+	w.attrs.addBlock(w.enc.bloom)
 	w.aggs.addBlock(w)
 	w.ops.addBlock(w)
 	if w.tokens != nil {
@@ -374,8 +380,23 @@ func (w *Writer) close() (Info, error) {
 	}
 	section(sectionInfo, encodeInfo(info), true)
 	section(sectionBlockIndex, encodeBlockIndex(w.projects, w.blocks), true)
-	section(sectionAttrBlooms, encodeBlooms(w.blooms), true)
+	if w.enc.bloomSalt == nil {
+		section(sectionAttrBlooms, encodeBlooms(w.blooms), true)
+	} else {
+		pass := make([][]byte, len(w.blooms))
+		for i := range pass {
+			pass[i] = passAllBloom
+		}
+		section(sectionAttrBlooms, encodeBlooms(pass), true)
+		section(sectionAttrBloomsSalted, encodeBlooms(w.blooms), true)
+	}
 	w.blooms = nil // written: let the collector have them
+	if sum, err := w.attrs.encode(attrSummarySalt(info)); err != nil {
+		werr = w.fail(fmt.Errorf("close segment %s: %w", w.name, err))
+	} else if !writeNoAttrSummary && !writeTokenMapWithoutPlaces { // files of that older format predate it
+		section(sectionAttrSummary, sum, true) // dictionaries compress; filter pages do not
+	}
+	w.attrs = nil
 	// The trace index pages go straight to the file, one page at a time.
 	if werr == nil {
 		start, sum, raw := uint64(w.off), uint32(0), 0
@@ -500,7 +521,7 @@ func (w *Writer) Abort() {
 		w.f = nil
 	}
 	_ = w.fs.Remove(w.tmp)
-	w.block, w.trace, w.entries, w.blooms, w.aggs, w.ops, w.tokens = nil, nil, nil, nil, nil, nil, nil
+	w.block, w.trace, w.entries, w.blooms, w.aggs, w.ops, w.tokens, w.attrs = nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // Write writes spans grouped by project as one segment: it sorts each
@@ -546,6 +567,17 @@ func WriteRefs(dir, name string, byProject map[string][]SpanRef, opts WriterOpti
 func WriteRows(dir, name string, byProject map[string][]RowRef, src RowSource, opts WriterOptions) (Info, error) {
 	return writeProjects(dir, name, byProject, opts, func(w *Writer, p string, refs []RowRef) error {
 		SortRowRefs(refs, src)
+		// Size the trace index's entries once: a trace's rows are
+		// contiguous and share its minimum, so the changes of minimum
+		// count the traces (traces that share one count once; a block
+		// boundary inside a trace adds an entry).
+		traces := 0
+		for i := range refs {
+			if i == 0 || refs[i].TraceMin != refs[i-1].TraceMin {
+				traces++
+			}
+		}
+		w.entries = slices.Grow(w.entries, traces+len(refs)/w.opts.BlockSpans+1)
 		return w.AppendRows(p, refs, src)
 	})
 }

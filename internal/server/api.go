@@ -81,6 +81,7 @@ func (s *Server) failedWith(w http.ResponseWriter, err error, fail func(w http.R
 func (s *Server) queryFailed(w http.ResponseWriter, err error) { s.failedWith(w, err, writeError) }
 
 func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {
+	t0 := time.Now()
 	id, err := model.ParseTraceID(r.PathValue("trace_id"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
@@ -101,8 +102,10 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Bac
 		return
 	}
 	if otlpOut {
+		body := otlp.EncodeJSON(spans)
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(otlp.EncodeJSON(spans))
+		setServerTiming(w, t0)
+		w.Write(body)
 		return
 	}
 	buf := make([]byte, 0, 512*len(spans))
@@ -113,6 +116,7 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Bac
 	buf = appendWarnings(buf, res.Warnings)
 	buf = append(buf, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")
+	setServerTiming(w, t0)
 	w.Write(buf)
 }
 

@@ -171,8 +171,9 @@ func (s *Server) refused(e *authError) {
 // grpcAccess is the access rule of each gRPC method; a method missing here
 // is refused (the interceptors fail closed).
 var grpcAccess = map[string]access{
-	exportMethod:     accessIngest,
-	logsExportMethod: accessIngest,
+	exportMethod:        accessIngest,
+	logsExportMethod:    accessIngest,
+	metricsExportMethod: accessIngest,
 }
 
 // grpcAuthorize is authorize for a gRPC call: the same rules, reading the

@@ -51,28 +51,87 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 // exportMethod is the full name of TraceService/Export.
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
-var traceServiceDesc = grpc.ServiceDesc{
-	ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Export",
-		// The interceptor (the access check, auth.go) runs before the
-		// request is decoded, so a refused call costs no copy of its body.
-		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-			h := func(ctx context.Context, _ any) (any, error) {
-				var in rawRequest
-				if err := dec(&in); err != nil {
-					return nil, err
+var traceServiceDesc = exportService("opentelemetry.proto.collector.trace.v1.TraceService", exportMethod,
+	"opentelemetry/proto/collector/trace/v1/trace_service.proto",
+	func(s *Server, ctx context.Context, body []byte) (any, error) { return s.export(ctx, body) })
+
+// exportService describes an OTLP collector service: one unary method,
+// Export, named fullMethod, whose request arrives raw (rawCodec) and is
+// handled by call. The interceptor (the access check, auth.go) runs before
+// the request is decoded, so a refused call costs no copy of its body.
+func exportService(name, fullMethod, metadata string, call func(s *Server, ctx context.Context, body []byte) (any, error)) grpc.ServiceDesc {
+	return grpc.ServiceDesc{
+		ServiceName: name,
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{
+			MethodName: "Export",
+			Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+				h := func(ctx context.Context, _ any) (any, error) {
+					var in rawRequest
+					if err := dec(&in); err != nil {
+						return nil, err
+					}
+					return call(srv.(*Server), ctx, in.b)
 				}
-				return srv.(*Server).export(ctx, in.b)
-			}
-			if interceptor == nil {
-				panic("server: the gRPC server has no access interceptor (broken invariant)")
-			}
-			return interceptor(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod}, h)
-		},
-	}},
-	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+				if interceptor == nil {
+					panic("server: the gRPC server has no access interceptor (broken invariant)")
+				}
+				return interceptor(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: fullMethod}, h)
+			},
+		}},
+		Metadata: metadata,
+	}
+}
+
+// grpcCode is the gRPC status of an ingest refusal.
+func grpcCode(ierr *ingestError) codes.Code {
+	switch {
+	case ierr.status == http.StatusNotImplemented:
+		return codes.Unimplemented
+	case ierr.status == http.StatusServiceUnavailable:
+		return codes.Unavailable
+	case ierr.status == http.StatusTooManyRequests:
+		return codes.ResourceExhausted
+	}
+	return codes.InvalidArgument
+}
+
+// grpcOutcome counts a logs or metrics Export call under protocol and
+// returns its gRPC status error (nil when ierr is).
+func (s *Server) grpcOutcome(protocol string, ierr *ingestError) error {
+	code := codes.OK
+	if ierr != nil {
+		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		code = grpcCode(ierr)
+	}
+	s.met.requests.WithLabelValues(protocol, code.String()).Inc()
+	if ierr != nil {
+		return status.Error(code, ierr.msg)
+	}
+	return nil
+}
+
+// admitExport admits one gRPC export of logs or metrics for the call's
+// project, as HTTP ingest does (the project's limits and a full write
+// buffer, the bytes in flight, an ingest slot); release gives back what it
+// took.
+func (s *Server) admitExport(ctx context.Context, body []byte) (project string, release func(), ierr *ingestError) {
+	project = projectFrom(ctx)
+	if b := s.currentBackend(); b != nil {
+		if ierr := s.admitProject(b, project); ierr != nil {
+			return project, nil, ierr
+		}
+	}
+	n := int64(len(body))
+	if !s.admit(n) {
+		return project, nil, overloaded()
+	}
+	done, ierr := s.ingestSlot()
+	if ierr != nil {
+		s.release(n)
+		return project, nil, ierr
+	}
+	return project, func() { done(); s.release(n) }, nil
 }
 
 func newGRPCServer(s *Server) *grpc.Server {
@@ -99,6 +158,7 @@ func newGRPCServer(s *Server) *grpc.Server {
 	g := grpc.NewServer(opts...)
 	g.RegisterService(&traceServiceDesc, s)
 	g.RegisterService(&logsServiceDesc, s)
+	g.RegisterService(&metricsServiceDesc, s)
 	return g
 }
 

@@ -309,6 +309,7 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
 	}
 	s.rates.take(project, len(b.Spans))
+	s.spanMetrics.Observe(project, b.Spans)
 	s.met.spans.WithLabelValues(protocol).Add(float64(len(b.Spans)))
 	s.met.bytes.WithLabelValues(protocol).Add(float64(len(body)))
 	if b.Rejected > 0 {

@@ -66,12 +66,16 @@ func (s *Server) erase(w http.ResponseWriter, r *http.Request, b store.Backend, 
 		s.queryFailed(w, err) // a refused request (store.ErrBadRequest) is a 400
 		return
 	}
-	// A trace's log records go with it (docs/logs.md); the log store
+	// The traces' log records go with them (docs/logs.md); the log store
 	// removes them before answering.
-	if a := s.logs.Load(); a != nil && req.TraceID != nil {
-		if _, err := a.EraseTrace(req.Project, *req.TraceID); err != nil {
-			s.log.Error("erasing a trace's logs failed", "err", err)
-			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the trace's spans are being erased (erasure %d), but erasing its log records failed: %v; send the same request again", st.ID, err))
+	if a := s.logs.Load(); a != nil {
+		traces := st.TraceIDs
+		if traces == nil && req.TraceID != nil {
+			traces = []model.TraceID{*req.TraceID}
+		}
+		if _, err := a.EraseTraces(req.Project, traces); err != nil {
+			s.log.Error("erasing the traces' logs failed", "err", err, "erasure", st.ID)
+			writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the spans are being erased (erasure %d), but erasing the log records of its %d traces failed: %v; send the same request again", st.ID, len(traces), err))
 			return
 		}
 	}
@@ -81,17 +85,18 @@ func (s *Server) erase(w http.ResponseWriter, r *http.Request, b store.Backend, 
 
 // erasureJSON is the API shape of an erasure's status.
 type erasureJSON struct {
-	ID          uint64     `json:"id"`
-	Project     string     `json:"project"`
-	Query       string     `json:"query,omitempty"`
-	TraceID     string     `json:"trace_id,omitempty"`
-	State       string     `json:"state"`
-	RequestedAt time.Time  `json:"requested_at"`
-	HiddenAt    *time.Time `json:"hidden_at,omitempty"`
-	DoneAt      *time.Time `json:"done_at,omitempty"`
-	Traces      int        `json:"traces"`
-	SpansErased int64      `json:"spans_erased"`
-	Error       string     `json:"error,omitempty"`
+	ID          uint64          `json:"id"`
+	Project     string          `json:"project"`
+	Query       string          `json:"query,omitempty"`
+	TraceID     string          `json:"trace_id,omitempty"`
+	State       string          `json:"state"`
+	RequestedAt time.Time       `json:"requested_at"`
+	HiddenAt    *time.Time      `json:"hidden_at,omitempty"`
+	DoneAt      *time.Time      `json:"done_at,omitempty"`
+	Traces      int             `json:"traces"`
+	SpansErased int64           `json:"spans_erased"`
+	Error       string          `json:"error,omitempty"`
+	TraceIDs    []model.TraceID `json:"-"`
 }
 
 func (s *Server) handleErasures(w http.ResponseWriter, r *http.Request, b store.Backend, project string) {

@@ -303,7 +303,11 @@ func TestSlowHeadersAreCutOff(t *testing.T) {
 	}
 	ts.ingest(spansFor(3, 7), "")
 	for i, c := range conns {
-		if got := readStatus(t, c); got != 0 {
+		// Go's server closes a connection whose headers time out without
+		// an answer, unless the deadline falls inside the request line or
+		// a header's name, where what it read does not parse: then it
+		// answers 400 and closes (a dribbler on a busy host).
+		if got := readStatus(t, c); got != 0 && !(i >= silent && got == http.StatusBadRequest) {
 			t.Errorf("slow connection %d was answered %d; want it closed", i, got)
 		}
 	}

@@ -36,20 +36,65 @@ func quantiles(q *store.Quantiles) *quantilesJSON {
 
 // measuresJSON is the API shape of aggregated LLM measures.
 type measuresJSON struct {
-	Spans               int64          `json:"spans"`
-	LLMCalls            int64          `json:"counted_spans"`
-	Errors              int64          `json:"errors"`
-	Traces              int64          `json:"traces"`
-	InputTokens         int64          `json:"input_tokens"`
-	OutputTokens        int64          `json:"output_tokens"`
-	CacheReadTokens     int64          `json:"cache_read_tokens"`
-	CacheCreationTokens int64          `json:"cache_creation_tokens"`
-	ReasoningTokens     int64          `json:"reasoning_tokens"`
-	CostUSD             float64        `json:"cost_usd"`
-	FirstSeen           string         `json:"first_seen,omitempty"`
-	LastSeen            string         `json:"last_seen,omitempty"`
-	Latency             *quantilesJSON `json:"latency_ms,omitempty"`
-	TTFT                *quantilesJSON `json:"time_to_first_token_ms,omitempty"`
+	Spans               int64               `json:"spans"`
+	LLMCalls            int64               `json:"counted_spans"`
+	Errors              int64               `json:"errors"`
+	Traces              int64               `json:"traces"`
+	InputTokens         int64               `json:"input_tokens"`
+	OutputTokens        int64               `json:"output_tokens"`
+	CacheReadTokens     int64               `json:"cache_read_tokens"`
+	CacheCreationTokens int64               `json:"cache_creation_tokens"`
+	ReasoningTokens     int64               `json:"reasoning_tokens"`
+	CostUSD             float64             `json:"cost_usd"`
+	FirstSeen           string              `json:"first_seen,omitempty"`
+	LastSeen            string              `json:"last_seen,omitempty"`
+	Latency             *quantilesJSON      `json:"latency_ms,omitempty"`
+	TTFT                *quantilesJSON      `json:"time_to_first_token_ms,omitempty"`
+	FromMetrics         *metricMeasuresJSON `json:"from_metrics,omitempty"`
+}
+
+// metricMeasuresJSON is the part of a group's measures that came from the
+// GenAI client metrics (store.MetricMeasures): errors, tokens and cost are
+// also in the group's own fields.
+type metricMeasuresJSON struct {
+	Calls          int64                `json:"calls"`
+	Errors         int64                `json:"errors"`
+	InputTokens    int64                `json:"input_tokens"`
+	OutputTokens   int64                `json:"output_tokens"`
+	CostUSD        float64              `json:"cost_usd"`
+	DurationMeanMs *float64             `json:"duration_mean_ms,omitempty"`
+	Duration       *metricQuantilesJSON `json:"duration_ms,omitempty"`
+}
+
+// metricQuantilesJSON are duration percentiles estimated from a histogram's
+// buckets, in milliseconds (no max: a histogram does not keep it).
+type metricQuantilesJSON struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+}
+
+func metricMeasures(m *store.MetricMeasures) *metricMeasuresJSON {
+	if *m == (store.MetricMeasures{}) {
+		return nil
+	}
+	j := &metricMeasuresJSON{Calls: m.Calls, Errors: m.Errors, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+		CostUSD: float64(m.CostNanoUSD) / 1e9}
+	if mean, ok := meanMs(m); ok {
+		j.DurationMeanMs = &mean
+	}
+	if q := quantiles(m.Duration); q != nil {
+		j.Duration = &metricQuantilesJSON{P50: q.P50, P95: q.P95, P99: q.P99}
+	}
+	return j
+}
+
+// meanMs is the calls' mean duration in milliseconds (µs precision).
+func meanMs(m *store.MetricMeasures) (float64, bool) {
+	if m.Calls <= 0 {
+		return 0, false
+	}
+	return float64(int64(m.DurationSeconds/float64(m.Calls)*1e6)) / 1e3, true
 }
 
 func rfc3339(ns uint64) string {
@@ -66,7 +111,7 @@ func measures(m *store.Measures) measuresJSON {
 		CacheCreationTokens: m.CacheCreationTokens, ReasoningTokens: m.ReasoningTokens,
 		CostUSD:   float64(m.CostNanoUSD) / 1e9,
 		FirstSeen: rfc3339(m.MinStart), LastSeen: rfc3339(m.MaxEnd),
-		Latency: quantiles(m.Latency), TTFT: quantiles(m.TTFT),
+		Latency: quantiles(m.Latency), TTFT: quantiles(m.TTFT), FromMetrics: metricMeasures(&m.Metrics),
 	}
 }
 
@@ -117,11 +162,24 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("sort: %q is not one of cost, tokens, calls, spans, errors", by))
 		return
 	}
-	st, err := b.LLMStats(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb, Top: offset + top, Sort: by})
+	mu, warns, err := s.llmMetrics(r.Context(), b, project, &f, gb, 0)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
+	lq := &store.LLMQuery{Filter: f, GroupBy: gb, Top: offset + top, Sort: by}
+	if len(mu.Groups) > 0 {
+		lq.Top = 0 // every span group: a metric group may add to one beyond the page
+	}
+	st, err := b.LLMStats(r.Context(), project, lq)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
+	if len(mu.Groups) > 0 {
+		st.Groups, st.TotalGroups = mergeLLMGroups(st.Groups, mu.Groups, gb, false), 0
+	}
+	st.Warnings = slices.Concat(st.Warnings, warns)
 	groups, totalGroups, total := st.Groups, st.TotalGroups, st.Totals
 	if totalGroups == 0 { // a backend that returns every group: rank and cut here
 		total = store.Measures{} // percentiles are not additive: totals carry none
@@ -138,7 +196,7 @@ func (s *Server) handleLLMStats(w http.ResponseWriter, r *http.Request, b store.
 	groups = groups[:min(top, len(groups))]
 	// The keys in encoding/json's order (sorted), as writeJSON would write
 	// a map of them; llm_json.go says why the groups are appended directly.
-	out, err := appendJSONValue([]byte(`{"group_by":`), gb)
+	out, err := appendJSONValue(openLLMAnswer(&mu), gb)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
 		return
@@ -175,7 +233,7 @@ const (
 // groups left out (no time bounds or percentiles: they do not subtract).
 func othersOf(total *store.Measures, page []store.LLMGroup) store.Measures {
 	o := *total
-	o.MinStart, o.MaxEnd, o.Latency, o.TTFT = 0, 0, nil, nil
+	o.MinStart, o.MaxEnd, o.Latency, o.TTFT, o.Metrics.Duration = 0, 0, nil, nil, nil
 	for i := range page {
 		m := &page[i].M
 		o.Spans -= m.Spans
@@ -188,6 +246,12 @@ func othersOf(total *store.Measures, page []store.LLMGroup) store.Measures {
 		o.CacheCreationTokens -= m.CacheCreationTokens
 		o.ReasoningTokens -= m.ReasoningTokens
 		o.CostNanoUSD -= m.CostNanoUSD
+		o.Metrics.Calls -= m.Metrics.Calls
+		o.Metrics.Errors -= m.Metrics.Errors
+		o.Metrics.InputTokens -= m.Metrics.InputTokens
+		o.Metrics.OutputTokens -= m.Metrics.OutputTokens
+		o.Metrics.CostNanoUSD -= m.Metrics.CostNanoUSD
+		o.Metrics.DurationSeconds -= m.Metrics.DurationSeconds
 	}
 	return o
 }
@@ -236,12 +300,21 @@ func (s *Server) handleLLMTimeseries(w http.ResponseWriter, r *http.Request, b s
 		}
 		step = d
 	}
+	mu, warns, err := s.llmMetrics(r.Context(), b, project, &f, gb, step)
+	if err != nil {
+		s.queryFailed(w, err)
+		return
+	}
 	st, err := b.LLMTimeseries(r.Context(), project, &store.LLMQuery{Filter: f, GroupBy: gb}, step)
 	if err != nil {
 		s.queryFailed(w, err)
 		return
 	}
-	out, err := appendJSONValue([]byte(`{"group_by":`), gb)
+	if len(mu.Groups) > 0 {
+		st.Groups = mergeLLMGroups(st.Groups, mu.Groups, gb, true)
+	}
+	st.Warnings = slices.Concat(st.Warnings, warns)
+	out, err := appendJSONValue(openLLMAnswer(&mu), gb)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encode response: "+err.Error())
 		return
@@ -318,12 +391,18 @@ func (s *Server) handleSessions(w http.ResponseWriter, r *http.Request, b store.
 		return
 	}
 	// find keeps the sessions whose id or one of whose users contains the
-	// text, case-insensitively.
+	// text, case-insensitively: in a new slice (the backend's may be shared
+	// with its cache, store.LLM.Sessions).
 	if find := strings.ToLower(strings.TrimSpace(q.Get("find"))); find != "" {
-		all = slices.DeleteFunc(all, func(ss store.SessionSummary) bool {
-			return !strings.Contains(strings.ToLower(ss.ID), find) &&
-				!slices.ContainsFunc(ss.Users, func(u string) bool { return strings.Contains(strings.ToLower(u), find) })
-		})
+		var found []store.SessionSummary
+		for i := range all {
+			ss := &all[i]
+			if strings.Contains(strings.ToLower(ss.ID), find) ||
+				slices.ContainsFunc(ss.Users, func(u string) bool { return strings.Contains(strings.ToLower(u), find) }) {
+				found = append(found, *ss)
+			}
+		}
+		all = found
 	}
 	// The page only: the first offset+limit positions in sort order, ties
 	// in the engine's order (as a stable sort of all would give).

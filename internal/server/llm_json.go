@@ -88,6 +88,23 @@ func appendMeasuresFields(b []byte, m *store.Measures) []byte {
 		b = append(b, `,"time_to_first_token_ms":`...)
 		b = appendQuantilesJSON(b, q)
 	}
+	if mm := &m.Metrics; *mm != (store.MetricMeasures{}) {
+		b = appendInt(b, `,"from_metrics":{"calls":`, mm.Calls)
+		b = appendInt(b, `,"errors":`, mm.Errors)
+		b = appendInt(b, `,"input_tokens":`, mm.InputTokens)
+		b = appendInt(b, `,"output_tokens":`, mm.OutputTokens)
+		b = appendJSONFloat(append(b, `,"cost_usd":`...), float64(mm.CostNanoUSD)/1e9)
+		if mean, ok := meanMs(mm); ok {
+			b = appendJSONFloat(append(b, `,"duration_mean_ms":`...), mean)
+		}
+		if q := quantiles(mm.Duration); q != nil {
+			b = appendJSONFloat(append(b, `,"duration_ms":{"p50":`...), q.P50)
+			b = appendJSONFloat(append(b, `,"p95":`...), q.P95)
+			b = appendJSONFloat(append(b, `,"p99":`...), q.P99)
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
 	return b
 }
 

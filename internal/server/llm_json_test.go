@@ -59,6 +59,10 @@ func TestLLMJSONEqualsEncodingJSON(t *testing.T) {
 				OutputTokens: num(), CacheReadTokens: num(), CacheCreationTokens: num(), ReasoningTokens: num(),
 				CostNanoUSD: num(), Latency: q(), TTFT: q()}
 			if r.IntN(2) == 0 {
+				m.Metrics = store.MetricMeasures{Calls: num() - 5, Errors: num(), InputTokens: num(), OutputTokens: num(), CostNanoUSD: num(),
+					DurationSeconds: floats[r.IntN(len(floats))] * float64(r.IntN(1e6)), Duration: q()}
+			}
+			if r.IntN(2) == 0 {
 				m.MinStart, m.MaxEnd = uint64(r.Int64N(2e18)), uint64(r.Int64N(2e18))
 			}
 			gs[i] = store.LLMGroup{Key: key, Bucket: r.Int64N(4e9), M: m}

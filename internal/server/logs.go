@@ -12,9 +12,6 @@ import (
 	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -171,6 +168,8 @@ func logAppendError(err error) *ingestError {
 		return &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept): " + err.Error(), 5}
 	case errors.Is(err, store.ErrClosed):
 		return &ingestError{http.StatusServiceUnavailable, "stopping", "the server is stopping", 0}
+	case errors.Is(err, store.ErrOverloaded): // ClickHouse's insert queue is full
+		return &ingestError{http.StatusTooManyRequests, "buffer_full", "too many log records waiting to be stored: " + err.Error(), 1}
 	}
 	msg := "could not store the logs durably: " + err.Error()
 	if errors.Is(err, store.ErrStopped) {
@@ -316,16 +315,16 @@ const maxLogLimit = 10000
 // parseLogQuery reads the log search's parameters: since, until, limit and
 // cursor as the span search reads them, trace_id, span_id, service,
 // severity (the lowest severity kept: a number 1-24 or a name such as WARN
-// or error), and content (words that must all appear in the body or a
-// string attribute).
+// or error), content (words that must all appear in the body or a string
+// attribute) and q (a log filter, query.ParseLogFilter).
 func parseLogQuery(r *http.Request, now time.Time) (store.LogQuery, error) {
 	v := r.URL.Query()
 	var q store.LogQuery
 	for name := range v {
 		switch name {
-		case "since", "until", "limit", "cursor", "trace_id", "span_id", "service", "severity", "content":
+		case "since", "until", "limit", "cursor", "trace_id", "span_id", "service", "severity", "content", "q":
 		default:
-			return q, fmt.Errorf("unknown parameter %q: the log search takes since, until, limit, cursor, trace_id, span_id, service, severity and content", name)
+			return q, fmt.Errorf("unknown parameter %q: the log search takes since, until, limit, cursor, trace_id, span_id, service, severity, content and q", name)
 		}
 	}
 	for _, p := range []struct {
@@ -384,6 +383,23 @@ func parseLogQuery(r *http.Request, now time.Time) (store.LogQuery, error) {
 		q.MinSeverity = n
 	}
 	q.Text = v.Get("content")
+	if s := v.Get("q"); s != "" {
+		f, err := query.ParseLogFilter(s)
+		if err != nil {
+			return q, fmt.Errorf("q: %v", err)
+		}
+		// The filter's necessary conditions let the store skip blocks; the
+		// filter itself decides every record.
+		h := f.Hints()
+		if q.Service == "" {
+			q.Service = h.Service
+		}
+		q.MinSeverity = max(q.MinSeverity, h.MinSeverity)
+		if q.TraceID.IsZero() {
+			q.TraceID = h.TraceID
+		}
+		q.Match = f.Match
+	}
 	return q, nil
 }
 
@@ -400,48 +416,15 @@ const logsExportMethod = "/opentelemetry.proto.collector.logs.v1.LogsService/Exp
 
 const protoLogsOTLPGRPC = "otlp-logs-grpc"
 
-var logsServiceDesc = grpc.ServiceDesc{
-	ServiceName: "opentelemetry.proto.collector.logs.v1.LogsService",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{
-		MethodName: "Export",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
-			h := func(ctx context.Context, _ any) (any, error) {
-				var in rawRequest
-				if err := dec(&in); err != nil {
-					return nil, err
-				}
-				return srv.(*Server).exportLogs(ctx, in.b)
-			}
-			if interceptor == nil {
-				panic("server: the gRPC server has no access interceptor (broken invariant)")
-			}
-			return interceptor(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: logsExportMethod}, h)
-		},
-	}},
-	Metadata: "opentelemetry/proto/collector/logs/v1/logs_service.proto",
-}
+var logsServiceDesc = exportService("opentelemetry.proto.collector.logs.v1.LogsService", logsExportMethod,
+	"opentelemetry/proto/collector/logs/v1/logs_service.proto",
+	func(s *Server, ctx context.Context, body []byte) (any, error) { return s.exportLogs(ctx, body) })
 
 // exportLogs handles one OTLP/gRPC logs Export call.
 func (s *Server) exportLogs(ctx context.Context, body []byte) (*collogspb.ExportLogsServiceResponse, error) {
 	res, ierr := s.exportLogsGRPC(ctx, body)
-	code := codes.OK
-	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
-		switch {
-		case ierr.status == http.StatusNotImplemented:
-			code = codes.Unimplemented
-		case ierr.status == http.StatusServiceUnavailable:
-			code = codes.Unavailable
-		case ierr.status == http.StatusTooManyRequests:
-			code = codes.ResourceExhausted
-		default:
-			code = codes.InvalidArgument
-		}
-	}
-	s.met.requests.WithLabelValues(protoLogsOTLPGRPC, code.String()).Inc()
-	if ierr != nil {
-		return nil, status.Error(code, ierr.msg)
+	if err := s.grpcOutcome(protoLogsOTLPGRPC, ierr); err != nil {
+		return nil, err
 	}
 	resp := &collogspb.ExportLogsServiceResponse{}
 	if res.Rejected > 0 {
@@ -455,22 +438,11 @@ func (s *Server) exportLogsGRPC(ctx context.Context, body []byte) (store.LogResu
 	if ierr != nil {
 		return store.LogResult{}, ierr
 	}
-	project := projectFrom(ctx)
-	if b := s.currentBackend(); b != nil {
-		if ierr := s.admitProject(b, project); ierr != nil {
-			return store.LogResult{}, ierr
-		}
-	}
-	n := int64(len(body))
-	if !s.admit(n) {
-		return store.LogResult{}, overloaded()
-	}
-	defer s.release(n)
-	done, ierr := s.ingestSlot()
+	project, release, ierr := s.admitExport(ctx, body)
 	if ierr != nil {
 		return store.LogResult{}, ierr
 	}
-	defer done()
+	defer release()
 	res, err := ls.AppendLogs(project, store.LogFormatProto, body)
 	if err != nil {
 		return res, logAppendError(err)

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rastro-dev/rastro/internal/store"
 )
@@ -43,10 +44,12 @@ func (s *Server) routeTable() []route {
 	var t []route
 	t = append(t, s.ingestRoutes()...)
 	t = append(t, s.logRoutes()...)
+	t = append(t, s.metricRoutes()...)
 	t = append(t, s.queryRoutes()...)
 	t = append(t, s.statusRoutes()...)
 	t = append(t, s.serviceRoutes()...)
 	t = append(t, s.insightRoutes()...)
+	t = append(t, s.sqlRoutes()...)
 	// MCP's streamable HTTP transport (docs/agents.md): POST, and GET and
 	// DELETE answered by the SDK (405, the server keeps no session).
 	// The route itself needs only the read role: each tool call goes
@@ -124,6 +127,12 @@ func (s *Server) opsRoutes() []route {
 		// The metrics are server-wide counters and latencies with no span
 		// data or project names: any read token may scrape them.
 		{method: "GET", pattern: "/metrics", access: accessReadServer, handler: s.met.handler().ServeHTTP, documented: true},
+		// RED metrics derived from the project's spans, in Tempo's
+		// span-metrics names, for a Prometheus to scrape (spanmetrics).
+		{method: "GET", pattern: "/spanmetrics", access: accessRead, documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			s.spanMetrics.WriteText(w, projectFrom(r.Context()))
+		}},
 		{method: "GET", pattern: "/healthz", access: accessPublic, documented: true, handler: func(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		}},
@@ -158,9 +167,38 @@ func (s *Server) withBackendErrors(h queryHandler, fail func(w http.ResponseWrit
 			fail(w, http.StatusServiceUnavailable, "server is starting: replaying the WAL")
 			return
 		}
-		h(w, r, b, projectFrom(r.Context()))
+		h(&timingWriter{ResponseWriter: w, t0: time.Now()}, r, b, projectFrom(r.Context()))
 	}
 }
+
+// timingWriter gives every query route a Server-Timing header (the time
+// from the handler's start to the response's first byte: Tempo's and
+// Jaeger's routes too) unless the handler set its own.
+type timingWriter struct {
+	http.ResponseWriter
+	t0      time.Time
+	started bool
+}
+
+func (t *timingWriter) WriteHeader(code int) {
+	if !t.started {
+		t.started = true
+		if t.Header().Get("Server-Timing") == "" {
+			setServerTiming(t.ResponseWriter, t.t0)
+		}
+	}
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *timingWriter) Write(b []byte) (int, error) {
+	if !t.started {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (t *timingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 // notSupported answers a route whose optional capability the backend lacks.
 func notSupported(w http.ResponseWriter, what string) {

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/rastro-dev/rastro/internal/spanmetrics"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -45,10 +46,14 @@ type Options struct {
 	// ExtraHTTPAddrs are more addresses serving the same HTTP routes, so
 	// that configurations written for Tempo (3200), Jaeger query (16686) or
 	// Zipkin (9411) work unchanged. Empty entries are skipped.
-	ExtraHTTPAddrs   []string
-	MaxBodyBytes     int64 // request body limit, after decompression too; default 16 MiB
-	MaxInflightBytes int64 // decoded bytes admitted at once before answering 429; default 256 MiB
-	Logger           *slog.Logger
+	ExtraHTTPAddrs []string
+	MaxBodyBytes   int64 // request body limit, after decompression too; default 16 MiB
+	// SpanMetricsInterval is how often the span metrics (/spanmetrics) are
+	// written into the metric store, for /prom; 0 means
+	// DefaultSpanMetricsInterval, a negative value never.
+	SpanMetricsInterval time.Duration
+	MaxInflightBytes    int64 // decoded bytes admitted at once before answering 429; default 256 MiB
+	Logger              *slog.Logger
 	// Collectors are the backend's Prometheus collectors, served at
 	// /metrics beside the server's own from the start (the backend may
 	// not be attached yet).
@@ -180,7 +185,12 @@ type Server struct {
 	// logs is the log store (logs.go); noLogs: the backend has none.
 	logs   atomic.Pointer[attachedLogs]
 	noLogs atomic.Bool
-	met    *metrics
+	// metricsStore is the metric store (metrics_ingest.go); noMetrics: the backend has none.
+	metricsStore atomic.Pointer[attachedMetrics]
+	noMetrics    atomic.Bool
+	met          *metrics
+	// spanMetrics counts the acknowledged spans for /spanmetrics.
+	spanMetrics *spanmetrics.Registry
 	// auth is the auth file's tokens, swapped whole by ReloadAuth; nil
 	// when access control is off.
 	auth atomic.Pointer[authSet]
@@ -221,6 +231,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger, stopping: make(chan struct{}), status: &statusSampler{started: time.Now()}}
 	s.met = newMetrics()
+	s.spanMetrics = spanmetrics.New(0)
 	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
 	s.ingestSlots = make(chan struct{}, opts.MaxConcurrentIngest)
 	if opts.ProjectRate > 0 {
@@ -323,6 +334,13 @@ func (s *Server) Start() error {
 	}
 	s.wg.Add(1)
 	go s.runStatusSampler()
+	if every := s.opts.SpanMetricsInterval; every >= 0 {
+		if every == 0 {
+			every = DefaultSpanMetricsInterval
+		}
+		s.wg.Add(1)
+		go s.runSpanMetricsWriter(every)
+	}
 	return nil
 }
 

@@ -465,16 +465,21 @@ func TestContentSearchOverHTTP(t *testing.T) {
 	}
 }
 
-// TestSearchReportsServerTiming: span and trace searches carry the
-// handler's own time as a Server-Timing header (what browser tools show,
-// and what the benchmark harness reads to split a request's latency).
+// TestSearchReportsServerTiming: span and trace searches and trace by id
+// (native and OTLP JSON), and the Tempo and Jaeger query routes Grafana and
+// the Jaeger UI call, carry the handler's own time as a Server-Timing header
+// (what browser tools show, and what the benchmark harness reads to split a
+// request's latency).
 func TestSearchReportsServerTiming(t *testing.T) {
 	ts := startServer(t, Options{})
 	spans := spansFor(6, 7)
 	if code, body := ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spans)); code != 200 {
 		t.Fatalf("ingest: %d %s", code, body)
 	}
-	for _, path := range []string{"/api/v1/spans?limit=10", "/api/v1/traces?limit=10"} {
+	byID := "/api/v1/traces/" + spans[0].TraceID.String()
+	for _, path := range []string{"/api/v1/spans?limit=10", "/api/v1/traces?limit=10", byID, byID + "?format=otlp",
+		"/api/search?tags=" + url.QueryEscape("user.id=123456"), "/api/traces/" + spans[0].TraceID.String(), "/api/v2/search/tags",
+		"/api/services", "/api/services/svc-0/operations", "/api/v1/services"} {
 		resp, err := http.Get(ts.base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,19 +63,20 @@ func withParam(path, kv string) string {
 func TestWindowRuleOnEveryRoute(t *testing.T) {
 	ts := startServer(t, Options{})
 	// Recent data (inside the default window) in project "default",
-	// data from 3 days ago in project "old", none in project "empty".
-	recent, err := bench.Generate("llm", bench.CorpusOptions{Seed: 3, Spans: 300, Start: time.Now().Add(-2 * time.Hour), Window: time.Hour})
+	// data from 3 days ago in project "old", none in project "empty". Both
+	// are one corpus generated at a fixed start and moved in time: what a
+	// corpus holds depends on the time of day it starts at (at some starts
+	// it has no research-agent spans, which listingPath asks for).
+	fixed := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	corpus, err := bench.Generate("llm", bench.CorpusOptions{Seed: 3, Spans: 300, Start: fixed, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.ingest(recent, "")
-	// The same seed as the recent data: the same services and values, so every
-	// listing path (research-agent, ...) has something to find in "old".
-	old, err := bench.Generate("llm", bench.CorpusOptions{Seed: 3, Spans: 300, Start: time.Now().Add(-72 * time.Hour), Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
+	if !slices.ContainsFunc(corpus, func(s model.Span) bool { return s.Service == "research-agent" }) {
+		t.Fatal("the corpus has no research-agent span for listingPath to find: pick another fixed start")
 	}
-	ts.ingest(old, "old")
+	ts.ingest(bench.Moved(corpus, time.Now().Add(-2*time.Hour).Sub(fixed)), "")
+	ts.ingest(bench.Moved(corpus, time.Now().Add(-72*time.Hour).Sub(fixed)), "old")
 	// Log records likewise, for /api/v1/logs.
 	ls, err := logstore.Open(logstore.Options{Dir: t.TempDir()})
 	if err != nil {

@@ -33,7 +33,7 @@ type LLMQuery struct {
 var LLMSorts = map[string]func(m *Measures) int64{
 	"cost":   func(m *Measures) int64 { return m.CostNanoUSD },
 	"tokens": func(m *Measures) int64 { return m.InputTokens + m.OutputTokens },
-	"calls":  func(m *Measures) int64 { return m.Counted },
+	"calls":  func(m *Measures) int64 { return m.Counted + m.Metrics.Calls },
 	"spans":  func(m *Measures) int64 { return m.Spans },
 	"errors": func(m *Measures) int64 { return m.Errors },
 }
@@ -59,6 +59,37 @@ type Measures struct {
 	MaxEnd              uint64     // latest span end, unix ns
 	Latency             *Quantiles // span durations; nil when not computed
 	TTFT                *Quantiles // time to first token; nil when no span reported it
+	// Metrics is the part of Errors, InputTokens, OutputTokens and
+	// CostNanoUSD (which include it) that came from the GenAI client
+	// metrics rather than spans, with the calls they counted; a backend
+	// leaves it zero, internal/llmmetrics fills it.
+	Metrics MetricMeasures
+}
+
+// MetricMeasures are LLM calls known from the OpenTelemetry GenAI client
+// metrics (gen_ai.client.operation.duration, gen_ai.client.token.usage)
+// rather than from spans: no session, user, agent, trace or percentile.
+type MetricMeasures struct {
+	Calls           int64   // operations counted by gen_ai.client.operation.duration
+	Errors          int64   // of which with an error.type
+	InputTokens     int64   // gen_ai.client.token.usage, gen_ai.token.type=input
+	OutputTokens    int64   // and output
+	CostNanoUSD     int64   // of those tokens, from the price table
+	DurationSeconds float64 // the calls' summed durations
+	// Duration is p50, p95 and p99 of the calls' durations (ns) estimated
+	// from the histogram's buckets (Max unknown: 0); nil when not
+	// computed. Not additive: Add leaves it alone.
+	Duration *Quantiles
+}
+
+// Add adds o into m.
+func (m *MetricMeasures) Add(o *MetricMeasures) {
+	m.Calls += o.Calls
+	m.Errors += o.Errors
+	m.InputTokens += o.InputTokens
+	m.OutputTokens += o.OutputTokens
+	m.CostNanoUSD += o.CostNanoUSD
+	m.DurationSeconds += o.DurationSeconds
 }
 
 // AddCounts adds the additive measures of o into m (counts, tokens, cost,
@@ -78,6 +109,7 @@ func (m *Measures) AddCounts(o *Measures) {
 	m.CacheCreationTokens += o.CacheCreationTokens
 	m.ReasoningTokens += o.ReasoningTokens
 	m.CostNanoUSD += o.CostNanoUSD
+	m.Metrics.Add(&o.Metrics)
 }
 
 // LLMGroup is one group of LLM statistics.
@@ -118,7 +150,8 @@ type LLM interface {
 	// key), sorted by bucket.
 	LLMTimeseries(ctx context.Context, project string, q *LLMQuery, step time.Duration) (LLMStats, error)
 	// Sessions summarises every session of the LLM spans matching f, in no
-	// particular order.
+	// particular order. The answer may be shared with the backend's cache:
+	// callers read it and never modify it.
 	Sessions(ctx context.Context, project string, f *query.Filter) ([]SessionSummary, Result, error)
 	// SessionTraces returns the traces holding a span of session id (that f
 	// matches), oldest first, each with all its spans ordered by start.

@@ -25,6 +25,8 @@ type LogBackend interface {
 	// EraseTrace removes the project's records of one trace acknowledged
 	// before the call, from every answer and from disk; it returns how many.
 	EraseTrace(project string, trace model.TraceID) (int, error)
+	// EraseTraces is EraseTrace for many traces at once.
+	EraseTraces(project string, traces []model.TraceID) (int, error)
 }
 
 // LogTail is a live subscription to newly acknowledged log records.

@@ -7,7 +7,7 @@
 // A backend implements Backend (append, read, discovery, LLM statistics and
 // sessions, live tail, erasure). Capabilities that only some backends have are
 // optional interfaces the server discovers at run time with a type assertion:
-// Compactor, StatsReporter and DependencyReader. A route whose capability is missing answers
+// Compactor, StatsReporter, DependencyReader and SQLRunner. A route whose capability is missing answers
 // 501. A backend's Prometheus metrics are its own collector, which whoever
 // wires the backend in passes to the server (server.Options.Collectors).
 //
@@ -259,6 +259,11 @@ type Erasure struct {
 	Traces      int   // traces covered
 	SpansErased int64 // spans physically removed so far
 	Error       string
+	// TraceIDs are the traces the erasure covers, as Erase resolved them
+	// (so that the caller can erase what else belongs to them: their log
+	// records). Erasures leaves it nil; a backend that resolves later
+	// leaves it nil too.
+	TraceIDs []model.TraceID
 }
 
 // Eraser removes data on request (privacy erasure).

@@ -25,6 +25,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/logstore"
+	"github.com/rastro-dev/rastro/internal/metricstore"
 	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/ui"
 )
@@ -49,12 +50,15 @@ const (
 // with the UI mounted, as `rastro serve --ui` runs it.
 type stack struct {
 	base string // serves the UI and the API
+	srv  *server.Server
 }
 
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	// As cli/serve wires it: the UI and the engine's price table.
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", UI: ui.Handler(), Prices: llm.DefaultPrices()})
+	// As cli/serve wires it: the UI and the engine's price table. The span
+	// metrics are written into the metric store when a test calls
+	// WriteSpanMetrics, not on a timer.
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", UI: ui.Handler(), Prices: llm.DefaultPrices(), SpanMetricsInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,16 +73,22 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	mets, err := metricstore.Open(metricstore.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.SetBackend(eng)
 	srv.SetLogs(logs)
+	srv.SetMetrics(mets)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		srv.Shutdown(ctx)
+		mets.Close()
 		logs.Close()
 		eng.Close()
 	})
-	return &stack{base: "http://" + srv.HTTPAddr()}
+	return &stack{base: "http://" + srv.HTTPAddr(), srv: srv}
 }
 
 func (s *stack) post(t *testing.T, path, ctype string, body []byte) {
@@ -148,6 +158,41 @@ func xssLogs(start time.Time) string {
 	return mustJSON(map[string]any{"resourceLogs": []map[string]any{{
 		"resource":  map[string]any{"attributes": []map[string]any{{"key": "service.name", "value": map[string]any{"stringValue": "xss-svc"}}}},
 		"scopeLogs": []map[string]any{{"logRecords": []map[string]any{rec(20, 9, "log body "+xssScript), rec(40, 17, "log error "+xssURL)}}},
+	}}})
+}
+
+// probeMetrics is an OTLP/JSON metrics request of the last ten minutes, a
+// point every 30 s: a counter ui_probe_requests (by route and method; one
+// route is an XSS payload) and a latency histogram whose point of five
+// minutes ago carries an exemplar of the XSS trace's root span.
+func probeMetrics(now time.Time) string {
+	attr := func(k, v string) map[string]any {
+		return map[string]any{"key": k, "value": map[string]any{"stringValue": v}}
+	}
+	var counter, hist []map[string]any
+	start := now.Add(-10 * time.Minute)
+	for k := 1; k <= 20; k++ {
+		at := fmt.Sprint(start.Add(time.Duration(k) * 30 * time.Second).UnixNano())
+		for i, route := range []string{"/checkout", xssImg} {
+			for j, method := range []string{"GET", "POST"} {
+				counter = append(counter, map[string]any{"timeUnixNano": at, "asDouble": float64(k * (1 + i + 2*j)),
+					"attributes": []map[string]any{attr("route", route), attr("method", method)}})
+			}
+		}
+		p := map[string]any{"timeUnixNano": at, "count": fmt.Sprint(10 * k), "sum": 3.0 * float64(k),
+			"bucketCounts": []string{fmt.Sprint(3 * k), fmt.Sprint(5 * k), fmt.Sprint(2 * k), "0"}, "explicitBounds": []float64{0.1, 0.5, 1},
+			"attributes": []map[string]any{attr("route", "/checkout")}}
+		if k == 10 {
+			p["exemplars"] = []map[string]any{{"timeUnixNano": at, "asDouble": 0.3, "traceId": xssTrace, "spanId": xssRoot}}
+		}
+		hist = append(hist, p)
+	}
+	return mustJSON(map[string]any{"resourceMetrics": []map[string]any{{
+		"resource": map[string]any{"attributes": []map[string]any{attr("service.name", "ui-probe")}},
+		"scopeMetrics": []map[string]any{{"metrics": []map[string]any{
+			{"name": "ui.probe.requests", "sum": map[string]any{"aggregationTemporality": 2, "isMonotonic": true, "dataPoints": counter}},
+			{"name": "ui.probe.latency", "unit": "s", "histogram": map[string]any{"aggregationTemporality": 2, "dataPoints": hist}},
+		}}},
 	}}})
 }
 
@@ -589,6 +634,122 @@ func TestBrowser(t *testing.T) {
 		b.check(t)
 	})
 
+	t.Run("logs", func(t *testing.T) {
+		b.open(t, "/logs?since=1h")
+		b.wait(t, `window.__rastroLogs && !window.__rastroLogs.live && document.querySelectorAll('#log-list .log-row').length === 2`)
+		b.shot(t, "logs")
+		b.safe(t, "logs", "log body "+xssScript, "log error "+xssURL, "log "+xssSVG)
+		// The lowest severity: only the error record is left.
+		b.do(t, `const s = document.querySelector('#log-severity'); s.value = 'error'; s.dispatchEvent(new Event('change'))`)
+		b.wait(t, `new URLSearchParams(location.search).get('severity') === 'error' && document.querySelectorAll('#log-list .log-row').length === 1 &&
+			document.querySelector('#log-list .log-row').dataset.severity === '17'`)
+		// Words nothing holds: an empty page that says so.
+		b.open(t, "/logs?since=1h&content=nosuchwordanywhere")
+		b.wait(t, `document.querySelector('.empty')?.textContent.includes('No log records match') && document.querySelectorAll('#log-list .log-row').length === 0`)
+		// A record's trace link opens its trace at its span.
+		b.open(t, "/logs?since=1h")
+		b.wait(t, `document.querySelectorAll('#log-list .log-row a').length === 2`)
+		if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#log-list .log-row a"))); err != nil {
+			t.Fatal(err)
+		}
+		b.wait(t, `location.pathname === '/traces/`+xssTrace+`' && new URLSearchParams(location.search).get('span') === '`+xssRoot+`'`)
+		// Pages: 150 records are 100, then 50 more behind "Older records".
+		now := time.Now().UTC()
+		recs := make([]map[string]any, 150)
+		for i := range recs {
+			recs[i] = map[string]any{"time": now.Add(-time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano), "severity": "info",
+				"service": "page-svc", "body": fmt.Sprintf("paged record %d", i)}
+		}
+		st.post(t, "/v1/logs", "application/json", []byte(mustJSON(recs)))
+		b.open(t, "/logs?since=1h&service=page-svc")
+		b.wait(t, `document.querySelectorAll('#log-list .log-row').length === 100 && !!document.querySelector('#log-more') &&
+			document.querySelector('#log-list .log-row').textContent.includes('paged record 0')`)
+		b.do(t, `document.querySelector('#log-more').click()`)
+		b.wait(t, `document.querySelectorAll('#log-list .log-row').length === 150 && !document.querySelector('#log-more') &&
+			document.querySelector('#log-list .log-row:last-child').textContent.includes('paged record 149')`)
+		// Live: records that match appear as they are acknowledged; others do not.
+		b.open(t, "/logs?live=1&service=live-svc")
+		b.wait(t, `window.__rastroLogs && window.__rastroLogs.live && window.__rastroLogs.open`)
+		st.post(t, "/v1/logs", "application/json", []byte(mustJSON([]map[string]any{
+			{"time": now.Format(time.RFC3339Nano), "severity": "warn", "service": "other-svc", "body": "not for this page"},
+			{"time": now.Format(time.RFC3339Nano), "severity": "warn", "service": "live-svc", "body": "live probe " + xssImg},
+		})))
+		b.wait(t, `window.__rastroLogs.received === 1 && document.querySelectorAll('#log-list .log-row').length === 1 &&
+			document.querySelector('#log-list .log-row').textContent.includes('live probe')`)
+		b.safe(t, "live logs", "live probe "+xssImg)
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		now := time.Now()
+		// The span metrics of the seeded spans, as the server's timer writes
+		// them, and the probe metrics over OTLP/JSON.
+		st.srv.WriteSpanMetrics(now.Add(-30 * time.Second))
+		st.post(t, "/v1/metrics", "application/json", []byte(probeMetrics(now)))
+		b.open(t, "/explore?since=1h")
+		b.wait(t, `document.querySelector('#mx-metric option[value="traces_spanmetrics_calls_total"]') && document.querySelector('#mx-metric option[value="ui_probe_requests_total"]')`)
+		// The filter box narrows the names.
+		b.do(t, `const f = document.querySelector('#mx-filter'); f.value = 'probe'; f.dispatchEvent(new Event('input'))`)
+		b.wait(t, `[...document.querySelectorAll('#mx-metric option')].filter(o => o.value).every(o => o.value.includes('probe')) &&
+			!!document.querySelector('#mx-metric option[value="ui_probe_latency_seconds_bucket"]')`)
+		// A counter is charted as a rate, a line per series.
+		b.do(t, `const m = document.querySelector('#mx-metric'); m.value = 'ui_probe_requests_total'; m.dispatchEvent(new Event('change'))`)
+		b.wait(t, `new URLSearchParams(location.search).get('metric') === 'ui_probe_requests_total' && window.__rastroMetrics?.done &&
+			window.__rastroMetrics.series === 4 && document.querySelectorAll('#mx-chart path.line').length === 4 &&
+			document.querySelector('#mx-query').value === 'rate(ui_probe_requests_total[1m])'`)
+		// Grouping by route: two lines, the legend shows the payload route as text.
+		b.wait(t, `document.querySelector('#mx-by-route')`)
+		b.do(t, `document.querySelector('#mx-by-route').click()`)
+		b.wait(t, `new URLSearchParams(location.search).get('by') === 'route' && window.__rastroMetrics?.done && window.__rastroMetrics.series === 2 &&
+			document.querySelector('#mx-query').value === 'sum by (route) (rate(ui_probe_requests_total[1m]))' &&
+			document.querySelectorAll('#mx-chart .legend span').length === 2`)
+		b.safe(t, "metrics legend", `route="`+xssImg+`"`, `route="/checkout"`)
+		// A label filter, then a reload: the state comes back from the URL.
+		b.do(t, `const l = document.querySelector('#mx-label'); l.value = 'method'; document.querySelector('#mx-value').value = 'POST'; document.querySelector('#mx-add').requestSubmit()`)
+		b.wait(t, `new URLSearchParams(location.search).get('match') === 'method="POST"' && window.__rastroMetrics?.done && window.__rastroMetrics.series === 2 &&
+			document.querySelector('#mx-query').value === 'sum by (route) (rate(ui_probe_requests_total{method="POST"}[1m]))'`)
+		want := "/explore?metric=ui_probe_requests_total&match=method%3D%22POST%22&by=route&since=1h"
+		if got := eval[string](t, b, `location.pathname + location.search`); got != want {
+			t.Errorf("URL %s, want %s", got, want)
+		}
+		if err := chromedp.Do(b.ctx, chromedp.Reload()); err != nil {
+			t.Fatal(err)
+		}
+		b.wait(t, `window.__rastroMetrics?.done && window.__rastroMetrics.series === 2 && document.querySelector('#mx-by-route')?.checked &&
+			document.querySelector('#mx-fn').value === 'rate' && document.querySelector('#range').value === '1h' &&
+			document.querySelector('#mx-matchers .chip')?.textContent.startsWith('method="POST"')`)
+		// A payload as a label filter from the URL: a chip of text, and the
+		// two series of that route.
+		b.open(t, "/explore?since=1h&metric=ui_probe_requests_total&match="+url.QueryEscape(`route="`+xssImg+`"`))
+		b.wait(t, `window.__rastroMetrics?.done && window.__rastroMetrics.series === 2 && document.querySelectorAll('#mx-matchers .chip').length === 1`)
+		b.safe(t, "metrics label filter", `route="`+xssImg+`"`, `method="GET"`)
+		// A histogram: p95 by default, its exemplar a dot linking to the trace.
+		b.open(t, "/explore?since=1h&metric=ui_probe_latency_seconds_bucket")
+		b.wait(t, `window.__rastroMetrics?.done && window.__rastroMetrics.series === 1 && window.__rastroMetrics.exemplars === 1 &&
+			document.querySelector('#mx-fn').value === 'p95' &&
+			document.querySelector('#mx-query').value === 'histogram_quantile(0.95, sum by (le) (rate(ui_probe_latency_seconds_bucket[1m])))' &&
+			document.querySelectorAll('#mx-chart a.exemplar').length === 1 && document.querySelector('#mx-metric option[value="ui_probe_latency_seconds_bucket"]')?.selected && document.querySelector('#mx-metric').dataset.loaded`)
+		b.shot(t, "metrics")
+		b.safe(t, "metrics histogram")
+		if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#mx-chart a.exemplar circle"))); err != nil {
+			t.Fatal(err)
+		}
+		b.wait(t, `location.pathname === '/traces/`+xssTrace+`' && new URLSearchParams(location.search).get('span') === '`+xssRoot+`' &&
+			document.querySelectorAll('.wf-row').length === 3`)
+		// Span metrics are there without any metrics instrumentation.
+		b.open(t, "/explore?since=1h&metric=traces_spanmetrics_calls_total&fn=raw&by=service")
+		b.wait(t, `window.__rastroMetrics?.done && window.__rastroMetrics.series >= 3 &&
+			[...document.querySelectorAll('#mx-chart .legend span')].some(s => s.textContent === '{service="xss-svc"}')`)
+		// A query typed by hand: it runs, stays in the URL, and a construct
+		// outside the subset is the server's error, as text.
+		b.do(t, `document.querySelector('#mx-query').value = 'sum(rate(ui_probe_requests_total[2m]))'; document.querySelector('#mx-run').click()`)
+		b.wait(t, `new URLSearchParams(location.search).get('q') === 'sum(rate(ui_probe_requests_total[2m]))' && window.__rastroMetrics?.done &&
+			window.__rastroMetrics.series === 1 && !!document.querySelector('#mx-reset')`)
+		b.do(t, `document.querySelector('#mx-query').value = 'irate(ui_probe_requests_total[2m])'; document.querySelector('#mx-run').click()`)
+		b.wait(t, `window.__rastroMetrics?.done && window.__rastroMetrics.error && document.querySelector('#mx-chart .error')?.textContent.includes('400 from /prom/api/v1/query_range') &&
+			document.querySelector('#mx-chart .error').textContent.includes('irate')`)
+		b.check(t)
+	})
+
 	t.Run("state round-trips through the URL", func(t *testing.T) {
 		q := `{ status = error }`
 		b.open(t, "/search?since=6h&view=spans&q="+url.QueryEscape(q))
@@ -630,6 +791,7 @@ func TestBrowser(t *testing.T) {
 			{"search-800", "/search?since=1h", `document.querySelectorAll('#results tbody tr').length > 0`},
 			{"trace-800", "/traces/" + llmTrace + "?span=" + llmSpan, `document.querySelectorAll('#conversation .msg').length > 0`},
 			{"llm-800", "/llm?since=1h", `document.querySelectorAll('#llm-charts svg').length >= 6`},
+			{"metrics-800", "/explore?since=1h&metric=ui_probe_requests_total&by=route", `window.__rastroMetrics?.done && document.querySelector('#mx-metric').dataset.loaded`},
 		} {
 			b.open(t, p.path)
 			b.wait(t, p.ready)

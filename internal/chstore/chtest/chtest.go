@@ -1,277 +1,30 @@
-// Package chtest runs a real clickhouse-server for tests: a child process on a
-// free loopback port, with a generated configuration and a data directory
-// under the system's temporary directory, both removed when it stops.
-//
-// A test binary shares one server (Shared); each test gets a database of its
-// own (Database) that is dropped when the test ends. The server is stopped by
-// Stop, and in any case when the test binary exits, however it exits: the
-// child is started under a small shell that waits on a pipe from this
-// process and stops clickhouse-server (and removes its directory) when the
-// pipe closes. No test is skipped when the server is missing: Shared fails
-// the test and says how to install it.
+// Package chtest runs a real clickhouse-server for tests (package chserver):
+// a test binary shares one server (Shared); each test gets a database of its
+// own (URL) that is dropped when the test ends. The server stops when the
+// test binary exits, however it exits. No test is skipped when the server is
+// missing: Shared fails the test and says how to install it.
 package chtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/rastro-dev/rastro/internal/chstore/chserver"
 )
 
-// Binary is the server executable looked up on PATH (and in /usr/sbin,
-// where Debian's package installs it).
-const Binary = "clickhouse-server"
+// Server is one clickhouse-server child process.
+type Server = chserver.Server
 
 // ErrNotInstalled: clickhouse-server is not installed.
-var ErrNotInstalled = errors.New("clickhouse-server is not installed: run .ci/run, or apt-get install clickhouse-server")
+var ErrNotInstalled = chserver.ErrNotInstalled
 
-// Server is one clickhouse-server child process.
-type Server struct {
-	Port    int    // native protocol port on 127.0.0.1
-	Version string // SELECT version()
-	dir     string
-	bin     string
-	cmd     *exec.Cmd
-	stop    *os.File // write end of the pipe the wrapper shell waits on
-	exited  bool     // the wrapper shell has been reaped
-	dbs     atomic.Int64
-}
-
-// find locates the server binary.
-func find() (string, error) {
-	if p, err := exec.LookPath(Binary); err == nil {
-		return p, nil
-	}
-	for _, p := range []string{"/usr/sbin/" + Binary, "/usr/bin/" + Binary} {
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", ErrNotInstalled
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-const configXML = `<?xml version="1.0"?>
-<yandex>
-  <logger><level>warning</level><console>1</console></logger>
-  <listen_host>127.0.0.1</listen_host>
-  <tcp_port>%d</tcp_port>
-  <path>%[2]s/data/</path>
-  <tmp_path>%[2]s/data/tmp/</tmp_path>
-  <user_files_path>%[2]s/data/user_files/</user_files_path>
-  <format_schema_path>%[2]s/data/format_schemas/</format_schema_path>
-  <users_config>%[2]s/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <mark_cache_size>67108864</mark_cache_size>
-  <uncompressed_cache_size>67108864</uncompressed_cache_size>
-  <max_concurrent_queries>100</max_concurrent_queries>
-  <mlock_executable>false</mlock_executable>
-</yandex>
-`
-
-const usersXML = `<?xml version="1.0"?>
-<yandex>
-  <profiles><default><max_memory_usage>2000000000</max_memory_usage></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
-  <quotas><default></default></quotas>
-</yandex>
-`
-
-// wrapper starts the server in the background and stops it when its
-// standard input reaches end of file (the test process closed the pipe or
-// exited), then removes the directory, unless a file "keep" in it says the
-// server is being restarted.
-const wrapper = `"$1" --config-file="$2/config.xml" >>"$2/server.log" 2>&1 &
-ch=$!
-cat >/dev/null
-kill $ch 2>/dev/null
-wait $ch
-[ -e "$2/keep" ] || rm -rf "$2"`
-
-// Start starts a server and waits until it answers (up to 60 s).
-func Start() (*Server, error) {
-	bin, err := find()
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("find a free port: %w", err)
-	}
-	dir, err := os.MkdirTemp("", "rastro-clickhouse-")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.xml"), fmt.Appendf(nil, configXML, port, dir), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "users.xml"), []byte(usersXML), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	s := &Server{Port: port, dir: dir, bin: bin}
-	if err := s.launch(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return s, nil
-}
-
-// launch starts the server process on s's directory and port and waits
-// until it answers (up to 60 s).
-func (s *Server) launch() error {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command("/bin/sh", "-c", wrapper, "sh", s.bin, s.dir)
-	cmd.Stdin = r
-	if err := cmd.Start(); err != nil {
-		r.Close()
-		w.Close()
-		return fmt.Errorf("start %s: %w", s.bin, err)
-	}
-	r.Close()
-	// No goroutine waits on the child (packages under goleak share this
-	// server): it is reaped by polling (reaped).
-	s.cmd, s.stop, s.exited = cmd, w, false
-	dir, port := s.dir, s.Port
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		v, err := s.version()
-		if err == nil {
-			s.Version = v
-			return nil
-		}
-		if s.reaped() {
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			return fmt.Errorf("clickhouse-server exited at start: %s", tail(log))
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-			s.Stop()
-			return fmt.Errorf("clickhouse-server on port %d did not answer within 60s (%v): %s", port, err, tail(log))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func tail(b []byte) string {
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// Addr is the native protocol address.
-func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
-
-// URL is the DSN of database db.
-func (s *Server) URL(db string) string { return fmt.Sprintf("clickhouse://%s/%s", s.Addr(), db) }
-
-// exec runs one statement in the default database.
-func (s *Server) exec(ctx context.Context, sql string) error {
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{s.Addr()}, DialTimeout: 2 * time.Second})
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Exec(ctx, sql)
-}
-
-func (s *Server) version() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{s.Addr()}, DialTimeout: time.Second})
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	var v string
-	err = conn.QueryRow(ctx, "SELECT version()").Scan(&v)
-	return v, err
-}
-
-// Database creates a fresh database and returns its DSN; it is dropped
-// when t ends.
-func (s *Server) Database(t testing.TB) string {
-	t.Helper()
-	name := fmt.Sprintf("rastro_test_%d_%d", os.Getpid(), s.dbs.Add(1))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		// Dropping a large database while merges run can take a while on a
-		// busy host.
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := s.exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
-	return s.URL(name)
-}
-
-// reaped reports whether the wrapper shell has exited (and reaps it).
-func (s *Server) reaped() bool {
-	if !s.exited {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(s.cmd.Process.Pid, &ws, syscall.WNOHANG, nil)
-		s.exited = pid == s.cmd.Process.Pid || err != nil
-	}
-	return s.exited
-}
-
-// Restart stops the server process, keeping its data, and starts it again
-// on the same port; it returns once the server answers again.
-func (s *Server) Restart() error {
-	keep := filepath.Join(s.dir, "keep")
-	if err := os.WriteFile(keep, nil, 0o644); err != nil {
-		return err
-	}
-	if err := s.Stop(); err != nil {
-		return err
-	}
-	if err := os.Remove(keep); err != nil {
-		return err
-	}
-	return s.launch()
-}
-
-// Stop stops the server and removes its directory; it waits up to 30 s.
-func (s *Server) Stop() error {
-	s.stop.Close()
-	for deadline := time.Now().Add(30 * time.Second); !s.reaped(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("clickhouse-server on port %d did not stop within 30s (directory %s)", s.Port, s.dir)
-		}
-	}
-	return nil
-}
+// Start starts a server of the test's own (Shared is the binary's).
+func Start() (*Server, error) { return chserver.Start() }
 
 var shared struct {
 	once sync.Once
@@ -290,8 +43,27 @@ func Shared(t testing.TB) *Server {
 	return shared.srv
 }
 
-// URL is a fresh database of the shared server (see Database).
+var dbs atomic.Int64
+
+// URL creates a fresh database on the shared server and returns its DSN;
+// it is dropped when t ends.
 func URL(t testing.TB) string {
 	t.Helper()
-	return Shared(t).Database(t)
+	s := Shared(t)
+	name := fmt.Sprintf("rastro_test_%d_%d", os.Getpid(), dbs.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.CreateDatabase(ctx, name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// Dropping a large database while merges run can take a while on a
+		// busy host.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := s.Exec(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	return s.URL(name)
 }

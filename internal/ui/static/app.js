@@ -5,7 +5,7 @@
 // reproduces what it shows.
 
 import {h, fill, qs, link} from './lib/dom.js';
-import {setToken, token} from './lib/api.js';
+import {setToken, token, sqlSupported} from './lib/api.js';
 
 const ROUTES = [
   [/^\/(search)?$/, 'search'],
@@ -15,6 +15,9 @@ const ROUTES = [
   [/^\/services$/, 'services'],
   [/^\/journeys$/, 'journeys'],
   [/^\/tail$/, 'tail'],
+  [/^\/logs$/, 'logs'],
+  [/^\/explore$/, 'metrics'],
+  [/^\/sql$/, 'sql'],
 ];
 
 const NAV = [
@@ -23,7 +26,10 @@ const NAV = [
   ['/sessions', 'Sessions', 'sessions'],
   ['/services', 'Services', 'services'],
   ['/journeys', 'Journeys', 'journeys'],
+  ['/logs', 'Logs', 'logs'],
+  ['/explore', 'Metrics', 'metrics'],
   ['/tail', 'Live tail', 'tail'],
+  ['/sql', 'SQL', 'sql'], // shown once the backend says it has the SQL mode
 ];
 
 const RANGES = ['15m', '1h', '6h', '24h', '7d'];
@@ -32,7 +38,7 @@ const RANGES = ['15m', '1h', '6h', '24h', '7d'];
 const DEFAULT_SINCE = '24h';
 const THEME_KEY = 'rastro.theme';
 
-const state = {cleanup: null, ctrl: null, gen: 0, page: ''};
+const state = {cleanup: null, ctrl: null, gen: 0, page: '', sql: false};
 const main = h('main', {id: 'main', tabindex: '-1'});
 const navEl = h('nav', {class: 'top', 'aria-label': 'Main'});
 const rangeEl = h('div', {class: 'range'});
@@ -87,7 +93,7 @@ function timeParams() {
 function renderNav(page) {
   const tp = timeParams();
   fill(navEl, h('a', {href: '/', class: 'brand'}, 'rastro'),
-    NAV.map(([path, label, id]) => link(path + qs(id === 'tail' ? {} : tp), {class: id === page ? 'active' : null, 'aria-current': id === page ? 'page' : null}, label)));
+    NAV.filter(([, , id]) => id !== 'sql' || state.sql || page === 'sql').map(([path, label, id]) => link(path + qs(id === 'tail' ? {} : tp), {class: id === page ? 'active' : null, 'aria-current': id === page ? 'page' : null}, label)));
 }
 
 // ---- time range -----------------------------------------------------------
@@ -164,6 +170,11 @@ async function route() {
     if (m) { page = name; arg = m[1] && name !== 'search' ? decodeURIComponent(m[1]) : ''; break; }
   }
   renderNav(page);
+  if (!state.sql) {
+    sqlSupported().then(ok => {
+      if (ok && !state.sql) { state.sql = true; if (gen === state.gen) renderNav(page); }
+    });
+  }
   if (!page) {
     rangeEl.hidden = true;
     fill(main, h('h1', null, 'Not found'), h('p', null, 'No page at ', h('code', null, path), '. ', link('/search', null, 'Search traces')));

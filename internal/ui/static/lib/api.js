@@ -63,3 +63,35 @@ export async function get(path, params, signal) {
 
 // enc encodes one path segment.
 export const enc = encodeURIComponent;
+
+// post sends body as JSON to path and decodes the JSON answer.
+export async function post(path, body, signal) {
+  let resp;
+  const sent = token();
+  try {
+    resp = await fetch(path, {method: 'POST', headers: headers({'Content-Type': 'application/json'}), body: JSON.stringify(body), signal, credentials: 'same-origin'});
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'cannot reach the server (' + e.message + ')');
+  }
+  if (!resp.ok) throw await fail(resp, path, sent);
+  return resp.json();
+}
+
+// sqlSupported asks once whether the backend has the SQL mode: POST
+// /api/v1/sql answers 501 before reading the body when it has not, and 400
+// to the empty statement when it has. Any other answer (401, no server)
+// counts as not known yet and is asked again next time.
+let sqlAnswer = null;
+export function sqlSupported() {
+  if (!sqlAnswer) {
+    sqlAnswer = fetch('/api/v1/sql', {method: 'POST', headers: headers({'Content-Type': 'application/json'}), body: '{"sql": ""}', credentials: 'same-origin'})
+      .then(r => {
+        if (r.status === 501) return false;
+        if (r.status === 400) return true;
+        sqlAnswer = null;
+        return false;
+      }, () => { sqlAnswer = null; return false; });
+  }
+  return sqlAnswer;
+}

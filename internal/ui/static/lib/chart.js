@@ -39,7 +39,9 @@ export function indexOf(xs, t, stepNs) {
 
 // chart draws series over xs (Unix ns, one per bucket).
 // opts: {xs, series: [{name, values, color}], type: 'line'|'bar', height,
-// yfmt, stepNs, onClick(i)}.
+// yfmt, stepNs, onClick(i), dots}. dots (line charts) are points drawn over
+// the lines as links: [{t (Unix ns), v (null: on the time axis), href,
+// title, onClick(event)}]; the y axis stretches to hold them.
 export function chart(opts) {
   const W = 800, H = opts.height || 180, L = 52, R = 10, T = 8, B = 22;
   const {xs, series} = opts;
@@ -54,6 +56,7 @@ export function chart(opts) {
     }
   } else {
     for (const se of series) for (const v of se.values) if (v > max) max = v;
+    for (const d of opts.dots || []) if (d.v > max) max = d.v;
   }
   if (max <= 0) max = 1;
   const step = niceStep(max, 4);
@@ -94,6 +97,19 @@ export function chart(opts) {
       se.values.forEach((v, i) => { if (v != null) d += (d ? 'L' : 'M') + x(i).toFixed(1) + ' ' + y(v).toFixed(1); });
       if (d) g.appendChild(s('path', {class: 'line', d, style: {stroke: se.color || PALETTE[k % PALETTE.length]}}));
     }
+  }
+  if (!bar && opts.dots && opts.dots.length && xs.length) {
+    const stepNs = opts.stepNs || (xs.length > 1 ? xs[1] - xs[0] : 1);
+    const layer = s('g', {class: 'dots'});
+    for (const d of opts.dots) {
+      const fi = (d.t - xs[0]) / stepNs;
+      if (!(fi >= 0 && fi <= xs.length - 1)) continue;
+      const a = s('a', {href: d.href, class: 'exemplar', onclick: d.onClick},
+        s('title', null, d.title || ''),
+        s('circle', {cx: (L + fi * pw / Math.max(n - 1, 1)).toFixed(1), cy: y(d.v == null ? 0 : d.v).toFixed(1), r: 4}));
+      layer.appendChild(a);
+    }
+    g.appendChild(layer);
   }
   const cursor = s('line', {class: 'axis', x1: 0, x2: 0, y1: T, y2: T + ph, visibility: 'hidden'});
   g.appendChild(cursor);

@@ -8,11 +8,15 @@ import {chart, buckets, indexOf, legendEl, PALETTE} from '../lib/chart.js';
 
 export const title = 'LLM';
 
+// Calls: counted LLM spans plus calls known only from the GenAI client
+// metrics (from_metrics, docs/llm.md).
+const calls = p => (p.counted_spans || 0) + (p.from_metrics ? p.from_metrics.calls : 0);
+
 const DIMS = ['model', 'provider', 'service', 'user', 'agent', 'operation'];
 const METRICS = [
   ['cost', 'Cost (USD)', p => p.cost_usd, usd, true],
   ['tokens', 'Tokens (in + out)', p => p.input_tokens + p.output_tokens, num, true],
-  ['calls', 'Calls', p => p.counted_spans, num, true],
+  ['calls', 'Calls', calls, num, true],
   ['errors', 'Errors', p => p.errors, num, true],
   ['p50', 'Latency p50', p => (p.latency_ms ? p.latency_ms.p50 : null), ms, false],
   ['p95', 'Latency p95', p => (p.latency_ms ? p.latency_ms.p95 : null), ms, false],
@@ -43,7 +47,7 @@ export function render(root, ctx) {
     const card = (k, v, id) => h('div', {class: 'card stat', id}, h('div', {class: 'v'}, v), h('div', {class: 'k'}, k));
     fill(cards,
       card('cost', usd(g.cost_usd || 0), 'total-cost'),
-      card('LLM calls', num(g.counted_spans || 0)),
+      card('LLM calls', num(calls(g))),
       card('input tokens', num(g.input_tokens || 0)),
       card('output tokens', num(g.output_tokens || 0)),
       card('errors (' + pct(g.errors || 0, g.spans || 0) + ' of spans)', num(g.errors || 0)),
@@ -94,7 +98,7 @@ export function render(root, ctx) {
     const sort = {key: ctx.params.get('sort') || 'cost', dir: ctx.params.get('dir') || 'desc'};
     const cols = [
       {key: 'key', label: by, get: r => r.key[by] || '(none)', fmt: v => (by === 'user' && v !== '(none)' ? link('/journeys' + qs({key: 'user.id', value: v, since: ctx.params.get('since')}), null, v) : v)},
-      {key: 'calls', label: 'Calls', num: true, get: r => r.counted_spans, fmt: num},
+      {key: 'calls', label: 'Calls', num: true, get: calls, fmt: num},
       {key: 'spans', label: 'Spans', num: true, get: r => r.spans, fmt: num},
       {key: 'in', label: 'Input tokens', num: true, get: r => r.input_tokens, fmt: num},
       {key: 'out', label: 'Output tokens', num: true, get: r => r.output_tokens, fmt: num},
@@ -118,7 +122,7 @@ export function render(root, ctx) {
     if (!rows.length) { fill(el, empty('None in this time range.')); return; }
     fill(el, table([
       {key: 'k', label: key, get: r => r.key[key], fmt: v => link(path(v), null, v), sortable: false},
-      {key: 'calls', label: 'Calls', num: true, get: r => r.counted_spans, fmt: num},
+      {key: 'calls', label: 'Calls', num: true, get: calls, fmt: num},
       {key: 'tokens', label: 'Tokens', num: true, get: r => r.input_tokens + r.output_tokens, fmt: num},
       {key: 'cost', label: 'Cost', num: true, get: r => r.cost_usd, fmt: usd},
     ], rows, {onOpen: r => ctx.navigate(path(r.key[key]))}));

@@ -1,10 +1,11 @@
 // Live tail: spans matching a filter as the server acknowledges them
-// (GET /api/v1/tail, server-sent events read with fetch so the bearer token
-// can be sent). Rendering is capped at N rows per second; the list is
-// virtualised and updated once per animation frame.
+// (GET /api/v1/tail, server-sent events; lib/sse.js). Rendering is capped
+// at N rows per second; the list is virtualised and updated once per
+// animation frame.
 
 import {h, fill, qs} from '../lib/dom.js';
-import {headers, fail, enc, token} from '../lib/api.js';
+import {enc} from '../lib/api.js';
+import {stream} from '../lib/sse.js';
 import {dur, clock, num} from '../lib/fmt.js';
 import {vlist} from '../lib/vlist.js';
 
@@ -102,55 +103,18 @@ export function render(root, ctx) {
 
   const ctrl = new AbortController();
   ctx.signal.addEventListener('abort', () => ctrl.abort());
-  let retry = 0;
-  async function connect() {
-    st.open = false; st.error = ''; draw();
-    try {
-      // The server sends at most `rate` spans a second (max_rate) and counts
-      // the rest in `limited` events; the client cap below smooths bursts.
-      const url = '/api/v1/tail' + qs({q, max_rate: rate});
-      const sent = token();
-      const resp = await fetch(url, {headers: headers({Accept: 'text/event-stream'}), signal: ctrl.signal});
-      if (!resp.ok) throw await fail(resp, url, sent);
-      const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buf = '';
-      for (;;) {
-        const {value, done} = await reader.read();
-        if (done) break;
-        buf += value;
-        let i;
-        while ((i = buf.search(/\r?\n\r?\n/)) >= 0) {
-          const block = buf.slice(0, i);
-          buf = buf.slice(i).replace(/^\r?\n\r?\n/, '');
-          event(block);
-        }
-      }
-      st.error = 'the server closed the stream; reconnecting…';
-    } catch (e) {
-      if (ctrl.signal.aborted) return;
-      st.error = e.message + '; retrying…';
-    }
-    st.open = false;
-    draw();
-    retry = Math.min(retry + 1, 5);
-    setTimeout(() => { if (!ctrl.signal.aborted) connect(); }, 1000 * retry);
-  }
-
-  function event(block) {
-    let name = 'message', data = '';
-    for (const line of block.split(/\r?\n/)) {
-      if (line.startsWith(':')) {
-        if (line.startsWith(': tail open')) { st.open = true; retry = 0; draw(); }
-      } else if (line.startsWith('event:')) name = line.slice(6).trim();
-      else if (line.startsWith('data:')) data += (data ? '\n' : '') + line.slice(5).replace(/^ /, '');
-    }
-    if (!data) return;
-    try {
-      const d = JSON.parse(data);
-      if (name === 'spans') incoming(d.spans || []);
-      else if (name === 'dropped') { st.serverDropped += d.dropped || 0; draw(); }
-      else if (name === 'limited') { st.limited += d.limited || 0; draw(); }
-    } catch (e) { console.error('tail: bad event', e); }
+  // The server sends at most `rate` spans a second (max_rate) and counts the
+  // rest in `limited` events; the client cap above smooths bursts.
+  function connect() {
+    stream('/api/v1/tail' + qs({q, max_rate: rate}), ctrl.signal, {
+      open: () => { st.open = true; st.error = ''; draw(); },
+      error: msg => { st.open = false; st.error = msg; draw(); },
+      event: (name, d) => {
+        if (name === 'spans') incoming(d.spans || []);
+        else if (name === 'dropped') { st.serverDropped += d.dropped || 0; draw(); }
+        else if (name === 'limited') { st.limited += d.limited || 0; draw(); }
+      },
+    });
   }
 
   connect();
