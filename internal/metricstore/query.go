@@ -2,7 +2,9 @@ package metricstore
 
 import (
 	"slices"
+	"sync"
 
+	"github.com/rastro-dev/rastro/internal/parallel"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -85,17 +87,38 @@ func (s *Store) SelectSeries(project string, mint, maxt int64, ms []*store.Label
 	// slice, and only its samples in [mint, maxt] are kept, in a few shared
 	// slabs: a query over part of a block allocates the samples it answers,
 	// not one chunk's worth per series.
-	var (
-		raw     []byte
-		scratch []store.Sample
-		arena   sampleArena
-	)
+	// The chunks are decoded on several CPUs when there are many samples
+	// (internal/parallel), each part into its own buffers, then added in
+	// block order.
+	type job struct {
+		b  *block
+		bs *blockSeries
+	}
+	var jobs []job
+	work := 0
 	for _, b := range v.blocks {
 		for i := range b.series {
 			bs := &b.series[i]
 			if bs.project != project || bs.maxT < mint || bs.minT > maxt || !store.MatchLabels(bs.labels, ms) {
 				continue
 			}
+			jobs = append(jobs, job{b, bs})
+			work += bs.n
+		}
+	}
+	decoded := make([][]store.Sample, len(jobs))
+	var (
+		errMu    sync.Mutex
+		firstErr error
+	)
+	parallel.Parts(len(jobs), work, func(lo, hi int) {
+		var (
+			raw     []byte
+			scratch []store.Sample
+			arena   sampleArena
+		)
+		for k := lo; k < hi; k++ {
+			b, bs := jobs[k].b, jobs[k].bs
 			if cap(raw) < bs.chunkLen {
 				raw = make([]byte, bs.chunkLen)
 			}
@@ -104,11 +127,24 @@ func (s *Store) SelectSeries(project string, mint, maxt int64, ms []*store.Label
 			}
 			ss, err := b.samples(bs, mint, maxt, raw, scratch[:0])
 			if err != nil {
-				return nil, err
+				errMu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				errMu.Unlock()
+				return
 			}
 			if len(ss) > 0 {
-				add(bs.labels, arena.copy(ss))
+				decoded[k] = arena.copy(ss)
 			}
+		}
+	})
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	for k, ss := range decoded {
+		if len(ss) > 0 {
+			add(jobs[k].bs.labels, ss)
 		}
 	}
 	for _, sd := range v.mem {

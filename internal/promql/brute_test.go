@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -230,5 +231,55 @@ func TestRangeEqualsBruteForce(t *testing.T) {
 	}
 	if compared < 10_000 {
 		t.Fatalf("only %d values compared: the corpus is too sparse to test anything", compared)
+	}
+}
+
+// A range query large enough to be evaluated on several CPUs
+// (internal/parallel) answers exactly what the one-CPU evaluation (which
+// TestRangeEqualsBruteForce checks) answers: same series, same order, the
+// same bits in every value.
+func TestRangeParallelEqualsSequential(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	var db mem
+	for i := range 300 {
+		sd := store.SeriesData{Labels: lbls("__name__", "c_total", "job", fmt.Sprintf("j%d", i%7), "inst", fmt.Sprint(i))}
+		v := 0.0
+		for tt := int64(r.IntN(15_000)); tt < 3_600_000; tt += 15_000 {
+			if r.IntN(50) == 0 {
+				v = 0
+			}
+			v += float64(r.IntN(100)) / 10
+			sd.Samples = append(sd.Samples, store.Sample{T: tt, V: v})
+		}
+		db = append(db, sd)
+	}
+	for _, q := range []string{"c_total", "rate(c_total[1m])", "sum by (job) (increase(c_total[5m]))"} {
+		n, err := Parse(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		query := Query{Expr: n, Start: 0, End: 3_600_000, Step: 15_000}
+		prev := runtime.GOMAXPROCS(1)
+		seq, err := Range(db, query)
+		runtime.GOMAXPROCS(4)
+		par, perr := Range(db, query)
+		runtime.GOMAXPROCS(prev)
+		if err != nil || perr != nil {
+			t.Fatalf("%s: %v, %v", q, err, perr)
+		}
+		if len(seq.Matrix) == 0 || len(seq.Matrix) != len(par.Matrix) {
+			t.Fatalf("%s: %d series on one CPU, %d on several", q, len(seq.Matrix), len(par.Matrix))
+		}
+		for i := range seq.Matrix {
+			a, b := seq.Matrix[i], par.Matrix[i]
+			if store.CompareLabels(a.Labels, b.Labels) != 0 || len(a.Points) != len(b.Points) {
+				t.Fatalf("%s: series %d differs: %v (%d points) against %v (%d points)", q, i, a.Labels, len(a.Points), b.Labels, len(b.Points))
+			}
+			for j := range a.Points {
+				if a.Points[j].T != b.Points[j].T || math.Float64bits(a.Points[j].F) != math.Float64bits(b.Points[j].F) {
+					t.Fatalf("%s: %v point %d: %v against %v", q, a.Labels, j, a.Points[j], b.Points[j])
+				}
+			}
+		}
 	}
 }

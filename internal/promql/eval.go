@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/parallel"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -221,54 +222,66 @@ func (ev *evaluator) scalar(n Node) float64 {
 func (ev *evaluator) eval(n Node) ([]Series, error) {
 	switch n := n.(type) {
 	case *VectorSelector:
-		out := make([]Series, 0, len(ev.data[n]))
-		for _, s := range ev.data[n] {
-			ss := s.Samples
-			var pts []Point
-			j := 0 // the first sample after the step
-			for _, t := range ev.steps {
-				for j < len(ss) && ss[j].T <= t {
-					j++
-				}
-				if j > 0 && ss[j-1].T > t-ev.lookback {
-					if pts == nil {
-						pts = make([]Point, 0, len(ev.steps))
+		data := ev.data[n]
+		out := make([]Series, len(data))
+		parallel.Parts(len(data), len(data)*len(ev.steps), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ss := data[i].Samples
+				var pts []Point
+				j := 0 // the first sample after the step
+				for _, t := range ev.steps {
+					for j < len(ss) && ss[j].T <= t {
+						j++
 					}
-					pts = append(pts, Point{t, ss[j-1].V})
+					if j > 0 && ss[j-1].T > t-ev.lookback {
+						if pts == nil {
+							pts = make([]Point, 0, len(ev.steps))
+						}
+						pts = append(pts, Point{t, ss[j-1].V})
+					}
 				}
+				out[i] = Series{Labels: data[i].Labels, Points: pts}
 			}
-			out = append(out, Series{Labels: s.Labels, Points: pts})
-		}
+		})
 		return out, nil
 	case *Call:
 		switch n.Func {
 		case "rate", "increase":
 			ms := n.Args[0].(*MatrixSelector)
 			rng := ms.Range.Milliseconds()
-			out := make([]Series, 0, len(ev.data[ms.VS]))
-			for _, s := range ev.data[ms.VS] {
-				ss := s.Samples
-				var pts []Point
-				lo, hi := 0, 0
-				for _, t := range ev.steps {
-					for hi < len(ss) && ss[hi].T <= t {
-						hi++
-					}
-					for lo < hi && ss[lo].T <= t-rng {
-						lo++
-					}
-					if hi-lo < 2 {
-						continue
-					}
-					if f, ok := extrapolatedRate(ss[lo:hi], t-rng, t, ms.Range, true, n.Func == "rate"); ok {
-						if pts == nil {
-							pts = make([]Point, 0, len(ev.steps))
+			data := ev.data[ms.VS]
+			all := make([]Series, len(data))
+			parallel.Parts(len(data), len(data)*len(ev.steps), func(first, end int) {
+				for i := first; i < end; i++ {
+					ss := data[i].Samples
+					var pts []Point
+					lo, hi := 0, 0
+					for _, t := range ev.steps {
+						for hi < len(ss) && ss[hi].T <= t {
+							hi++
 						}
-						pts = append(pts, Point{t, f})
+						for lo < hi && ss[lo].T <= t-rng {
+							lo++
+						}
+						if hi-lo < 2 {
+							continue
+						}
+						if f, ok := extrapolatedRate(ss[lo:hi], t-rng, t, ms.Range, true, n.Func == "rate"); ok {
+							if pts == nil {
+								pts = make([]Point, 0, len(ev.steps))
+							}
+							pts = append(pts, Point{t, f})
+						}
+					}
+					if pts != nil {
+						all[i] = Series{Labels: dropName(data[i].Labels), Points: pts}
 					}
 				}
-				if pts != nil {
-					out = append(out, Series{Labels: dropName(s.Labels), Points: pts})
+			})
+			out := all[:0]
+			for _, s := range all {
+				if s.Points != nil {
+					out = append(out, s)
 				}
 			}
 			return out, checkDuplicates(out)

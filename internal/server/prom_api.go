@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/parallel"
 	"github.com/rastro-dev/rastro/internal/promql"
 	"github.com/rastro-dev/rastro/internal/store"
 )
@@ -576,22 +578,66 @@ func appendPromResult(b []byte, r promql.Result) []byte {
 		b = append(b, ']')
 	default:
 		b = append(b, `{"resultType":"matrix","result":[`...)
-		for i, s := range r.Matrix {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"metric":`...)
-			b = appendPromLabels(b, s.Labels)
-			b = append(b, `,"values":[`...)
-			for j, p := range s.Points {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = appendPromPoint(b, p)
-			}
-			b = append(b, "]}"...)
-		}
+		b = appendPromMatrix(b, r.Matrix)
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// appendPromMatrix writes a matrix's series, comma-separated. A large one
+// is encoded on several CPUs (internal/parallel): the first part into b,
+// the others into pooled buffers appended after it in order.
+func appendPromMatrix(b []byte, m []promql.Series) []byte {
+	points := 0
+	for _, s := range m {
+		points += len(s.Points)
+	}
+	var (
+		mu   sync.Mutex
+		rest = map[int]*[]byte{}
+	)
+	parallel.Parts(len(m), points, func(lo, hi int) {
+		if lo == 0 {
+			b = appendPromSeries(b, m, 0, hi)
+			return
+		}
+		bp, _ := promBufs.Get().(*[]byte)
+		if bp == nil {
+			bp = new([]byte)
+		}
+		*bp = appendPromSeries((*bp)[:0], m, lo, hi)
+		mu.Lock()
+		rest[lo] = bp
+		mu.Unlock()
+	})
+	for _, lo := range slices.Sorted(maps.Keys(rest)) {
+		bp := rest[lo]
+		b = append(b, *bp...)
+		if cap(*bp) <= maxPooledPromBuf {
+			promBufs.Put(bp)
+		}
+	}
+	return b
+}
+
+// appendPromSeries writes series lo..hi-1 of m, each after a comma but the
+// first of the matrix.
+func appendPromSeries(b []byte, m []promql.Series, lo, hi int) []byte {
+	for i := lo; i < hi; i++ {
+		s := &m[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"metric":`...)
+		b = appendPromLabels(b, s.Labels)
+		b = append(b, `,"values":[`...)
+		for j, p := range s.Points {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = appendPromPoint(b, p)
+		}
+		b = append(b, "]}"...)
+	}
+	return b
 }
