@@ -29,6 +29,8 @@ func (s *Store) view(project string, mint, maxt int64, ms []*store.LabelMatcher,
 		return nil, store.ErrClosed
 	}
 	v := &view{}
+	var matched []*memSeries
+	work := 0
 	for _, h := range []*head{s.sealing, s.head} {
 		if h == nil {
 			continue
@@ -38,19 +40,41 @@ func (s *Store) view(project string, mint, maxt int64, ms []*store.LabelMatcher,
 				if m.project != project || m.count() == 0 || m.minT > maxt || m.maxT() < mint || !store.MatchLabels(m.labels, ms) {
 					continue
 				}
-				sd := store.SeriesData{Labels: m.labels}
-				if samples {
-					ss := m.samples(mint, maxt)
-					if len(ss) == 0 {
-						continue
-					}
-					sd.Samples = ss
-				}
-				v.mem = append(v.mem, sd)
-				if len(m.exemplars) > 0 {
-					v.memEx = append(v.memEx, store.SeriesExemplars{Labels: m.labels, Exemplars: slices.Clone(m.exemplars)})
+				matched = append(matched, m)
+				work += m.count()
+			}
+		}
+	}
+	// The matched series' chunks are decoded on several CPUs when they hold
+	// many samples (internal/parallel), still under the read lock (an append
+	// rewrites a chunk's last byte), each part into its own scratch and
+	// arena, so that only the samples in [mint, maxt] are kept.
+	decoded := make([][]store.Sample, len(matched))
+	if samples {
+		parallel.Parts(len(matched), work, func(lo, hi int) {
+			var (
+				scratch []store.Sample
+				arena   sampleArena
+			)
+			for k := lo; k < hi; k++ {
+				scratch = matched[k].appendSamples(scratch[:0], mint, maxt)
+				if len(scratch) > 0 {
+					decoded[k] = arena.copy(scratch)
 				}
 			}
+		})
+	}
+	for k, m := range matched {
+		sd := store.SeriesData{Labels: m.labels}
+		if samples {
+			if len(decoded[k]) == 0 {
+				continue
+			}
+			sd.Samples = decoded[k]
+		}
+		v.mem = append(v.mem, sd)
+		if len(m.exemplars) > 0 {
+			v.memEx = append(v.memEx, store.SeriesExemplars{Labels: m.labels, Exemplars: slices.Clone(m.exemplars)})
 		}
 	}
 	for _, b := range s.blocks {
@@ -275,4 +299,16 @@ func (s *Store) Exemplars(project string, mint, maxt int64, ms []*store.LabelMat
 	}
 	slices.SortFunc(out, func(a, b store.SeriesExemplars) int { return store.CompareLabels(a.Labels, b.Labels) })
 	return out, nil
+}
+
+// appendSamples appends to out the samples with mint <= t <= maxt.
+func (m *memSeries) appendSamples(out []store.Sample, mint, maxt int64) []store.Sample {
+	out, err := decodeChunk(m.app.bytes(), m.app.n, mint, maxt, out)
+	if err != nil {
+		panic("metricstore: a head chunk does not decode (broken invariant): " + err.Error())
+	}
+	if m.hasLast && m.last.T >= mint && m.last.T <= maxt {
+		out = append(out, m.last)
+	}
+	return out
 }

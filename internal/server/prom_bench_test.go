@@ -20,8 +20,15 @@ import (
 
 // BenchmarkPromQueryRange times the whole /prom/api/v1/query_range handler
 // (store read, evaluation, JSON) over 1,000 counter series scraped every
-// 15 s for 2 h, sealed into a block, for 1 h at a 15 s step.
+// 15 s for 2 h, for 1 h at a 15 s step: sealed into a block, and still in
+// the write buffer (the head), as right after ingest.
 func BenchmarkPromQueryRange(b *testing.B) {
+	for _, where := range []string{"block", "head"} {
+		b.Run(where, func(b *testing.B) { benchPromQueryRange(b, where == "block") })
+	}
+}
+
+func benchPromQueryRange(b *testing.B, seal bool) {
 	ms, err := metricstore.Open(metricstore.Options{Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
@@ -45,8 +52,10 @@ func BenchmarkPromQueryRange(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := ms.Seal(); err != nil {
-		b.Fatal(err)
+	if seal {
+		if err := ms.Seal(); err != nil {
+			b.Fatal(err)
+		}
 	}
 	s := &Server{}
 	s.SetMetrics(ms)
