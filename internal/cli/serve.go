@@ -37,6 +37,7 @@ type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
 	storage, clickhouseURL                            string
 	tempoAddr, jaegerAddr, zipkinAddr                 string
+	pprofAddr                                         string
 	pricesFile                                        string
 	authFile, tlsCert, tlsKey, tlsClientCA            string
 	insecure                                          bool
@@ -90,6 +91,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.grpcAddr, "grpc-addr", "127.0.0.1:4317", "address for OTLP/gRPC (empty disables it; port 0 picks a free port)")
 	fs.StringVar(&c.tempoAddr, "tempo-addr", "", "also serve the HTTP API here, for configurations written for Tempo (its port is 3200); empty: off")
 	fs.StringVar(&c.jaegerAddr, "jaeger-addr", "", "also serve the HTTP API here, for configurations written for Jaeger query (its port is 16686); empty: off")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (CPU, heap, goroutines: /debug/pprof/) on this address, loopback only unless --insecure (docs/operations.md); empty: off")
 	fs.StringVar(&c.zipkinAddr, "zipkin-addr", "", "also serve the HTTP API here, for Zipkin senders (Zipkin's port is 9411; POST /api/v2/spans); empty: off")
 	fs.StringVar(&c.durability, "durability", "wal", "when a write is acknowledged: wal (after fsync) or buffered (after write; fsync every --sync-interval)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
@@ -251,6 +253,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	srv, err := server.New(server.Options{
 		HTTPAddr: c.httpAddr, GRPCAddr: strings.TrimSpace(c.grpcAddr),
 		ExtraHTTPAddrs: []string{c.tempoAddr, c.jaegerAddr, c.zipkinAddr},
+		PprofAddr:      c.pprofAddr,
 		MaxBodyBytes:   int64(c.maxBody), MaxInflightBytes: int64(c.maxInflight), Logger: log,
 		SpanMetricsInterval: spanMetricsEvery(c.spanMetricsInterval),
 		Collectors:          []prometheus.Collector{engine.NewCollector(opened.Load), metricstore.NewCollector(openedMetrics.Load)},

@@ -47,7 +47,12 @@ type Options struct {
 	// that configurations written for Tempo (3200), Jaeger query (16686) or
 	// Zipkin (9411) work unchanged. Empty entries are skipped.
 	ExtraHTTPAddrs []string
-	MaxBodyBytes   int64 // request body limit, after decompression too; default 16 MiB
+	// PprofAddr, when not empty, serves Go's profiles (net/http/pprof,
+	// /debug/pprof/...) on a listener of their own: CPU, heap, goroutines
+	// of the running server. It has no access control, so it must be a
+	// loopback address unless Insecure is set.
+	PprofAddr    string
+	MaxBodyBytes int64 // request body limit, after decompression too; default 16 MiB
 	// SpanMetricsInterval is how often the span metrics (/spanmetrics) are
 	// written into the metric store, for /prom; 0 means
 	// DefaultSpanMetricsInterval, a negative value never.
@@ -148,6 +153,11 @@ func (o *Options) Validate() error {
 	if o.TLSClientCA != "" && o.TLSCert == "" {
 		return errors.New("server: client certificate verification (--tls-client-ca) needs TLS (--tls-cert and --tls-key)")
 	}
+	if o.PprofAddr != "" && !o.Insecure && !isLoopback(o.PprofAddr) {
+		return fmt.Errorf("server: refusing to serve profiles on %s: it is not a loopback address, and the profiling "+
+			"endpoint has no access control (a goroutine dump shows what every request is doing). Use a loopback "+
+			"address such as 127.0.0.1:1777, or --insecure if a firewall in front controls access", o.PprofAddr)
+	}
 	if o.AuthFile == "" && !o.Insecure {
 		for _, addr := range append([]string{o.HTTPAddr, o.GRPCAddr}, o.ExtraHTTPAddrs...) {
 			if addr != "" && !isLoopback(addr) {
@@ -212,6 +222,8 @@ type Server struct {
 
 	httpLn, grpcLn net.Listener
 	extraLns       []net.Listener
+	pprof          *http.Server // nil unless Options.PprofAddr
+	pprofLn        net.Listener
 	http           *http.Server
 	grpc           *grpc.Server
 	wg             sync.WaitGroup
@@ -302,11 +314,24 @@ func (s *Server) Start() error {
 		}
 		s.extraLns = append(s.extraLns, xl)
 	}
+	if s.opts.PprofAddr != "" {
+		pl, err := net.Listen("tcp", s.opts.PprofAddr)
+		if err != nil {
+			for _, l := range append(s.extraLns, ln) {
+				l.Close()
+			}
+			return fmt.Errorf("listen pprof %s: %w", s.opts.PprofAddr, err)
+		}
+		s.pprofLn = pl
+	}
 	if s.opts.GRPCAddr != "" {
 		gl, err := net.Listen("tcp", s.opts.GRPCAddr)
 		if err != nil {
 			for _, l := range append(s.extraLns, ln) {
 				l.Close()
+			}
+			if s.pprofLn != nil {
+				s.pprofLn.Close()
 			}
 			return fmt.Errorf("listen grpc %s: %w", s.opts.GRPCAddr, err)
 		}
@@ -332,6 +357,16 @@ func (s *Server) Start() error {
 			}
 		}()
 	}
+	if s.pprofLn != nil {
+		s.pprof = &http.Server{Handler: pprofMux(), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.pprof.Serve(s.pprofLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("pprof server stopped", "addr", s.pprofLn.Addr().String(), "err", err)
+			}
+		}()
+	}
 	s.wg.Add(1)
 	go s.runStatusSampler()
 	if every := s.opts.SpanMetricsInterval; every >= 0 {
@@ -352,6 +387,14 @@ func (s *Server) ExtraHTTPAddrs() []string {
 		out[i] = l.Addr().String()
 	}
 	return out
+}
+
+// PprofAddr is the bound profiling address (after Start), or "" when off.
+func (s *Server) PprofAddr() string {
+	if s.pprofLn == nil {
+		return ""
+	}
+	return s.pprofLn.Addr().String()
 }
 
 // HTTPAddr is the bound HTTP address (after Start).
@@ -385,6 +428,11 @@ func (s *Server) currentBackend() store.Backend {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	err := s.http.Shutdown(ctx)
+	if s.pprof != nil {
+		// A CPU profile in progress holds its request for its duration:
+		// cut it rather than wait.
+		s.pprof.Close()
+	}
 	done := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(done) }()
 	select {
