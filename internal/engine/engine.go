@@ -325,6 +325,7 @@ type counters struct {
 	contentSegDiskPruned                     atomic.Int64
 	contentGroupPruned, contentGroupExamined atomic.Int64
 	contentRowsRejected                      atomic.Int64 // candidate rows rejected on their texts
+	contentChunkPruned                       atomic.Int64 // full buffer chunks skipped on their token filter
 	// Stored values that could not be read for a result (placeholder shown).
 	valueErrors atomic.Int64
 	// Segment reads that failed without damage (EIO, a closed file).
@@ -796,11 +797,24 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 	return nil
 }
 
+// contentTokens is the full-text tokeniser of segments' and buffer chunks'
+// token filters, nil without a content index (Options.NoContentIndex).
+func (e *Engine) contentTokens() func(*model.Span, func(uint64)) {
+	if e.opts.NoContentIndex {
+		return nil
+	}
+	return spanContentTokens
+}
+
+func spanContentTokens(s *model.Span, emit func(uint64)) {
+	text.SpanTokens(s, text.DefaultMinLen, emit)
+}
+
 // writerOptions are the segment writer's options for seals and merges.
 func (e *Engine) writerOptions() segment.WriterOptions {
 	wo := segment.WriterOptions{BlockSpans: e.opts.BlockSpans, FS: e.opts.FS}
-	if !e.opts.NoContentIndex {
-		wo.ContentTokens = func(s *model.Span, emit func(uint64)) { text.SpanTokens(s, text.DefaultMinLen, emit) }
+	if tokens := e.contentTokens(); tokens != nil {
+		wo.ContentTokens = tokens
 		wo.RowGroupTokenFilters = e.opts.RowGroupTokenFilters
 	}
 	if e.opts.ValueThreshold > 0 {

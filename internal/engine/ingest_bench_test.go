@@ -196,6 +196,8 @@ func BenchmarkBufferSearch(b *testing.B) {
 		{"absent", `{ span.user.id = "no-such-user" }`},
 		{"selective", `{ span.user.id = "u-007" }`},
 		{"first-page", `{ }`},
+		{"content-absent", `{ content = "nosuchword" }`},
+		{"content-word", `{ content = "refused" }`}, // a word of ~0.4% of spans' status messages
 	} {
 		expr, err := query.ParseTraceQL(c.q)
 		if err != nil {

@@ -145,6 +145,9 @@ type memtable struct {
 	// Chunks searches ruled out on their summaries, and chunks they read
 	// (for tests and benchmarks).
 	chunksPruned, chunksScanned atomic.Int64
+	// chunkTokensHint is the distinct token count of the last full chunk
+	// whose token filter was built: the size of an open chunk's filter.
+	chunkTokensHint atomic.Int64
 
 	mu       sync.Mutex
 	projects map[string]uint32

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -55,6 +56,16 @@ type chunkSummary struct {
 	// (memtable.chunkCatalogs), and then counted in the buffer's size
 	// estimate (catalog.heapBytes).
 	cats atomic.Pointer[map[uint32]*catalog]
+	// tokens is the full-text token filter of a full chunk, built on the
+	// first content query that reaches it (memtable.chunkMayHoldTokens) and
+	// then counted in the buffer's size estimate.
+	tokens atomic.Pointer[chunkTokens]
+	// While the chunk fills, a content query adds the rows published since
+	// the last one to partial (under tokMu), so the open chunk is not
+	// decoded whole by every content query (memtable.openChunkMayHoldTokens).
+	tokMu   sync.Mutex
+	tokRows int // rows tokenised into partial
+	partial *chunkTokens
 }
 
 // projectAggs are one project's LLM aggregates in a chunk, as

@@ -17,6 +17,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 func openBuffered(t *testing.T) *Engine {
@@ -176,6 +177,9 @@ func TestBufferSearchWhileIngesting(t *testing.T) {
 		spans := g.spans(90)
 		for i := range spans {
 			spans[i].Attributes = append(spans[i].Attributes, model.KeyValue{Key: "batch", Value: model.StringValue(fmt.Sprintf("b%d", b))})
+			if i%3 == 0 {
+				plantText(&spans[i], false, fmt.Sprintf("batchword%s", strings.Repeat("x", b+1)))
+			}
 		}
 		all = append(all, spans)
 	}
@@ -245,6 +249,20 @@ func TestBufferSearchWhileIngesting(t *testing.T) {
 		}
 		if len(absent) != 0 {
 			t.Fatalf("an absent batch found %d spans", len(absent))
+		}
+		// A content word of one batch (the buffer's open chunk answers
+		// from a token filter topped up while spans arrive).
+		cq, err := text.ParseQuery(fmt.Sprintf("batchword%s", strings.Repeat("x", b+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cf := &query.Filter{Content: cq}
+		words, _, _, err := e.SearchSpans(context.Background(), "p1", cf, 100000, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := keys(words), keys(bruteForce(all[b], cf)); !slices.Equal(got, want) || len(want) == 0 {
+			t.Fatalf("batch %d of %d acknowledged, its content word: got %d spans, want %d", b, n, len(got), len(want))
 		}
 		if queries%5 == 0 {
 			// Discovery (from chunk catalogs, cached or not, and segment

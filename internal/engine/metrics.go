@@ -37,6 +37,7 @@ var engineCounters = []struct {
 	{"rastro_content_blocks_pruned_total", "Blocks a content search skipped on their token filter.", func(c *Counters) int64 { return c.ContentBlockPruned }},
 	{"rastro_content_blocks_examined_total", "Blocks a content search read after their token filter said maybe.", func(c *Counters) int64 { return c.ContentBlockExamined }},
 	{"rastro_content_segments_disk_pruned_total", "Segments a content search skipped on their on-disk token summary (after the resident one said maybe).", func(c *Counters) int64 { return c.ContentSegDiskPruned }},
+	{"rastro_content_buffer_chunks_pruned_total", "Full write-buffer chunks (4,096 spans) a content search skipped on their token filter, built on the first content search that reached them.", func(c *Counters) int64 { return c.ContentChunkPruned }},
 	{"rastro_content_row_groups_pruned_total", "64-row groups a content search skipped on their token filter (when row-group filters are written).", func(c *Counters) int64 { return c.ContentGroupPruned }},
 	{"rastro_content_row_groups_examined_total", "64-row groups a content search read after their token filter said maybe.", func(c *Counters) int64 { return c.ContentGroupExamined }},
 	{"rastro_content_rows_rejected_total", "Rows the token map named that a content search rejected on their texts alone, without decoding them (a phrase's words apart).", func(c *Counters) int64 { return c.ContentRowsRejected }},

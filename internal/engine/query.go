@@ -440,6 +440,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	rv := e.newResolver(&res.Result)
 	hints := f.Hints()
 	var cands []candidate
+	tokens := e.contentTokens()
 	for rank, m := range v.mems {
 		pid, ok := m.projectID(project)
 		if !ok {
@@ -448,6 +449,11 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		for _, cv := range m.chunkViews() {
 			c := cv.c
 			if !m.chunkMayMatch(cv, pid, &hints, cursor) {
+				continue
+			}
+			if !m.chunkMayHoldTokens(cv, hints.ContentHashes, tokens) {
+				m.chunksPruned.Add(1)
+				e.m.contentChunkPruned.Add(1)
 				continue
 			}
 			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, mem: m, pid: pid, rows: cv.rows, n: cv.n, rank: rank})

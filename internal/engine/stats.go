@@ -68,6 +68,7 @@ type Counters struct {
 	// those read.
 	ContentSegPruned, ContentSegExamined     int64
 	ContentBlockPruned, ContentBlockExamined int64
+	ContentChunkPruned                       int64 // full write-buffer chunks skipped on their token filter
 	// ContentSegDiskPruned counts segments (also in ContentSegPruned) that
 	// passed the resident summary and were pruned by the disk summary;
 	// ContentGroup* count 64-row groups of examined blocks skipped and read.
@@ -109,8 +110,8 @@ func (e *Engine) Counters() Counters {
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
 		ContentSegDiskPruned: e.m.contentSegDiskPruned.Load(),
 		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
-		ContentRowsRejected: e.m.contentRowsRejected.Load(),
-		ValueErrors:         e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
+		ContentRowsRejected: e.m.contentRowsRejected.Load(), ContentChunkPruned: e.m.contentChunkPruned.Load(),
+		ValueErrors: e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
 		Merges: e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
 		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
 		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),
