@@ -9,7 +9,8 @@
 // An export request is translated to series by Prometheus' own OTLP rules
 // (translate.go, docs/metrics.md): metric names with unit and type suffixes,
 // attributes as labels, job and instance from the resource, histograms as
-// _bucket/_sum/_count. Delta temporality is refused, except for the GenAI
+// _bucket/_sum/_count (exponential histograms as classic buckets at
+// scale 0, expohist.go). Delta temporality is refused, except for the GenAI
 // client histograms, kept as sent and marked (KeepsDelta).
 //
 // The head keeps one Gorilla-compressed chunk per series (chunk.go:

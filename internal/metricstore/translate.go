@@ -96,6 +96,12 @@ func translate(b *otlp.MetricBatch) translation {
 			if p.Flags&1 != 0 { // FLAG_NO_RECORDED_VALUE
 				continue
 			}
+			if m.Kind == otlp.KindExponentialHistogram {
+				if msg := checkExpScale(p); msg != "" {
+					tr.reject(1, "metric "+strconv.Quote(m.Name)+": "+msg+": point not stored")
+					continue
+				}
+			}
 			tr.accepted++
 			base := pointLabels(res, p.Attributes)
 			t := int64(p.TimeUnixNano / 1e6)
@@ -117,10 +123,21 @@ func translate(b *otlp.MetricBatch) translation {
 				}
 				tr.add(base, name+"_count", t, float64(p.Count), nil)
 			case otlp.KindExponentialHistogram:
+				bs := classicBuckets(p)
+				bounds := make([]float64, len(bs))
+				for i, b := range bs {
+					bounds[i] = b.upper
+				}
+				cum := uint64(0)
+				for i, b := range bs {
+					cum += b.count
+					tr.add(withLabel(base, "le", formatLe(b.upper)), name+"_bucket", t, float64(cum), exemplarsIn(ex, b.upper, i, bounds))
+				}
+				tr.add(withLabel(base, "le", "+Inf"), name+"_bucket", t, float64(p.Count), exemplarsIn(ex, math.Inf(1), len(bounds), bounds))
 				if p.HasSum {
 					tr.add(base, name+"_sum", t, p.Sum, nil)
 				}
-				tr.add(base, name+"_count", t, float64(p.Count), ex)
+				tr.add(base, name+"_count", t, float64(p.Count), nil)
 			case otlp.KindSummary:
 				for _, q := range p.Quantiles {
 					tr.add(withLabel(base, "quantile", strconv.FormatFloat(q.Quantile, 'f', -1, 64)), name, t, q.Value, nil)
