@@ -50,22 +50,12 @@ func bucketLines(t *testing.T, s *Store, name string, tMs int64) []string {
 		}
 		bs = append(bs, b{le, upper, sd.Samples[0].V})
 	}
-	slices.SortFunc(bs, func(x, y b) int { return cmpFloat(x.upper, y.upper) })
+	slices.SortFunc(bs, func(x, y b) int { return cmpF(x.upper, y.upper) })
 	var out []string
 	for _, x := range bs {
 		out = append(out, fmt.Sprintf("%s=%g", x.le, x.v))
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // An exponential histogram of scale 2 is downscaled to scale 0 (bounds at

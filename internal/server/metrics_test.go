@@ -250,17 +250,17 @@ func TestMetricsBadInput(t *testing.T) {
 	if code, body := ts.post("/v1/metrics", "application/json", []byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x","gauge":{"dataPoints":[{"asDouble":"abc"}]}}]}]}]}`)); code != 400 || !strings.Contains(string(body), "asDouble") {
 		t.Fatalf("bad JSON value: %d %s", code, body)
 	}
-	delta := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{
-		{Name: "jobs", Data: &metricspb.Metric_Sum{Sum: &metricspb.Sum{IsMonotonic: true, AggregationTemporality: metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA,
+	unspecified := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{
+		{Name: "jobs", Data: &metricspb.Metric_Sum{Sum: &metricspb.Sum{IsMonotonic: true, AggregationTemporality: metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_UNSPECIFIED,
 			DataPoints: []*metricspb.NumberDataPoint{{TimeUnixNano: 1, Value: &metricspb.NumberDataPoint_AsInt{AsInt: 1}}}}}}}}}}}}
-	db, _ := proto.Marshal(delta)
-	if code, body := ts.post("/v1/metrics", "application/x-protobuf", db); code != 400 || !strings.Contains(string(body), "delta aggregation temporality") {
-		t.Fatalf("delta only: %d %s", code, body)
+	db, _ := proto.Marshal(unspecified)
+	if code, body := ts.post("/v1/metrics", "application/x-protobuf", db); code != 400 || !strings.Contains(string(body), "unspecified (0) aggregation temporality") {
+		t.Fatalf("unspecified temporality only: %d %s", code, body)
 	}
 	// Partial success in OTLP/JSON names the refused points.
 	mixed := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[
 		{"name":"ok","gauge":{"dataPoints":[{"timeUnixNano":"` + strconv.FormatInt(time.Now().UnixNano(), 10) + `","asInt":"4"}]}},
-		{"name":"d","sum":{"aggregationTemporality":1,"isMonotonic":true,"dataPoints":[{"asInt":"1"}]}}]}]}]}`
+		{"name":"d","sum":{"aggregationTemporality":0,"isMonotonic":true,"dataPoints":[{"asInt":"1"}]}}]}]}]}`
 	code, body := ts.post("/v1/metrics", "application/json", []byte(mixed))
 	if code != 200 || !strings.Contains(string(body), `"rejectedDataPoints":"1"`) {
 		t.Fatalf("partial: %d %s", code, body)
