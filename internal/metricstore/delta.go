@@ -294,7 +294,7 @@ func (m *memSeries) newest() store.Sample {
 // an exponential histogram's cumulative buckets, ascending: one new to the
 // store starts from the total of the one before. It reports whether the
 // point was stored.
-func (s *Store) applyDeltaLocked(project string, tr *translation, pts []point, buckets int, now time.Time, stale map[int]bool) bool {
+func (s *Store) applyDeltaLocked(project string, tr *translation, pts []point, buckets int, now time.Time) bool {
 	keys := make([]string, len(pts))
 	pre := make([]float64, len(pts))
 	d := pts[0].delta
@@ -322,7 +322,7 @@ func (s *Store) applyDeltaLocked(project string, tr *translation, pts []point, b
 		p := &pts[i]
 		total := pre[i] + p.v
 		if !s.addLocked(project, p, total) {
-			stale[p.src] = true
+			tr.markStale(p.src)
 			continue
 		}
 		if rt := s.deltas[keys[i]]; rt != nil {
@@ -336,7 +336,7 @@ func (s *Store) applyDeltaLocked(project string, tr *translation, pts []point, b
 
 // applyExpDeltaLocked spreads a delta exponential-histogram point over the
 // bucket bounds its histogram has had and this point's own, and applies it.
-func (s *Store) applyExpDeltaLocked(project string, tr *translation, ed *expDelta, now time.Time, stale map[int]bool) {
+func (s *Store) applyExpDeltaLocked(project string, tr *translation, ed *expDelta, now time.Time) {
 	bl := withLabel(ed.base, store.MetricName, ed.name+"_bucket")
 	gk := deltaKey(project, bl)
 	var les []expLe
@@ -384,7 +384,7 @@ func (s *Store) applyExpDeltaLocked(project string, tr *translation, ed *expDelt
 		pts = append(pts, point{src: ed.src, labels: withLabel(ed.base, store.MetricName, ed.name+"_sum"), t: ed.t, v: ed.sum, delta: ed.info})
 	}
 	pts = append(pts, point{src: ed.src, labels: withLabel(ed.base, store.MetricName, ed.name+"_count"), t: ed.t, v: float64(ed.count), delta: ed.info})
-	if s.applyDeltaLocked(project, tr, pts, nb, now, stale) {
+	if s.applyDeltaLocked(project, tr, pts, nb, now) {
 		s.groups[gk] = &expGroup{les: union, used: now}
 	}
 }

@@ -342,13 +342,12 @@ func (s *Store) writeManifest(m manifest) error {
 func (s *Store) apply(project string, tr *translation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	stale := map[int]bool{} // data points with a sample older than its series' newest
 	var now time.Time
 	for i := 0; i < len(tr.points); {
 		p := &tr.points[i]
 		if p.delta == nil {
 			if !s.addLocked(project, p, p.v) {
-				stale[p.src] = true
+				tr.markStale(p.src)
 			}
 			i++
 			continue
@@ -360,16 +359,16 @@ func (s *Store) apply(project string, tr *translation) {
 		for j < len(tr.points) && tr.points[j].delta == p.delta {
 			j++
 		}
-		s.applyDeltaLocked(project, tr, tr.points[i:j], 0, now, stale)
+		s.applyDeltaLocked(project, tr, tr.points[i:j], 0, now)
 		i = j
 	}
 	if len(tr.expDeltas) > 0 && now.IsZero() {
 		now = time.Now()
 	}
 	for i := range tr.expDeltas {
-		s.applyExpDeltaLocked(project, tr, &tr.expDeltas[i], now, stale)
+		s.applyExpDeltaLocked(project, tr, &tr.expDeltas[i], now)
 	}
-	if n := len(stale); n > 0 {
+	if n := len(tr.stale); n > 0 {
 		tr.accepted -= n
 		tr.reject(n, fmt.Sprintf("%d data points older than their series' newest sample were dropped (out of order)", n))
 	}

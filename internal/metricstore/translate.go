@@ -38,6 +38,16 @@ type translation struct {
 	// expDeltas the store holds no bounds for.
 	groupLes map[string][]expLe
 	cur      *deltaInfo // set on the points tr.add adds
+	// stale holds the data points with a sample older than its series'
+	// newest (apply).
+	stale map[int]bool
+}
+
+func (tr *translation) markStale(src int) {
+	if tr.stale == nil {
+		tr.stale = map[int]bool{}
+	}
+	tr.stale[src] = true
 }
 
 func (tr *translation) reject(n int, msg string) {
