@@ -103,9 +103,12 @@ func (s *Store) lookupBases(project string, tr *translation) error {
 	groups := map[string]store.Labels{} // exponential histograms without bounds: their _bucket labels, le aside
 	tr.bases = map[string]store.Sample{}
 	tr.groupLes = map[string][]expLe{}
+	// A running total idle for half of DeltaIdle is looked up too: a seal
+	// between now and apply may drop it (apply prefers the one in memory).
+	stale := time.Now().Add(-s.opts.DeltaIdle / 2)
 	s.mu.RLock()
 	need := func(ls store.Labels) {
-		if k := deltaKey(project, ls); s.deltas[k] == nil {
+		if k := deltaKey(project, ls); s.deltas[k] == nil || s.deltas[k].used.Before(stale) {
 			want[k] = ls
 		}
 	}
@@ -122,7 +125,8 @@ func (s *Store) lookupBases(project string, tr *translation) error {
 			for _, l := range g.les {
 				need(withLabel(bl, "le", l.le))
 			}
-		} else {
+		}
+		if g := s.groups[gk]; g == nil || g.used.Before(stale) {
 			groups[gk] = bl
 		}
 		for _, b := range ed.buckets {
