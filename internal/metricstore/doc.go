@@ -9,8 +9,10 @@
 // An export request is translated to series by Prometheus' own OTLP rules
 // (translate.go, docs/metrics.md): metric names with unit and type suffixes,
 // attributes as labels, job and instance from the resource, histograms as
-// _bucket/_sum/_count. Delta temporality is refused, except for the GenAI
-// client histograms, kept as sent and marked (KeepsDelta).
+// _bucket/_sum/_count (exponential histograms as classic buckets at
+// scale 0, expohist.go). Delta temporality is converted to cumulative
+// series when the samples join the head, in WAL order (delta.go), except
+// for the GenAI client histograms, kept as sent and marked (KeepsDelta).
 //
 // The head keeps one Gorilla-compressed chunk per series (chunk.go:
 // delta-of-delta times, XOR values, as Prometheus' XOR chunks) plus the

@@ -45,6 +45,10 @@ type Options struct {
 	// SealAge: the head is sealed at least this often when it holds
 	// anything, so that the WAL does not grow without end. Default 1h.
 	SealAge time.Duration
+	// DeltaIdle: the running total of a series fed by delta points (delta.go)
+	// is dropped from memory at the first seal after it has not been used
+	// for this long; its next delta reads it back from storage. Default 1h.
+	DeltaIdle time.Duration
 	// Logf receives warnings. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -62,6 +66,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SealAge <= 0 {
 		o.SealAge = time.Hour
+	}
+	if o.DeltaIdle <= 0 {
+		o.DeltaIdle = time.Hour
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -163,9 +170,9 @@ func labelsEqual(a, b store.Labels) bool { return slices.Equal(a, b) }
 
 // Store is the metric store. Its methods are safe for concurrent use.
 //
-// Lock order: sealMu, then mu. mu guards head, sealing, blocks, man and
-// closed; no file I/O happens under it (a query copies the block list and
-// takes a reference on each block first).
+// Lock order: sealMu, then mu. mu guards head, sealing, blocks, man,
+// closed, deltas and groups; no file I/O happens under it (a query copies
+// the block list and takes a reference on each block first).
 type Store struct {
 	opts Options
 	fs   vfs.FS
@@ -184,6 +191,10 @@ type Store struct {
 	blocks  []*block
 	man     manifest
 	closed  bool
+	// The running totals of delta series, by deltaKey, and the bucket
+	// bounds of delta exponential histograms (delta.go).
+	deltas map[string]*runningTotal
+	groups map[string]*expGroup
 }
 
 type manifest struct {
@@ -202,7 +213,7 @@ func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: opts, fs: vfs.Or(opts.FS), head: newHead(), sealCh: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &Store{opts: opts, fs: vfs.Or(opts.FS), head: newHead(), deltas: map[string]*runningTotal{}, groups: map[string]*expGroup{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("metricstore: %w", err)
 	}
@@ -246,6 +257,9 @@ func Open(opts Options) (*Store, error) {
 			return nil
 		}
 		tr := translate(&b)
+		if err := s.lookupBases(r.Project, &tr); err != nil {
+			opts.Logf("metricstore: replay: %v (the delta series concerned start again from zero)", err)
+		}
 		s.apply(r.Project, &tr)
 		return nil
 	}); err != nil {
@@ -323,50 +337,75 @@ func (s *Store) writeManifest(m manifest) error {
 // apply puts translated samples into the head, in WAL order (the WAL's
 // commit goroutine, or replay). A sample older than its series' newest in
 // the head is dropped and counted in tr; one of the same millisecond
-// replaces it.
+// replaces it. Delta points are added to their series' running totals
+// (delta.go).
 func (s *Store) apply(project string, tr *translation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	h := s.head
-	var stale map[int]bool // data points with a sample older than its series' newest
-	for i := range tr.points {
+	var now time.Time
+	for i := 0; i < len(tr.points); {
 		p := &tr.points[i]
-		hs := seriesHash(project, p.labels)
-		var ms *memSeries
-		for _, c := range h.series[hs] {
-			if c.project == project && labelsEqual(c.labels, p.labels) {
-				ms = c
-				break
+		if p.delta == nil {
+			if !s.addLocked(project, p, p.v) {
+				tr.markStale(p.src)
 			}
-		}
-		if ms == nil {
-			ms = &memSeries{project: strings.Clone(project), labels: cloneLabels(p.labels), minT: p.t}
-			h.series[hs] = append(h.series[hs], ms)
-			h.bytes += 120 + int64(len(project))
-			for _, l := range p.labels {
-				h.bytes += 32 + int64(len(l.Name)+len(l.Value))
-			}
-		}
-		n0 := ms.count()
-		ok, grew := ms.add(p.t, p.v)
-		if !ok {
-			if stale == nil {
-				stale = map[int]bool{}
-			}
-			stale[p.src] = true
+			i++
 			continue
 		}
-		h.bytes += int64(grew)
-		h.points += ms.count() - n0
-		if len(p.exemplars) > 0 {
-			ms.exemplars = append(ms.exemplars, p.exemplars...)
-			h.bytes += 40 * int64(len(p.exemplars))
+		if now.IsZero() {
+			now = time.Now()
 		}
+		j := i + 1
+		for j < len(tr.points) && tr.points[j].delta == p.delta {
+			j++
+		}
+		s.applyDeltaLocked(project, tr, tr.points[i:j], 0, now)
+		i = j
 	}
-	if n := len(stale); n > 0 {
+	if len(tr.expDeltas) > 0 && now.IsZero() {
+		now = time.Now()
+	}
+	for i := range tr.expDeltas {
+		s.applyExpDeltaLocked(project, tr, &tr.expDeltas[i], now)
+	}
+	if n := len(tr.stale); n > 0 {
 		tr.accepted -= n
 		tr.reject(n, fmt.Sprintf("%d data points older than their series' newest sample were dropped (out of order)", n))
 	}
+}
+
+// addLocked puts sample v of p's series into the head; it reports false
+// for a sample older than the series' newest there.
+func (s *Store) addLocked(project string, p *point, v float64) bool {
+	h := s.head
+	hs := seriesHash(project, p.labels)
+	var ms *memSeries
+	for _, c := range h.series[hs] {
+		if c.project == project && labelsEqual(c.labels, p.labels) {
+			ms = c
+			break
+		}
+	}
+	if ms == nil {
+		ms = &memSeries{project: strings.Clone(project), labels: cloneLabels(p.labels), minT: p.t}
+		h.series[hs] = append(h.series[hs], ms)
+		h.bytes += 120 + int64(len(project))
+		for _, l := range p.labels {
+			h.bytes += 32 + int64(len(l.Name)+len(l.Value))
+		}
+	}
+	n0 := ms.count()
+	ok, grew := ms.add(p.t, v)
+	if !ok {
+		return false
+	}
+	h.bytes += int64(grew)
+	h.points += ms.count() - n0
+	if len(p.exemplars) > 0 {
+		ms.exemplars = append(ms.exemplars, p.exemplars...)
+		h.bytes += 40 * int64(len(p.exemplars))
+	}
+	return true
 }
 
 func cloneLabels(ls store.Labels) store.Labels {
@@ -391,7 +430,7 @@ func (s *Store) AppendMetrics(project string, format store.MetricFormat, body []
 		return store.MetricResult{}, err
 	}
 	tr := translate(&b) // here, in the request's goroutine, not under the lock
-	if len(tr.points) == 0 {
+	if len(tr.points) == 0 && len(tr.expDeltas) == 0 {
 		s.counters.rejected.Add(int64(tr.rejected))
 		return store.MetricResult{Accepted: tr.accepted, Rejected: tr.rejected, RejectMsg: tr.rejectMsg, Problems: b.Problems}, nil
 	}
@@ -408,6 +447,9 @@ func (s *Store) AppendMetrics(project string, format store.MetricFormat, body []
 		s.kickSeal()
 		return store.MetricResult{}, fmt.Errorf("%w: the metric write buffer holds %d bytes, its limit is %d: seals are behind (nothing of this request was stored)",
 			store.ErrOverloaded, held, s.opts.MaxHeadBytes)
+	}
+	if err := s.lookupBases(project, &tr); err != nil {
+		return store.MetricResult{}, fmt.Errorf("metricstore: %w (nothing of this request was stored)", err)
 	}
 	err = s.wal.Append(wal.Record{Type: typ, Project: project, Body: body}, func() { s.apply(project, &tr) })
 	if err != nil {
@@ -462,6 +504,7 @@ func (s *Store) Seal() error {
 	walStart, err := s.wal.Rotate(func(uint64) {
 		s.mu.Lock()
 		s.sealing, s.head = s.head, newHead()
+		s.dropIdleDeltasLocked(time.Now().Add(-s.opts.DeltaIdle))
 		for _, l := range s.sealing.series {
 			for _, m := range l {
 				m.flush() // the block holds whole chunks

@@ -146,19 +146,19 @@ func TestHistogramSeriesAndExemplars(t *testing.T) {
 	}
 }
 
-// Delta sums are refused with a message naming the metric; the cumulative
-// ones of the same request are kept.
-func TestDeltaTemporalityRefused(t *testing.T) {
+// Sums of unspecified temporality are refused with a message naming the
+// metric; the cumulative ones of the same request are kept.
+func TestUnspecifiedTemporalityRefused(t *testing.T) {
 	s := openMem(t, vfs.NewMemFS())
 	defer s.Close()
 	res, err := s.AppendMetrics("", store.MetricFormatProto, request("svc",
-		counter("jobs.done", "", metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA, 1000, 5),
+		counter("jobs.done", "", metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_UNSPECIFIED, 1000, 5),
 		counter("jobs.started", "", cum, 1000, 7)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Accepted != 1 || res.Rejected != 1 || !strings.Contains(res.RejectMsg, `"jobs.done": delta`) {
-		t.Fatalf("result %+v, want 1 accepted and the delta one rejected by name", res)
+	if res.Accepted != 1 || res.Rejected != 1 || !strings.Contains(res.RejectMsg, `"jobs.done": unspecified`) {
+		t.Fatalf("result %+v, want 1 accepted and the unspecified one rejected by name", res)
 	}
 	got, _ := s.SelectSeries("", 0, 2000, eq("jobs_started_total"))
 	if len(got) != 1 || got[0].Samples[0].V != 7 {
@@ -166,13 +166,14 @@ func TestDeltaTemporalityRefused(t *testing.T) {
 	}
 	got, _ = s.SelectSeries("", 0, 2000, eq("jobs_done_total"))
 	if len(got) != 0 {
-		t.Fatalf("the delta counter was stored: %+v", got)
+		t.Fatalf("the unspecified counter was stored: %+v", got)
 	}
 }
 
 // The GenAI client histograms are the exception: their delta points are
 // kept as sent, marked otel_temporality="delta", apart from the cumulative
-// series of the same labels; another metric's delta histogram is refused.
+// series of the same labels; another metric's delta histogram is converted
+// to cumulative, without the mark.
 func TestGenAIDeltaHistogramsKept(t *testing.T) {
 	s := openMem(t, vfs.NewMemFS())
 	defer s.Close()
@@ -189,8 +190,11 @@ func TestGenAIDeltaHistogramsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Accepted != 2 || res.Rejected != 1 || !strings.Contains(res.RejectMsg, `"rpc.size": delta`) {
-		t.Fatalf("result %+v, want the GenAI points kept and rpc.size refused", res)
+	if res.Accepted != 3 || res.Rejected != 0 {
+		t.Fatalf("result %+v, want every point kept", res)
+	}
+	if got, _ := s.SeriesLabels("", 0, 2000, eq("rpc_size_bytes_sum")); len(got) != 1 || got[0].Get(TemporalityLabel) != "" {
+		t.Fatalf("rpc.size: %v, want one series without %s", got, TemporalityLabel)
 	}
 	got, _ := s.SelectSeries("", 0, 2000, eq("gen_ai_client_token_usage_sum"))
 	if len(got) != 2 {

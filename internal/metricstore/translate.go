@@ -19,14 +19,35 @@ type point struct {
 	t         int64 // milliseconds
 	v         float64
 	exemplars []store.MetricExemplar
+	// delta, when set, makes v an increase over the interval it gives,
+	// added to the series' running total (delta.go).
+	delta *deltaInfo
 }
 
 // translation is a decoded request turned into Prometheus samples.
 type translation struct {
 	points    []point
-	accepted  int // OTLP data points stored
+	expDeltas []expDelta // delta exponential histogram points (delta.go)
+	accepted  int        // OTLP data points stored
 	rejected  int
 	rejectMsg string
+	// bases are the newest stored samples of the delta series the store
+	// holds no running total for, looked up before apply (lookupBases).
+	bases map[string]store.Sample
+	// groupLes are the le bounds stored for the exponential histograms in
+	// expDeltas the store holds no bounds for.
+	groupLes map[string][]expLe
+	cur      *deltaInfo // set on the points tr.add adds
+	// stale holds the data points with a sample older than its series'
+	// newest (apply).
+	stale map[int]bool
+}
+
+func (tr *translation) markStale(src int) {
+	if tr.stale == nil {
+		tr.stale = map[int]bool{}
+	}
+	tr.stale[src] = true
 }
 
 func (tr *translation) reject(n int, msg string) {
@@ -52,6 +73,8 @@ func KeepsDelta(name string) bool {
 
 // translate turns OTLP metrics into Prometheus series following Prometheus'
 // own OTLP translation (docs/metrics.md lists the rules and the deviations).
+// Delta points come out as increases (point.delta, expDeltas), which apply
+// adds to running totals in WAL order.
 func translate(b *otlp.MetricBatch) translation {
 	var tr translation
 	if b.Rejected > 0 {
@@ -60,18 +83,17 @@ func translate(b *otlp.MetricBatch) translation {
 	for mi := range b.Metrics {
 		m := &b.Metrics[mi]
 		res := resourceLabels(m.Resource)
+		delta := false // converted to running totals (delta.go)
 		switch m.Kind {
 		case otlp.KindNone:
 			continue
 		case otlp.KindSum, otlp.KindHistogram, otlp.KindExponentialHistogram:
 			if m.Temporality == otlp.TemporalityDelta && m.Kind == otlp.KindHistogram && KeepsDelta(m.Name) {
 				res = withLabel(res, TemporalityLabel, "delta")
+			} else if m.Temporality == otlp.TemporalityDelta {
+				delta = true
 			} else if m.Temporality != otlp.TemporalityCumulative {
-				what := "delta"
-				if m.Temporality != otlp.TemporalityDelta {
-					what = "unspecified (" + strconv.Itoa(int(m.Temporality)) + ")"
-				}
-				tr.reject(len(m.Points), "metric "+strconv.Quote(m.Name)+": "+what+" aggregation temporality is not stored: send cumulative "+m.Kind.String()+"s (the SDK's default temporality, or the collector's deltatocumulative processor)")
+				tr.reject(len(m.Points), "metric "+strconv.Quote(m.Name)+": unspecified ("+strconv.Itoa(int(m.Temporality))+") aggregation temporality is not stored: send cumulative or delta "+m.Kind.String()+"s")
 				continue
 			}
 		}
@@ -96,10 +118,29 @@ func translate(b *otlp.MetricBatch) translation {
 			if p.Flags&1 != 0 { // FLAG_NO_RECORDED_VALUE
 				continue
 			}
+			if m.Kind == otlp.KindExponentialHistogram {
+				if msg := checkExpScale(p); msg != "" {
+					tr.reject(1, "metric "+strconv.Quote(m.Name)+": "+msg+": point not stored")
+					continue
+				}
+			}
+			tr.cur = nil
+			if delta {
+				if p.TimeUnixNano < p.StartTimeUnixNano {
+					tr.reject(1, "metric "+strconv.Quote(m.Name)+": a delta point ends (time_unix_nano) before it starts (start_time_unix_nano): not stored")
+					continue
+				}
+				tr.cur = &deltaInfo{metric: m.Name, start: p.StartTimeUnixNano}
+			}
 			tr.accepted++
 			base := pointLabels(res, p.Attributes)
 			t := int64(p.TimeUnixNano / 1e6)
 			ex := exemplarsOf(p.Exemplars)
+			if delta && m.Kind == otlp.KindExponentialHistogram {
+				tr.expDeltas = append(tr.expDeltas, expDelta{src: tr.accepted - 1, info: tr.cur, base: base, name: name, t: t,
+					buckets: classicBuckets(p), count: p.Count, sum: p.Sum, hasSum: p.HasSum, exemplars: ex})
+				continue
+			}
 			switch m.Kind {
 			case otlp.KindGauge, otlp.KindSum:
 				tr.add(base, name, t, p.Value, ex)
@@ -117,10 +158,21 @@ func translate(b *otlp.MetricBatch) translation {
 				}
 				tr.add(base, name+"_count", t, float64(p.Count), nil)
 			case otlp.KindExponentialHistogram:
+				bs := classicBuckets(p)
+				bounds := make([]float64, len(bs))
+				for i, b := range bs {
+					bounds[i] = b.upper
+				}
+				cum := uint64(0)
+				for i, b := range bs {
+					cum += b.count
+					tr.add(withLabel(base, "le", formatLe(b.upper)), name+"_bucket", t, float64(cum), exemplarsIn(ex, b.upper, i, bounds))
+				}
+				tr.add(withLabel(base, "le", "+Inf"), name+"_bucket", t, float64(p.Count), exemplarsIn(ex, math.Inf(1), len(bounds), bounds))
 				if p.HasSum {
 					tr.add(base, name+"_sum", t, p.Sum, nil)
 				}
-				tr.add(base, name+"_count", t, float64(p.Count), ex)
+				tr.add(base, name+"_count", t, float64(p.Count), nil)
 			case otlp.KindSummary:
 				for _, q := range p.Quantiles {
 					tr.add(withLabel(base, "quantile", strconv.FormatFloat(q.Quantile, 'f', -1, 64)), name, t, q.Value, nil)
@@ -134,7 +186,7 @@ func translate(b *otlp.MetricBatch) translation {
 }
 
 func (tr *translation) add(base store.Labels, name string, t int64, v float64, ex []store.MetricExemplar) {
-	tr.points = append(tr.points, point{src: tr.accepted - 1, labels: withLabel(base, store.MetricName, name), t: t, v: v, exemplars: ex})
+	tr.points = append(tr.points, point{src: tr.accepted - 1, labels: withLabel(base, store.MetricName, name), t: t, v: v, exemplars: ex, delta: tr.cur})
 }
 
 // withLabel returns a sorted copy of base with name=value set.

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/trace"
 	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -175,6 +176,56 @@ func TestMetricsFromOTelSDK(t *testing.T) {
 	}
 }
 
+// The Go SDK with its delta temporality selector sends a delta counter and
+// a delta exponential histogram; the store converts them, so the Prometheus
+// API answers running totals and quantiles as for a cumulative source.
+func TestMetricsDeltaFromOTelSDK(t *testing.T) {
+	ts := startMetricsServer(t)
+	ctx := context.Background()
+	exp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpoint(ts.srv.HTTPAddr()), otlpmetrichttp.WithInsecure(),
+		otlpmetrichttp.WithTemporalitySelector(func(sdkmetric.InstrumentKind) metricdata.Temporality { return metricdata.DeltaTemporality }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(time.Hour))),
+		sdkmetric.WithResource(resource.NewSchemaless(attribute.String("service.name", "worker"))),
+		sdkmetric.WithView(sdkmetric.NewView(sdkmetric.Instrument{Name: "task.duration"},
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: 160, MaxScale: 20}})))
+	defer mp.Shutdown(ctx)
+	meter := mp.Meter("worker")
+	jobs, _ := meter.Int64Counter("jobs.done")
+	dur, _ := meter.Float64Histogram("task.duration", metric.WithUnit("s"))
+	// Three exports of deltas 3, 4, 5; the histogram gets 3 and 5, then 7.
+	for i, n := range []int64{3, 4, 5} {
+		jobs.Add(ctx, n)
+		switch i {
+		case 0:
+			dur.Record(ctx, 3)
+			dur.Record(ctx, 5)
+		case 1:
+			dur.Record(ctx, 7)
+		}
+		if err := mp.ForceFlush(ctx); err != nil {
+			t.Fatalf("export %d: %v", i, err)
+		}
+	}
+	code, r := ts.prom("/prom/api/v1/query", url.Values{"query": {`jobs_done_total{job="worker"}`}})
+	if code != 200 || len(r.Data.Result) != 1 || r.Data.Result[0].Value[1] != "12" {
+		t.Fatalf("counter: %d %+v, want the running total 12", code, r)
+	}
+	// At scale 0, 3 is in (2, 4] and 5 and 7 in (4, 8]: le=4: 1, le=8: 3,
+	// +Inf: 3. The median's rank 1.5 falls in (4, 8], which holds 2 past
+	// the 1 below: 4 + 4 x (0.5 / 2) = 5.
+	code, r = ts.prom("/prom/api/v1/query", url.Values{"query": {`histogram_quantile(0.5, task_duration_seconds_bucket{job="worker"})`}})
+	if code != 200 || len(r.Data.Result) != 1 || r.Data.Result[0].Value[1] != "5" {
+		t.Fatalf("median: %d %+v, want 5", code, r)
+	}
+	code, r = ts.prom("/prom/api/v1/query", url.Values{"query": {`task_duration_seconds_count{job="worker"}`}})
+	if code != 200 || len(r.Data.Result) != 1 || r.Data.Result[0].Value[1] != "3" {
+		t.Fatalf("count: %d %+v, want 3", code, r)
+	}
+}
+
 func strconvSec(t time.Time) string {
 	return json.Number(strings.TrimRight(strings.TrimRight(t.Format("0"), "0"), ".")).String()
 }
@@ -250,17 +301,17 @@ func TestMetricsBadInput(t *testing.T) {
 	if code, body := ts.post("/v1/metrics", "application/json", []byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x","gauge":{"dataPoints":[{"asDouble":"abc"}]}}]}]}]}`)); code != 400 || !strings.Contains(string(body), "asDouble") {
 		t.Fatalf("bad JSON value: %d %s", code, body)
 	}
-	delta := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{
-		{Name: "jobs", Data: &metricspb.Metric_Sum{Sum: &metricspb.Sum{IsMonotonic: true, AggregationTemporality: metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_DELTA,
+	unspecified := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{
+		{Name: "jobs", Data: &metricspb.Metric_Sum{Sum: &metricspb.Sum{IsMonotonic: true, AggregationTemporality: metricspb.AggregationTemporality_AGGREGATION_TEMPORALITY_UNSPECIFIED,
 			DataPoints: []*metricspb.NumberDataPoint{{TimeUnixNano: 1, Value: &metricspb.NumberDataPoint_AsInt{AsInt: 1}}}}}}}}}}}}
-	db, _ := proto.Marshal(delta)
-	if code, body := ts.post("/v1/metrics", "application/x-protobuf", db); code != 400 || !strings.Contains(string(body), "delta aggregation temporality") {
-		t.Fatalf("delta only: %d %s", code, body)
+	db, _ := proto.Marshal(unspecified)
+	if code, body := ts.post("/v1/metrics", "application/x-protobuf", db); code != 400 || !strings.Contains(string(body), "unspecified (0) aggregation temporality") {
+		t.Fatalf("unspecified temporality only: %d %s", code, body)
 	}
 	// Partial success in OTLP/JSON names the refused points.
 	mixed := `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[
 		{"name":"ok","gauge":{"dataPoints":[{"timeUnixNano":"` + strconv.FormatInt(time.Now().UnixNano(), 10) + `","asInt":"4"}]}},
-		{"name":"d","sum":{"aggregationTemporality":1,"isMonotonic":true,"dataPoints":[{"asInt":"1"}]}}]}]}]}`
+		{"name":"d","sum":{"aggregationTemporality":0,"isMonotonic":true,"dataPoints":[{"asInt":"1"}]}}]}]}]}`
 	code, body := ts.post("/v1/metrics", "application/json", []byte(mixed))
 	if code != 200 || !strings.Contains(string(body), `"rejectedDataPoints":"1"`) {
 		t.Fatalf("partial: %d %s", code, body)
