@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -130,6 +131,12 @@ type segment struct {
 	minT, maxT uint64
 	bytes      int64
 	blocks     []blockMeta
+	// refs counts the segment's holders: the store while its manifest
+	// lists it, and each query or compaction reading it. The file is
+	// removed when the last one lets go (Store.release), so that a query
+	// that took the segment before a merge, an erasure's rewrite or
+	// retention replaced it still reads it.
+	refs atomic.Int32
 }
 
 // CorruptionError locates damage in a segment file.
@@ -379,6 +386,7 @@ func (w *segWriter) finish() (*segment, error) {
 		_ = w.fs.Remove(tmp)
 		return nil, fmt.Errorf("write logs segment %s: %w", seg.path, err)
 	}
+	seg.refs.Store(1)
 	return seg, nil
 }
 
@@ -611,6 +619,7 @@ func openSegment(fsys vfs.FS, dir, name string) (*segment, error) {
 		return nil, corrupt("footer: " + err.Error())
 	}
 	seg := &segment{fs: fsys, path: path, name: name, version: hdr[4], project: project, blocks: blocks, bytes: size}
+	seg.refs.Store(1)
 	for i, m := range blocks {
 		seg.count += m.n
 		if i == 0 || m.minT < seg.minT {
