@@ -193,10 +193,39 @@ func TestCompactionPolicy(t *testing.T) {
 	if n := projectSegments(s)["acme"]; n != 1 {
 		t.Fatalf("acme has %d segments, want 1", n)
 	}
-	// Full segments (half the cap or more) are left alone even when forced.
-	s.opts.CompactionMaxSegmentBytes = 2 * s.Stats().SegmentBytes / 7
-	if res, err := s.Compact(context.Background(), true); err != nil || res.Merges != 0 {
-		t.Fatalf("with every segment full: %+v, %v", res, err)
+	// A full segment (half the cap or more) is left alone even when
+	// forced: of acme's big segment and two small ones after it, only the
+	// small ones merge.
+	s.mu.RLock()
+	var big *segment
+	for _, seg := range s.segs {
+		if seg.project == "acme" {
+			big = seg
+		}
+	}
+	s.mu.RUnlock()
+	for range 2 {
+		if _, err := s.AppendLogs("acme", FormatProto, otlp.EncodeLogsProto(g.records(50))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Seal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.opts.CompactionMaxSegmentBytes = 2 * big.bytes
+	if res, err := s.Compact(context.Background(), true); err != nil || res.Merges != 1 {
+		t.Fatalf("forced, with one full segment and two small ones: %+v, %v; want one merge", res, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var acme []*segment
+	for _, seg := range s.segs {
+		if seg.project == "acme" {
+			acme = append(acme, seg)
+		}
+	}
+	if len(acme) != 2 || acme[0] != big || acme[1].count != 100 {
+		t.Fatalf("acme's segments after the forced merge: %d, want the full one unchanged and the two small ones merged", len(acme))
 	}
 }
 
