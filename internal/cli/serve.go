@@ -327,7 +327,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		shutdown(srv, log)
 		return fmt.Errorf("open store %s: %w", c.dataDir, err)
 	}
-	logs, err := openLogs(c.dataDir, mode, int64(c.sealBytes), log)
+	logs, err := openLogs(c, mode, log)
 	if err != nil {
 		shutdown(srv, log)
 		eng.Close()

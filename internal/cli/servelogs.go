@@ -12,14 +12,22 @@ import (
 	"github.com/rastro-dev/rastro/internal/wal"
 )
 
-// openLogs opens the log store under DATA/logs with the spans' durability
-// and seal size.
-func openLogs(dataDir string, mode wal.Mode, sealBytes int64, log *slog.Logger) (*logstore.Store, error) {
+// openLogs opens the log store under DATA/logs with the spans' durability,
+// seal size, compaction settings (--compaction and its policy) and
+// retention (which merges apply to the records they rewrite).
+func openLogs(c *serveConfig, mode wal.Mode, log *slog.Logger) (*logstore.Store, error) {
 	return logstore.Open(logstore.Options{
-		Dir: dataDir + "/logs", WALMode: mode, SealBytes: sealBytes,
+		Dir: c.dataDir + "/logs", WALMode: mode, SealBytes: int64(c.sealBytes),
 		// The engine's soft memory limit leaves room for the log buffers.
-		Reserve: engine.ReserveMemory,
-		Logf:    func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+		Reserve:    engine.ReserveMemory,
+		Logf:       func(format string, args ...any) { log.Warn(fmt.Sprintf(format, args...)) },
+		Compaction: c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
+		Retention: func(project string) time.Duration {
+			if d, ok := c.retentionProject.m[project]; ok {
+				return d
+			}
+			return time.Duration(c.retention)
+		},
 	})
 }
 

@@ -20,6 +20,12 @@
 // a byte arena, about 400 bytes of heap per record, and decodes one only when
 // a query keeps it.
 //
+// Compaction (compact.go) merges runs of one project's adjacent segments,
+// by the span engine's size tiers, into one, rebuilt through the seals'
+// segment writer; records keep their sequence numbers. Segments are
+// reference-counted, so that a query that took its view before a merge,
+// an erasure's rewrite or retention still reads the files it holds.
+//
 // Records are ordered newest first by (time, sequence): the sequence number
 // is given in WAL order when a record is acknowledged and is the same after a
 // restart, so paging with a cursor is stable.

@@ -3,7 +3,6 @@ package logstore
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -207,8 +206,6 @@ func (s *Store) rewriteWithout(seg *segment) (int, error) {
 		s.segs = append(s.segs, made)
 	}
 	s.mu.Unlock()
-	if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.opts.Logf("logstore: remove %s: %v", seg.path, err)
-	}
+	s.release(seg)
 	return all.n - len(live), s.fs.SyncDir(s.opts.Dir)
 }

@@ -149,7 +149,13 @@ func (s *Store) SearchLogs(q Query) (Page, error) {
 			segs = append(segs, seg)
 		}
 	}
+	acquire(segs) // kept while a merge or retention replaces them
 	s.mu.RUnlock()
+	defer func() {
+		for _, seg := range segs {
+			s.release(seg)
+		}
+	}()
 
 	var page Page
 	// hits keeps at most Limit+1 of the newest matches seen so far; floor

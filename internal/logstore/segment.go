@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -130,6 +131,12 @@ type segment struct {
 	minT, maxT uint64
 	bytes      int64
 	blocks     []blockMeta
+	// refs counts the segment's holders: the store while its manifest
+	// lists it, and each query or compaction reading it. The file is
+	// removed when the last one lets go (Store.release), so that a query
+	// that took the segment before a merge, an erasure's rewrite or
+	// retention replaced it still reads it.
+	refs atomic.Int32
 }
 
 // CorruptionError locates damage in a segment file.
@@ -172,146 +179,214 @@ func valueWords(v model.Value, emit func(uint64)) {
 }
 
 // writeSegment writes the rows of src in order (sorted by time, then
-// sequence) as a new segment file: a temporary file, fsync'ed, renamed into
-// place, and the directory synced. Payloads and word hashes are copied from
-// the buffer's arena, not decoded.
+// sequence) as a new segment file (segWriter). Payloads and word hashes are
+// copied from the buffer's arena, not decoded.
 func writeSegment(fsys vfs.FS, dir, name, project string, src *projBuf, order []int32) (*segment, error) {
+	w, err := newSegWriter(fsys, dir, name, project)
+	if err != nil {
+		return nil, err
+	}
+	for start := 0; start < len(order); start += BlockRecords {
+		if err := w.addBlock(src, order[start:min(start+BlockRecords, len(order))]); err != nil {
+			w.abort()
+			return nil, err
+		}
+	}
+	return w.finish()
+}
+
+// segWriter writes a segment file block by block, into a temporary file
+// that finish fsyncs and renames into place (and syncs the directory):
+// seals write the whole buffer through it, compaction (compact.go) one
+// merged block at a time.
+type segWriter struct {
+	fs       vfs.FS
+	dir      string
+	seg      *segment
+	f        vfs.File
+	off      int64 // where the next block goes
+	enc      *zstd.Encoder
+	out      []byte // the block being encoded
+	cols     [numCols][]byte
+	pairs    []uint64
+	scratch  []uint64
+	payEnds  []int // where each record's payload ends in cols[colPayload]
+	frameBuf []byte
+	resTable []byte
+	scTable  []byte
+}
+
+func newSegWriter(fsys vfs.FS, dir, name, project string) (*segWriter, error) {
 	enc, _, err := codecs()
 	if err != nil {
 		return nil, err
 	}
-	seg := &segment{fs: fsys, path: dir + "/" + name, name: name, version: segVersion, project: project, count: len(order)}
-	out := make([]byte, headerSize, 1<<20)
-	copy(out, segMagic)
-	out[4] = segVersion
-	var cols [numCols][]byte
-	var pairs, scratch []uint64
-	var payEnds []int // where each record's payload ends in cols[colPayload]
-	var frameBuf []byte
-	for start := 0; start < len(order); start += BlockRecords {
-		blk := order[start:min(start+BlockRecords, len(order))]
-		first, last := src.row(int(blk[0])), src.row(int(blk[len(blk)-1]))
-		m := blockMeta{off: int64(len(out)), n: len(blk), minT: first.recTime(), maxT: last.recTime(),
-			minSev: first.severity, maxSev: first.severity}
-		for i := range cols {
-			cols[i] = cols[i][:0]
-		}
-		resIdx := map[uint32]uint64{}
-		scIdx := map[uint32]uint64{}
-		svcIdx := map[uint32]uint64{}
-		var resTable, scTable []byte
-		var nTraces int
-		pairs, payEnds = pairs[:0], payEnds[:0]
-		for j, ri := range blk {
-			r := src.row(int(ri))
-			cols[colTime] = binary.AppendUvarint(cols[colTime], r.recTime()-m.minT)
-			cols[colSeq] = binary.AppendUvarint(cols[colSeq], r.seq)
-			cols[colObserved] = binary.AppendUvarint(cols[colObserved], r.observed)
-			cols[colSeverity] = binary.AppendVarint(cols[colSeverity], sevCode(r))
-			cols[colTraceID] = append(cols[colTraceID], r.traceID[:]...)
-			cols[colSpanID] = append(cols[colSpanID], r.spanID[:]...)
-			m.minSev, m.maxSev = min(m.minSev, r.severity), max(m.maxSev, r.severity)
-			si, ok := svcIdx[r.service]
-			if !ok {
-				si = uint64(len(m.services))
-				svcIdx[r.service] = si
-				m.services = append(m.services, src.services[r.service])
-			}
-			cols[colService] = binary.AppendUvarint(cols[colService], si)
-			rsi, ok := resIdx[r.res]
-			if !ok {
-				rsi = uint64(len(resIdx))
-				resIdx[r.res] = rsi
-				resTable = append(resTable, src.resEnc[r.res]...)
-			}
-			sci, ok := scIdx[r.scope]
-			if !ok {
-				sci = uint64(len(scIdx))
-				scIdx[r.scope] = sci
-				scTable = append(scTable, src.scopeEnc[r.scope]...)
-			}
-			cols[colResScope] = binary.AppendUvarint(binary.AppendUvarint(cols[colResScope], rsi), sci)
-			cols[colPayload] = appendLP(cols[colPayload], src.payload(r))
-			payEnds = append(payEnds, len(cols[colPayload]))
-			if !r.traceID.IsZero() {
-				nTraces++
-			}
-			toks := src.tokens(r)
-			for k := 0; k < len(toks); k += 8 {
-				h := binary.LittleEndian.Uint64(toks[k:])
-				pairs = append(pairs, uint64(wordKey(h))<<16|uint64(j))
-			}
-		}
-		cols[colResources] = append(binary.AppendUvarint(nil, uint64(len(resIdx))), resTable...)
-		cols[colScopes] = append(binary.AppendUvarint(nil, uint64(len(scIdx))), scTable...)
-		if cap(scratch) < len(pairs) {
-			scratch = make([]uint64, len(pairs))
-		}
-		var keys int
-		cols[colWords], keys = wordIndex(cols[colWords], pairs, scratch)
-		m.traces = newBloom(nTraces)
-		for _, ri := range blk {
-			if id := src.row(int(ri)).traceID; !id.IsZero() {
-				m.traces.add(traceHash(id))
-			}
-		}
-		// The word filter holds the index's keys (keyHash).
-		m.tokens, m.keyed = newBloom(keys), true
-		ix := &dec{b: cols[colWords]}
-		ix.uvarint("word count")
-		for k := range keys {
-			m.tokens.add(keyHash(binary.LittleEndian.Uint32(ix.b[4*k:])))
-		}
-		blockStart := len(out)
-		for c := range cols {
-			before := len(out)
-			if c == colPayload {
-				out, frameBuf = appendFrames(zencFrame, out, cols[c], payEnds, frameBuf)
-			} else {
-				out = enc.EncodeAll(cols[c], out)
-			}
-			m.cols[c] = uint32(len(out) - before)
-		}
-		m.length = int64(len(out) - blockStart)
-		m.crc = crc32.Checksum(out[blockStart:], castagnoli)
-		seg.blocks = append(seg.blocks, m)
-		seg.minT = min(seg.minT, m.minT)
-		if start == 0 {
-			seg.minT = m.minT
-		}
-		seg.maxT = max(seg.maxT, m.maxT)
-	}
-	footer := enc.EncodeAll(encodeFooter(project, seg.blocks, segVersion), nil)
-	footerOff := len(out)
-	out = append(out, footer...)
-	out = binary.LittleEndian.AppendUint64(out, uint64(footerOff))
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(footer)))
-	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(footer, castagnoli))
-	out = append(out, segMagic...)
-	seg.bytes = int64(len(out))
-
-	tmp := seg.path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	w := &segWriter{fs: fsys, dir: dir, enc: enc,
+		seg: &segment{fs: fsys, path: dir + "/" + name, name: name, version: segVersion, project: project}}
+	w.f, err = fsys.OpenFile(w.seg.path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return nil, fmt.Errorf("create logs segment: %w", err)
 	}
-	_, err = f.WriteAt(out, 0)
-	if err == nil {
-		err = f.Sync()
+	hdr := make([]byte, headerSize)
+	copy(hdr, segMagic)
+	hdr[4] = segVersion
+	if err := w.write(hdr); err != nil {
+		w.abort()
+		return nil, err
 	}
-	if cerr := f.Close(); err == nil {
+	return w, nil
+}
+
+func (w *segWriter) write(b []byte) error {
+	if _, err := w.f.WriteAt(b, w.off); err != nil {
+		return fmt.Errorf("write logs segment %s: %w", w.seg.path, err)
+	}
+	w.off += int64(len(b))
+	return nil
+}
+
+// abort closes and removes the temporary file.
+func (w *segWriter) abort() {
+	_ = w.f.Close()
+	_ = w.fs.Remove(w.seg.path + ".tmp")
+}
+
+// addBlock writes the rows blk of src (at most BlockRecords, in segment
+// order, after those of the previous blocks) as the next block.
+func (w *segWriter) addBlock(src *projBuf, blk []int32) error {
+	if len(blk) == 0 || len(blk) > BlockRecords {
+		panic(fmt.Sprintf("logstore: bug: a block of %d records", len(blk)))
+	}
+	seg, cols := w.seg, &w.cols
+	first, last := src.row(int(blk[0])), src.row(int(blk[len(blk)-1]))
+	m := blockMeta{off: w.off, n: len(blk), minT: first.recTime(), maxT: last.recTime(),
+		minSev: first.severity, maxSev: first.severity}
+	for i := range cols {
+		cols[i] = cols[i][:0]
+	}
+	resIdx := map[uint32]uint64{}
+	scIdx := map[uint32]uint64{}
+	svcIdx := map[uint32]uint64{}
+	resTable, scTable := w.resTable[:0], w.scTable[:0]
+	var nTraces int
+	pairs, payEnds := w.pairs[:0], w.payEnds[:0]
+	for j, ri := range blk {
+		r := src.row(int(ri))
+		cols[colTime] = binary.AppendUvarint(cols[colTime], r.recTime()-m.minT)
+		cols[colSeq] = binary.AppendUvarint(cols[colSeq], r.seq)
+		cols[colObserved] = binary.AppendUvarint(cols[colObserved], r.observed)
+		cols[colSeverity] = binary.AppendVarint(cols[colSeverity], sevCode(r))
+		cols[colTraceID] = append(cols[colTraceID], r.traceID[:]...)
+		cols[colSpanID] = append(cols[colSpanID], r.spanID[:]...)
+		m.minSev, m.maxSev = min(m.minSev, r.severity), max(m.maxSev, r.severity)
+		si, ok := svcIdx[r.service]
+		if !ok {
+			si = uint64(len(m.services))
+			svcIdx[r.service] = si
+			m.services = append(m.services, src.services[r.service])
+		}
+		cols[colService] = binary.AppendUvarint(cols[colService], si)
+		rsi, ok := resIdx[r.res]
+		if !ok {
+			rsi = uint64(len(resIdx))
+			resIdx[r.res] = rsi
+			resTable = append(resTable, src.resEnc[r.res]...)
+		}
+		sci, ok := scIdx[r.scope]
+		if !ok {
+			sci = uint64(len(scIdx))
+			scIdx[r.scope] = sci
+			scTable = append(scTable, src.scopeEnc[r.scope]...)
+		}
+		cols[colResScope] = binary.AppendUvarint(binary.AppendUvarint(cols[colResScope], rsi), sci)
+		cols[colPayload] = appendLP(cols[colPayload], src.payload(r))
+		payEnds = append(payEnds, len(cols[colPayload]))
+		if !r.traceID.IsZero() {
+			nTraces++
+		}
+		toks := src.tokens(r)
+		for k := 0; k < len(toks); k += 8 {
+			h := binary.LittleEndian.Uint64(toks[k:])
+			pairs = append(pairs, uint64(wordKey(h))<<16|uint64(j))
+		}
+	}
+	cols[colResources] = append(binary.AppendUvarint(cols[colResources], uint64(len(resIdx))), resTable...)
+	cols[colScopes] = append(binary.AppendUvarint(cols[colScopes], uint64(len(scIdx))), scTable...)
+	if cap(w.scratch) < len(pairs) {
+		w.scratch = make([]uint64, len(pairs))
+	}
+	var keys int
+	cols[colWords], keys = wordIndex(cols[colWords], pairs, w.scratch)
+	m.traces = newBloom(nTraces)
+	for _, ri := range blk {
+		if id := src.row(int(ri)).traceID; !id.IsZero() {
+			m.traces.add(traceHash(id))
+		}
+	}
+	// The word filter holds the index's keys (keyHash).
+	m.tokens, m.keyed = newBloom(keys), true
+	ix := &dec{b: cols[colWords]}
+	ix.uvarint("word count")
+	for k := range keys {
+		m.tokens.add(keyHash(binary.LittleEndian.Uint32(ix.b[4*k:])))
+	}
+	out := w.out[:0]
+	for c := range cols {
+		before := len(out)
+		if c == colPayload {
+			out, w.frameBuf = appendFrames(zencFrame, out, cols[c], payEnds, w.frameBuf)
+		} else {
+			out = w.enc.EncodeAll(cols[c], out)
+		}
+		m.cols[c] = uint32(len(out) - before)
+	}
+	m.length = int64(len(out))
+	m.crc = crc32.Checksum(out, castagnoli)
+	w.out, w.pairs, w.payEnds, w.resTable, w.scTable = out, pairs, payEnds, resTable, scTable
+	if err := w.write(out); err != nil {
+		return err
+	}
+	if len(seg.blocks) == 0 {
+		seg.minT = m.minT
+	}
+	seg.blocks = append(seg.blocks, m)
+	seg.count += m.n
+	seg.minT = min(seg.minT, m.minT)
+	seg.maxT = max(seg.maxT, m.maxT)
+	return nil
+}
+
+// finish writes the footer and the trailer, fsyncs the file, renames it
+// into place and syncs the directory. On error the temporary file is
+// removed.
+func (w *segWriter) finish() (*segment, error) {
+	seg := w.seg
+	footer := w.enc.EncodeAll(encodeFooter(seg.project, seg.blocks, segVersion), nil)
+	footerOff := w.off
+	tr := binary.LittleEndian.AppendUint64(footer, uint64(footerOff))
+	tr = binary.LittleEndian.AppendUint32(tr, uint32(len(footer)))
+	tr = binary.LittleEndian.AppendUint32(tr, crc32.Checksum(footer, castagnoli))
+	tr = append(tr, segMagic...)
+	err := w.write(tr)
+	seg.bytes = w.off
+	if err == nil {
+		err = w.f.Sync()
+	}
+	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
+	tmp := seg.path + ".tmp"
 	if err == nil {
-		err = fsys.Rename(tmp, seg.path)
+		err = w.fs.Rename(tmp, seg.path)
 	}
 	if err == nil {
-		err = fsys.SyncDir(dir)
+		err = w.fs.SyncDir(w.dir)
 	}
 	if err != nil {
-		_ = fsys.Remove(tmp)
+		_ = w.fs.Remove(tmp)
 		return nil, fmt.Errorf("write logs segment %s: %w", seg.path, err)
 	}
+	seg.refs.Store(1)
 	return seg, nil
 }
 
@@ -544,6 +619,7 @@ func openSegment(fsys vfs.FS, dir, name string) (*segment, error) {
 		return nil, corrupt("footer: " + err.Error())
 	}
 	seg := &segment{fs: fsys, path: path, name: name, version: hdr[4], project: project, blocks: blocks, bytes: size}
+	seg.refs.Store(1)
 	for i, m := range blocks {
 		seg.count += m.n
 		if i == 0 || m.minT < seg.minT {

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,6 +67,21 @@ type Options struct {
 	// go), so that a process-wide soft memory limit leaves room for them
 	// (engine.ReserveMemory).
 	Reserve func(delta int64)
+
+	// Compaction, when set, merges small segments in the background after
+	// seals (compact.go, docs/logs.md); Compact merges on request either way.
+	Compaction bool
+	// CompactionMaxSegmentBytes is the largest segment a merge writes;
+	// segments of half of it or more are not merged again. Default
+	// DefaultCompactionMaxSegmentBytes.
+	CompactionMaxSegmentBytes int64
+	// CompactionFanout is how many adjacent segments of one size tier
+	// trigger a merge, and the most one merge reads (2-64). Default
+	// DefaultCompactionFanout.
+	CompactionFanout int
+	// Retention, when set, gives a project's retention (0: forever): a
+	// merge leaves out the records older than it.
+	Retention func(project string) time.Duration
 }
 
 // heapPerEstimate is how much heap to reserve per byte the buffers hold,
@@ -79,10 +95,19 @@ type Store struct {
 	fs   vfs.FS
 	wal  *wal.WAL
 
-	sealMu sync.Mutex // one seal or retention pass at a time
+	sealMu sync.Mutex // one seal, retention pass, erasure or merge publication at a time; guards writes of man
 	sealCh chan struct{}
 	done   chan struct{}
 	wg     sync.WaitGroup
+
+	// compactMu: one compaction at a time (compact.go); it guards
+	// mergeFailed. compactCh wakes the background compactor after a seal;
+	// stopCompact cancels a merge in progress at Close.
+	compactMu   sync.Mutex
+	mergeFailed map[string]bool
+	compactCh   chan struct{}
+	compactCtx  context.Context
+	stopCompact context.CancelFunc
 
 	mu       sync.RWMutex
 	bufs     map[string]*projBuf // project -> records not yet sealed
@@ -130,7 +155,19 @@ func Open(opts Options) (*Store, error) {
 	if opts.Reserve == nil {
 		opts.Reserve = func(int64) {}
 	}
-	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string]*projBuf{}, sealCh: make(chan struct{}, 1), done: make(chan struct{})}
+	if opts.CompactionMaxSegmentBytes == 0 {
+		opts.CompactionMaxSegmentBytes = DefaultCompactionMaxSegmentBytes
+	}
+	if opts.CompactionFanout == 0 {
+		opts.CompactionFanout = DefaultCompactionFanout
+	}
+	if opts.CompactionMaxSegmentBytes < 0 || opts.CompactionFanout < 2 || opts.CompactionFanout > 64 {
+		return nil, fmt.Errorf("logstore: compaction: max segment bytes %d (want > 0) or fan-out %d (want 2-64) out of range",
+			opts.CompactionMaxSegmentBytes, opts.CompactionFanout)
+	}
+	s := &Store{opts: opts, fs: vfs.Or(opts.FS), bufs: map[string]*projBuf{}, sealCh: make(chan struct{}, 1), done: make(chan struct{}),
+		mergeFailed: map[string]bool{}, compactCh: make(chan struct{}, 1)}
+	s.compactCtx, s.stopCompact = context.WithCancel(context.Background())
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
@@ -178,6 +215,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.wg.Add(1)
 	go s.sealer()
+	if opts.Compaction {
+		s.wg.Add(1)
+		go s.compactor()
+	}
 	return s, nil
 }
 
@@ -451,6 +492,12 @@ func (s *Store) sealLocked() error {
 	if err := s.wal.RemoveBefore(walStart); err != nil {
 		s.opts.Logf("logstore: removing sealed WAL files: %v", err)
 	}
+	if len(made) > 0 && s.opts.Compaction {
+		select {
+		case s.compactCh <- struct{}{}:
+		default:
+		}
+	}
 	return nil
 }
 
@@ -511,11 +558,32 @@ func (s *Store) DropBefore(cutoff uint64, match func(project string) bool) (int,
 	n := 0
 	for _, seg := range drop {
 		n += seg.count
-		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.opts.Logf("logstore: remove %s: %v", seg.path, err)
-		}
+		s.release(seg)
 	}
 	return n, s.fs.SyncDir(s.opts.Dir)
+}
+
+// acquire takes a reference to each segment of segs, which the caller took
+// from s.segs under mu (held): their files stay until release.
+func acquire(segs []*segment) {
+	for _, seg := range segs {
+		seg.refs.Add(1)
+	}
+}
+
+// release drops a reference to seg (the store's, once its manifest no
+// longer lists it, or a reader's) and removes its file when it was the
+// last one. A crash before that leaves a file the manifest does not list,
+// which Open removes.
+func (s *Store) release(seg *segment) {
+	if n := seg.refs.Add(-1); n > 0 {
+		return
+	} else if n < 0 {
+		panic("logstore: bug: a segment released more often than held")
+	}
+	if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.opts.Logf("logstore: remove %s: %v", seg.path, err)
+	}
 }
 
 // Stats describes the store.
@@ -566,6 +634,7 @@ func (s *Store) Close() error {
 		sub.end()
 	}
 	close(s.done)
+	s.stopCompact()
 	s.wg.Wait()
 	err := s.Seal()
 	return errors.Join(err, s.wal.Close())

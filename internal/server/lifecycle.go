@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -145,8 +146,22 @@ func (s *Server) handleCompact(w http.ResponseWriter, r *http.Request, b store.B
 		s.queryFailed(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	out := map[string]any{
 		"merges": res.Merges, "segments_before": res.SegmentsBefore, "segments_after": res.SegmentsAfter,
 		"bytes_written": res.BytesWritten, "took_ms": float64(res.Took.Microseconds()) / 1000,
-	})
+	}
+	// The log store's segments too (internal/logstore), reported apart.
+	if l := s.logs.Load(); l != nil {
+		if lc, ok := l.LogBackend.(interface {
+			Compact(context.Context, bool) (store.CompactResult, error)
+		}); ok {
+			lres, err := lc.Compact(r.Context(), true)
+			if err != nil {
+				s.queryFailed(w, err)
+				return
+			}
+			out["log_merges"], out["log_segments_before"], out["log_segments_after"] = lres.Merges, lres.SegmentsBefore, lres.SegmentsAfter
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }
