@@ -529,3 +529,40 @@ func TestCollector(t *testing.T) {
 		}
 	}
 }
+
+// A summary becomes one series per quantile (a quantile label, Prometheus'
+// form), _sum and _count, with the point's values as sent.
+func TestSummarySeries(t *testing.T) {
+	s := openMem(t, vfs.NewMemFS())
+	defer s.Close()
+	req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{
+		Resource: &resourcepb.Resource{Attributes: []*commonpb.KeyValue{strKV("service.name", "api")}},
+		ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{{Name: "gc.pause", Unit: "s", Data: &metricspb.Metric_Summary{Summary: &metricspb.Summary{
+			DataPoints: []*metricspb.SummaryDataPoint{{TimeUnixNano: 30_000 * 1e6, Count: 40, Sum: 2.5,
+				QuantileValues: []*metricspb.SummaryDataPoint_ValueAtQuantile{{Quantile: 0.5, Value: 0.04}, {Quantile: 0.99, Value: 0.3}}}},
+		}}}}}},
+	}}}
+	b, _ := proto.Marshal(req)
+	res, err := s.AppendMetrics("", store.MetricFormatProto, b)
+	if err != nil || res.Accepted != 1 || res.Rejected != 0 {
+		t.Fatalf("append: %+v %v", res, err)
+	}
+	re, _ := store.NewLabelMatcher(store.MatchRegexp, store.MetricName, "gc_pause_seconds.*")
+	got, err := s.SelectSeries("", 0, 100_000, []*store.LabelMatcher{re})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, sd := range got {
+		lines = append(lines, fmt.Sprintf("%s %v", sd.Labels, sd.Samples))
+	}
+	want := []string{
+		`{__name__="gc_pause_seconds", job="api", quantile="0.5", service_name="api"} [{30000 0.04}]`,
+		`{__name__="gc_pause_seconds", job="api", quantile="0.99", service_name="api"} [{30000 0.3}]`,
+		`{__name__="gc_pause_seconds_count", job="api", service_name="api"} [{30000 40}]`,
+		`{__name__="gc_pause_seconds_sum", job="api", service_name="api"} [{30000 2.5}]`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("series:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
