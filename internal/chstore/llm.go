@@ -239,7 +239,7 @@ func (s *Store) rollupSpan(ctx context.Context, project, name string, start, end
 	}
 	var n uint64
 	if err := s.conn.QueryRow(ctx, `SELECT count() FROM trace_index WHERE project = ?
-		AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
+		AND trace_id `+s.target.global()+`IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
 		project, project, m0*minuteNanos, hi).Scan(&n); err != nil {
 		return 0, 0, false, fmt.Errorf("statistics on ClickHouse: erased traces: %w", err)
 	}
