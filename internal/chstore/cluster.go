@@ -84,6 +84,18 @@ func (t schemaTarget) global() string {
 	return "GLOBAL "
 }
 
+// zero is the bucket of an answer without time buckets, 0 as an Int64 key
+// of GROUP BY: on a cluster computed from column col, as ClickHouse 18.16
+// refuses a constant key in a distributed GROUP BY ("Cannot convert column
+// bucket because it is non constant in source stream but must be constant
+// in result").
+func (t schemaTarget) zero(col string) string {
+	if t.cluster == "" {
+		return "toInt64(0)"
+	}
+	return "toInt64(0 * " + col + ")"
+}
+
 var alterRE = regexp.MustCompile(`^ALTER TABLE (\w+) `)
 
 // onLocals is the form of an ALTER TABLE statement of this package on the
