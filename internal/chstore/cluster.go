@@ -96,6 +96,15 @@ func (t schemaTarget) zero(col string) string {
 	return "toInt64(0 * " + col + ")"
 }
 
+// nonConstant is key, a GROUP BY key's SQL, unless it is the constant ”
+// on a cluster (see zero): then an empty text computed from column col.
+func (t schemaTarget) nonConstant(key, col string) string {
+	if t.cluster == "" || key != "''" {
+		return key
+	}
+	return "substring(" + col + ", 1, 0)"
+}
+
 var alterRE = regexp.MustCompile(`^ALTER TABLE (\w+) `)
 
 // onLocals is the form of an ALTER TABLE statement of this package on the
