@@ -19,7 +19,14 @@ import (
 // (2 shards) through node i.
 func openCluster(t *testing.T, c *chcluster.Cluster, db string, node int) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), Options{URL: c.URL(node, db), Cluster: c.Name, BatchWindow: time.Millisecond})
+	return openClusterWith(t, c, db, node, Options{})
+}
+
+// openClusterWith is openCluster with options.
+func openClusterWith(t *testing.T, c *chcluster.Cluster, db string, node int, opts Options) *Store {
+	t.Helper()
+	opts.URL, opts.Cluster, opts.BatchWindow = c.URL(node, db), c.Name, time.Millisecond
+	s, err := Open(t.Context(), opts)
 	if err != nil {
 		t.Fatalf("open on cluster through node %d: %v\n%s", node+1, err, c.Logs())
 	}
@@ -263,4 +270,13 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 	if left != uint64(len(corpus)-gone) {
 		t.Errorf("%d rows left on the shards, want %d", left, len(corpus)-gone)
 	}
+}
+
+// TestClusterRetention: TestRetention on a 2-shard cluster: whole expired
+// partitions are dropped from every shard's local tables, a project's
+// other expired rows deleted from every shard (ON CLUSTER).
+func TestClusterRetention(t *testing.T) {
+	c := chcluster.Shared(t)
+	db := c.Database(t)
+	testRetention(t, func(o Options) *Store { return openClusterWith(t, c, db, 0, o) })
 }
