@@ -25,6 +25,10 @@
 //
 // Live tails see the spans acknowledged by this process only.
 //
+// Cluster mode (Options.Cluster; cluster.go): the same queries over
+// Distributed tables of the original names, with replicated local tables
+// under them, created ON CLUSTER.
+//
 // Goroutines: Open starts one collector and Options.Inserters inserters,
 // and with a retention the sweeper (retention.go); Close stops the sweeper,
 // stops accepting writes, lets them drain the queue, waits for them, then

@@ -1,7 +1,8 @@
 // Package chserver runs a real clickhouse-server as a child process: on a
 // free loopback port, with a generated configuration and a data directory
 // under the system's temporary directory, both removed when it stops. The
-// tests (package chtest) and the benchmark harness (rastro bench
+// tests (packages chtest and chcluster, whose servers get a cluster's
+// configuration through Config) and the benchmark harness (rastro bench
 // clickhouse) use it. The child is started under a small shell that waits on
 // a pipe from this process and stops clickhouse-server (and removes its
 // directory) when the pipe closes, so it stops however this process exits.
