@@ -1,7 +1,9 @@
 package chcluster
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -61,5 +63,15 @@ func TestCluster(t *testing.T) {
 		if all != 100 {
 			t.Errorf("node %d reads %d rows through the Distributed table, want 100", i+1, all)
 		}
+	}
+}
+
+// TestMissingJavaSaysWhatToInstall: without java on PATH, starting a
+// cluster fails (it is never skipped) with what to install.
+func TestMissingJavaSaysWhatToInstall(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := Start(2)
+	if !errors.Is(err, ErrNoZooKeeper) || !strings.Contains(err.Error(), "apt-get install zookeeper") || !strings.Contains(err.Error(), "no java") {
+		t.Fatalf("without java: %v", err)
 	}
 }
