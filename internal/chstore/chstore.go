@@ -220,8 +220,7 @@ var _ interface {
 
 // connect opens a connection pool for url and checks that the server
 // answers. On a cluster, its sessions insert into Distributed tables
-// synchronously and read a distributed subquery of IN as GLOBAL IN
-// (clusterSettings).
+// synchronously (clusterSettings).
 func connect(ctx context.Context, url string, pool int, cluster string) (driver.Conn, error) {
 	o, err := clickhouse.ParseDSN(url)
 	if err != nil {

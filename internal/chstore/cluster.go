@@ -96,8 +96,9 @@ func (t schemaTarget) zero(col string) string {
 	return "toInt64(0 * " + col + ")"
 }
 
-// nonConstant is key, a GROUP BY key's SQL, unless it is the constant ”
-// on a cluster (see zero): then an empty text computed from column col.
+// nonConstant is key, a GROUP BY key's SQL, unless it is the empty text
+// constant (two single quotes) on a cluster (see zero): then an empty text
+// computed from column col.
 func (t schemaTarget) nonConstant(key, col string) string {
 	if t.cluster == "" || key != "''" {
 		return key

@@ -279,3 +279,22 @@ func post(t *testing.T, u, body string) (int, string) {
 	}
 	return resp.StatusCode, string(b)
 }
+
+// TestServeClusterFlags: --clickhouse-cluster is refused without
+// --storage clickhouse, and a name that cannot go into DDL is refused
+// before anything is connected to.
+func TestServeClusterFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--clickhouse-cluster", "c1"}, "--clickhouse-cluster is for --storage clickhouse"},
+		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:1/x", "--clickhouse-cluster", "c1; DROP"}, `cluster name "c1; DROP"`},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)
+		if code := Main(t.Context(), args, &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
