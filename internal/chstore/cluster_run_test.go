@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
 
 // openCluster opens a Store in a fresh database of the shared test cluster
@@ -279,4 +281,15 @@ func TestClusterRetention(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
 	testRetention(t, func(o Options) *Store { return openClusterWith(t, c, db, 0, o) })
+}
+
+// TestClusterImportRefused: copying a backend's spans into a cluster is not
+// built, and says so rather than copying.
+func TestClusterImportRefused(t *testing.T) {
+	c := chcluster.Shared(t)
+	s := openCluster(t, c, c.Database(t), 0)
+	_, err := s.Import(t.Context(), memstore.New(memstore.Options{}), ImportOptions{Source: "test"})
+	if err == nil || !strings.Contains(err.Error(), "into a cluster") {
+		t.Fatalf("import into a cluster: %v", err)
+	}
 }
