@@ -25,6 +25,10 @@
 //
 // Live tails see the spans acknowledged by this process only.
 //
+// Cluster mode (Options.Cluster; cluster.go): the same queries over
+// Distributed tables of the original names, with replicated local tables
+// under them, created ON CLUSTER.
+//
 // Goroutines: Open starts one collector and Options.Inserters inserters,
 // and with a retention the sweeper (retention.go); Close stops the sweeper,
 // stops accepting writes, lets them drain the queue, waits for them, then
@@ -102,6 +106,12 @@ type Options struct {
 	// Logger receives the version found and the migrations applied; nil
 	// discards.
 	Logger *slog.Logger
+	// Cluster is the name of the ClickHouse cluster (remote_servers) the
+	// database is spread over; "" is a single node. On a cluster Open
+	// creates the cluster schema ON CLUSTER, writes and reads go through
+	// the Distributed tables, and mutations address the local tables ON
+	// CLUSTER (cluster.go).
+	Cluster string
 }
 
 // Validate fills defaults and refuses impossible settings.
@@ -114,6 +124,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := clickhouse.ParseDSN(o.URL); err != nil {
 		return fmt.Errorf("chstore: ClickHouse URL: %w", err)
+	}
+	if o.Cluster != "" && !identRE.MatchString(o.Cluster) {
+		return fmt.Errorf("chstore: cluster name %q: use letters, digits and _ (it is written into DDL)", o.Cluster)
 	}
 	if o.BatchWindow == 0 {
 		o.BatchWindow = DefaultBatchWindow
@@ -170,6 +183,7 @@ func redact(raw string) string {
 // Store is the ClickHouse backend. It is safe for concurrent use.
 type Store struct {
 	opts     Options
+	target   schemaTarget // the database, and the cluster if any
 	conn     driver.Conn
 	features Features
 	rollups  map[string]bool // rollups and indexes that saw every span (rollup.go)
@@ -204,8 +218,10 @@ var _ interface {
 	store.SQLRunner
 } = (*Store)(nil)
 
-// connect opens a connection pool for url and checks that the server answers.
-func connect(ctx context.Context, url string, pool int) (driver.Conn, error) {
+// connect opens a connection pool for url and checks that the server
+// answers. On a cluster, its sessions insert into Distributed tables
+// synchronously (clusterSettings).
+func connect(ctx context.Context, url string, pool int, cluster string) (driver.Conn, error) {
 	o, err := clickhouse.ParseDSN(url)
 	if err != nil {
 		return nil, fmt.Errorf("ClickHouse URL: %w", err)
@@ -215,6 +231,14 @@ func connect(ctx context.Context, url string, pool int) (driver.Conn, error) {
 	}
 	if o.DialTimeout == 0 {
 		o.DialTimeout = 5 * time.Second
+	}
+	if cluster != "" {
+		if o.Settings == nil {
+			o.Settings = clickhouse.Settings{}
+		}
+		for k, v := range clusterSettings {
+			o.Settings[k] = v
+		}
 	}
 	conn, err := clickhouse.Open(o)
 	if err != nil {
@@ -233,7 +257,11 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	conn, err := connect(ctx, opts.URL, opts.Inserters+8)
+	sc, err := targetOf(opts.URL, opts.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := connect(ctx, opts.URL, opts.Inserters+8, opts.Cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +270,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
-	applied, err := migrate(ctx, conn, feat)
+	applied, err := migrate(ctx, conn, feat, sc)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -253,7 +281,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion(), "rollups", rollups)
-	s := &Store{opts: opts, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
+	s := &Store{opts: opts, target: sc, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
 		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}, retStop: make(chan struct{})}
 	s.w.start(s)
 	if opts.hasRetention() {

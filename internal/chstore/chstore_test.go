@@ -55,7 +55,7 @@ func appendAll(t *testing.T, b store.Appender, project string, spans []model.Spa
 
 func TestMigrationsAreVersionedAndIdempotent(t *testing.T) {
 	url := chtest.URL(t)
-	feat, steps, ran, err := Migrate(t.Context(), url)
+	feat, steps, ran, err := Migrate(t.Context(), url, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestMigrationsAreVersionedAndIdempotent(t *testing.T) {
 			t.Fatalf("step %d not recorded: %+v", m.Version, steps)
 		}
 	}
-	if _, _, ran, err := Migrate(t.Context(), url); err != nil || ran != 0 {
+	if _, _, ran, err := Migrate(t.Context(), url, ""); err != nil || ran != 0 {
 		t.Fatalf("second run: %d applied, %v; want 0", ran, err)
 	}
 	s := open(t, Options{URL: url}) // Open migrates too: nothing left to do

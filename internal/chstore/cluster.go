@@ -8,22 +8,123 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
-// Cluster schema: generated, not served. ClusterSchema turns the
-// single-node schema (every migration, in order) into the statements of a
-// sharded, replicated one: each table becomes a local table on every node
+// Cluster mode (Options.Cluster, rastro serve and migrate
+// --clickhouse-cluster). The schema: ClusterSchema turns the single-node
+// schema (every migration, in order) into the statements of a sharded,
+// replicated one: each table becomes a local table on every node
 // (name_local, created ON CLUSTER, engine Replicated*MergeTree with the
 // {shard} and {replica} macros) plus a Distributed table of the original
 // name over the locals; the materialized views read and write the locals,
 // so each shard rolls up and indexes the spans it stores; the bookkeeping
 // tables (schema_migrations, rollups) are replicated to every node.
 //
-// It is untested against a cluster: ON CLUSTER and Replicated*MergeTree
-// need ZooKeeper (or ClickHouse Keeper), which these machines do not have,
-// and the queries of this package are not written for Distributed tables
-// yet (their IN subqueries over distributed tables would need GLOBAL IN,
-// mutations and partition drops must address the locals ON CLUSTER).
-// `rastro serve` therefore has no cluster mode; `rastro migrate
-// --clickhouse-cluster NAME` prints these statements for review.
+// The queries are the single node's: they name the Distributed tables,
+// which have the single node's names. The connection's settings
+// (clusterSettings) make inserts into a Distributed table return once every
+// shard holds its rows (insert_distributed_sync), so an acknowledged write
+// is visible to every rastro process; an IN subquery over a distributed
+// table inside a distributed query is GLOBAL IN (global). Mutations
+// (erasures, retention deletes) and partition drops address the local
+// tables ON CLUSTER (onLocals): a Distributed table takes neither.
+//
+// Tested against a real cluster of 2 shards (package chcluster: ZooKeeper
+// and two clickhouse-server 18.16).
+
+// clusterSettings are the session settings of a cluster mode connection.
+var clusterSettings = clickhouse.Settings{"insert_distributed_sync": 1}
+
+// schemaTarget is where the schema lives: a database, on a cluster or not.
+type schemaTarget struct {
+	cluster, db string
+}
+
+// targetOf is the schema target of a ClickHouse URL and cluster name.
+func targetOf(url, cluster string) (schemaTarget, error) {
+	o, err := clickhouse.ParseDSN(url)
+	if err != nil {
+		return schemaTarget{}, fmt.Errorf("ClickHouse URL: %w", err)
+	}
+	db := o.Auth.Database
+	if db == "" {
+		db = "default"
+	}
+	if cluster == "" {
+		return schemaTarget{db: db}, nil
+	}
+	if !identRE.MatchString(cluster) {
+		return schemaTarget{}, fmt.Errorf("cluster name %q: use letters, digits and _ (it is written into DDL)", cluster)
+	}
+	if !identRE.MatchString(db) {
+		return schemaTarget{}, fmt.Errorf("database name %q: use letters, digits and _ (it is written into DDL)", db)
+	}
+	return schemaTarget{cluster: cluster, db: db}, nil
+}
+
+// statements are the statements that create what the single-node
+// statement stmt creates, on the target.
+func (t schemaTarget) statements(stmt string) ([]string, error) {
+	if t.cluster == "" {
+		return []string{stmt}, nil
+	}
+	return clusterStatements(stmt, t.cluster, t.db)
+}
+
+// global is what precedes IN or NOT IN when the subquery reads a table
+// of this package inside a query over another: "GLOBAL " on a cluster,
+// so that the subquery reads every shard's rows once, on the node asked,
+// and its result is sent to every shard (with plain IN, each shard would
+// read the Distributed table again, which 18.16 refuses by default:
+// distributed_product_mode = deny). The driver cannot set that enum
+// setting on 18.16 (settings travel as numbers there), so the queries say
+// GLOBAL themselves.
+func (t schemaTarget) global() string {
+	if t.cluster == "" {
+		return ""
+	}
+	return "GLOBAL "
+}
+
+// zero is the bucket of an answer without time buckets, 0 as an Int64 key
+// of GROUP BY: on a cluster computed from column col, as ClickHouse 18.16
+// refuses a constant key in a distributed GROUP BY ("Cannot convert column
+// bucket because it is non constant in source stream but must be constant
+// in result").
+func (t schemaTarget) zero(col string) string {
+	if t.cluster == "" {
+		return "toInt64(0)"
+	}
+	return "toInt64(0 * " + col + ")"
+}
+
+// nonConstant is key, a GROUP BY key's SQL, unless it is the empty text
+// constant (two single quotes) on a cluster (see zero): then an empty text
+// computed from column col.
+func (t schemaTarget) nonConstant(key, col string) string {
+	if t.cluster == "" || key != "''" {
+		return key
+	}
+	return "substring(" + col + ", 1, 0)"
+}
+
+var alterRE = regexp.MustCompile(`^ALTER TABLE (\w+) `)
+
+// onLocals is the form of an ALTER TABLE statement of this package on the
+// target: on a cluster it addresses the table's local tables ON CLUSTER
+// (a mutation or a partition drop runs on every shard), with the tables of
+// its subqueries qualified by the database (each node runs it in its
+// default database). The subqueries read the Distributed tables, whole,
+// on each shard: plain IN is right there, the outer table being local.
+func (t schemaTarget) onLocals(stmt string) string {
+	if t.cluster == "" {
+		return stmt
+	}
+	m := alterRE.FindStringSubmatch(stmt)
+	if m == nil {
+		panic("chstore: onLocals of a statement that is not ALTER TABLE: " + stmt)
+	}
+	rest := fromRE.ReplaceAllString(stmt[len(m[0]):], "FROM "+t.db+".${1}")
+	return fmt.Sprintf("ALTER TABLE %s.%s_local ON CLUSTER %s ", t.db, m[1], t.cluster) + rest
+}
 
 // shardKeys are the sharding keys of the Distributed tables that rastro
 // inserts into: a trace's spans, its index row and its attribute index rows

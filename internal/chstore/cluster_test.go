@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestClusterSchema checks the generated cluster DDL as text (no cluster
-// runs here: ON CLUSTER and Replicated*MergeTree need ZooKeeper): every
+// TestClusterSchema checks the generated cluster DDL as text (the tests of
+// cluster_run_test.go apply it to a real cluster): every
 // single-node table has a replicated local table and a Distributed table of
 // its name over it (bookkeeping tables are replicated to every node
 // instead), every statement runs ON CLUSTER, the views read and write local

@@ -89,9 +89,10 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		}
 		// The rows of its traces, less those an earlier erasure covers.
 		var n uint64
+		g := s.target.global()
 		if err := s.conn.QueryRow(ctx, `SELECT count() FROM spans WHERE project = ?
-			AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)
-			AND trace_id NOT IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure != ?)`,
+			AND trace_id `+g+`IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)
+			AND trace_id `+g+`NOT IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure != ?)`,
 			req.Project, req.Project, st.ID, req.Project, st.ID).Scan(&n); err != nil {
 			return store.Erasure{}, fmt.Errorf("count spans to erase in ClickHouse: %w", err)
 		}
@@ -104,7 +105,7 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		if len(ids) == 0 {
 			break
 		}
-		if err := s.conn.Exec(ctx, "ALTER TABLE "+table+" DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+		if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE "+table+" DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)"),
 			req.Project, req.Project, st.ID); err != nil {
 			// Hidden already (erasing a trace by id again starts its removal
 			// again). Say so in the status rather than fail a request whose
@@ -186,7 +187,7 @@ func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, 
 		var left uint64
 		for _, table := range erasedTables {
 			var n uint64
-			if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+			if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = ? AND trace_id "+s.target.global()+"IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
 				project, project, e.ID).Scan(&n); err != nil {
 				return nil, fmt.Errorf("check erasure %d in ClickHouse: %w", e.ID, err)
 			}

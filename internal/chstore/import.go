@@ -108,6 +108,10 @@ func (s *Store) Import(ctx context.Context, src store.Reader, opts ImportOptions
 	if opts.Source == "" {
 		return nil, errors.New("import: no source name")
 	}
+	if s.target.cluster != "" {
+		// Not built: untested on a cluster (docs/clickhouse.md#cluster-mode).
+		return nil, fmt.Errorf("import: into a cluster (%s) is not built: import into a single node", s.target.cluster)
+	}
 	if opts.BatchSpans == 0 {
 		opts.BatchSpans = DefaultImportBatchSpans
 	}

@@ -104,7 +104,7 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 			sel = append(sel, "toInt64(intDiv(start, ?) * ?) AS bucket")
 			args = append(args, uint64(step), uint64(step/time.Second))
 		} else {
-			sel = append(sel, "toInt64(0) AS bucket")
+			sel = append(sel, s.target.zero("start")+" AS bucket")
 		}
 		return "SELECT " + strings.Join(append(sel, stateExprs...), ", ") + " FROM spans WHERE " + w.String() +
 			" GROUP BY " + strings.Join(groupBy, ", "), append(args, w.args...)
@@ -127,7 +127,7 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 			sel = append(sel, "toInt64(intDiv(minute * 60000000000, ?) * ?) AS bucket")
 			ra = append(ra, uint64(step), uint64(step/time.Second))
 		} else {
-			sel = append(sel, "toInt64(0) AS bucket")
+			sel = append(sel, s.target.zero("minute")+" AS bucket")
 		}
 		rw := &where{}
 		rw.add("project = ?", project)
@@ -239,7 +239,7 @@ func (s *Store) rollupSpan(ctx context.Context, project, name string, start, end
 	}
 	var n uint64
 	if err := s.conn.QueryRow(ctx, `SELECT count() FROM trace_index WHERE project = ?
-		AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
+		AND trace_id `+s.target.global()+`IN (SELECT trace_id FROM erased_traces WHERE project = ?) AND start_max >= ? AND start_min < ?`,
 		project, project, m0*minuteNanos, hi).Scan(&n); err != nil {
 		return 0, 0, false, fmt.Errorf("statistics on ClickHouse: erased traces: %w", err)
 	}

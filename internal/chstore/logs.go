@@ -354,7 +354,7 @@ func (s *Store) EraseTrace(project string, trace model.TraceID) (int, error) {
 	if err := insertRow(ctx, s.conn, "INSERT INTO log_erasures (project, trace_id, before, at)", project, string(trace[:]), before, uint64(time.Now().UnixNano())); err != nil {
 		return 0, fmt.Errorf("record log erasure in ClickHouse: %w", err)
 	}
-	if err := s.conn.Exec(ctx, "ALTER TABLE logs DELETE WHERE project = ? AND trace_id = unhex(?) AND seq < ?", project, hexID(trace), before); err != nil {
+	if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE logs DELETE WHERE project = ? AND trace_id = unhex(?) AND seq < ?"), project, hexID(trace), before); err != nil {
 		// Hidden already; the removal is started again by the next
 		// erasure of the trace.
 		s.opts.Logger.Error("clickhouse: removing an erased trace's logs not started", "project", project, "trace", hexID(trace), "err", err)
@@ -398,7 +398,7 @@ func (s *Store) EraseTraces(project string, traces []model.TraceID) (int, error)
 		project, before, project, before).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count logs to erase in ClickHouse: %w", err)
 	}
-	if err := s.conn.Exec(ctx, "ALTER TABLE logs DELETE WHERE project = ? AND seq < ? AND "+batch, project, before, project, before); err != nil {
+	if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE logs DELETE WHERE project = ? AND seq < ? AND "+batch), project, before, project, before); err != nil {
 		s.opts.Logger.Error("clickhouse: removing erased traces' logs not started", "project", project, "traces", len(traces), "err", err)
 	}
 	return int(n), nil

@@ -106,6 +106,7 @@ func (s *Store) opsSQL(ctx context.Context, project string, q *store.OpsQuery, k
 	if end != 0 && start >= end {
 		return true, nil
 	}
+	ks, kn = s.target.nonConstant(ks, "service"), s.target.nonConstant(kn, "name")
 	step := uint64(q.Step)
 	var names, exprs []string
 	for _, st := range opsStates() {

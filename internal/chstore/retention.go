@@ -122,8 +122,14 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 		id       string
 		projects map[string][2]uint64 // project -> min, max time
 	}
-	// fam's names are constants of this file.
-	rows, err := s.conn.Query(ctx, "SELECT _partition_id, project, min("+fam.time+"), max("+fam.time+") FROM "+fam.table+" GROUP BY _partition_id, project")
+	// fam's names are constants of this file. A Distributed table has no
+	// _partition_id: on a cluster the id is computed from the time as the
+	// partition key does (toDate: the day, whose id is YYYYMMDD).
+	pid := "_partition_id"
+	if s.target.cluster != "" {
+		pid = "toString(toYYYYMMDD(toDate(toDateTime(intDiv(" + fam.time + ", 1000000000)))))"
+	}
+	rows, err := s.conn.Query(ctx, "SELECT "+pid+" AS pid, project, min("+fam.time+"), max("+fam.time+") FROM "+fam.table+" GROUP BY pid, project")
 	if err != nil {
 		return fmt.Errorf("retention: list partitions of %s in ClickHouse: %w", fam.table, err)
 	}
@@ -175,7 +181,7 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 		// The partition id is the server's own (digits only, checked), not
 		// user input; DROP PARTITION takes no bound parameter.
 		for _, table := range fam.partitioned {
-			if err := s.conn.Exec(ctx, "ALTER TABLE "+table+" DROP PARTITION ID '"+id+"'"); err != nil {
+			if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE "+table+" DROP PARTITION ID '"+id+"'")); err != nil {
 				return fmt.Errorf("retention: drop partition %s of %s: %w", id, table, err)
 			}
 		}
@@ -193,7 +199,7 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 			continue // started already; a mutation runs in the background
 		}
 		for _, stmt := range fam.deletes {
-			if err := s.conn.Exec(ctx, stmt, project, c); err != nil {
+			if err := s.conn.Exec(ctx, s.target.onLocals(stmt), project, c); err != nil {
 				return fmt.Errorf("retention: delete expired rows of %q: %w", project, err)
 			}
 		}

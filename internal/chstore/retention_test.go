@@ -27,10 +27,14 @@ func spansAt(t testing.TB, seed uint64, n int, at time.Time) []model.Span {
 // span has expired and starts one delete for the expired spans of a project
 // sharing partitions with others, which removes exactly them; a second sweep
 // starts nothing new.
-func TestRetention(t *testing.T) {
+func TestRetention(t *testing.T) { testRetention(t, func(o Options) *Store { return open(t, o) }) }
+
+// testRetention is TestRetention on the Store open makes (a single node
+// or a cluster).
+func testRetention(t *testing.T, open func(Options) *Store) {
 	day := 24 * time.Hour
 	now := time.Now().UTC().Truncate(day).Add(12 * time.Hour) // noon: far from day boundaries
-	s := open(t, Options{Retention: 7 * day, ProjectRetention: map[string]time.Duration{"a": 2 * day, "c": 0},
+	s := open(Options{Retention: 7 * day, ProjectRetention: map[string]time.Duration{"a": 2 * day, "c": 0},
 		RetentionEvery: time.Hour, Now: func() time.Time { return now }})
 	ctx := t.Context()
 	type group struct {

@@ -211,9 +211,18 @@ type Migrated struct {
 }
 
 // migrate applies the steps not recorded yet and returns how many it ran.
-func migrate(ctx context.Context, conn driver.Conn, f Features) (int, error) {
-	if err := conn.Exec(ctx, migrationsTable); err != nil {
-		return 0, fmt.Errorf("create schema_migrations: %w", err)
+// On a cluster (sc.cluster set) each statement becomes its cluster form
+// (clusterStatements), run ON CLUSTER from this node; the steps are recorded
+// in schema_migrations, replicated to every node, as for a single node.
+func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget) (int, error) {
+	mt, err := sc.statements(migrationsTable)
+	if err != nil {
+		return 0, err
+	}
+	for _, stmt := range mt {
+		if err := conn.Exec(ctx, stmt); err != nil {
+			return 0, fmt.Errorf("create schema_migrations: %w", err)
+		}
 	}
 	done, err := applied(ctx, conn)
 	if err != nil {
@@ -224,9 +233,15 @@ func migrate(ctx context.Context, conn driver.Conn, f Features) (int, error) {
 		if _, ok := done[m.version]; ok {
 			continue
 		}
-		for _, stmt := range m.statements(f) {
-			if err := conn.Exec(ctx, stmt); err != nil {
+		for _, single := range m.statements(f) {
+			stmts, err := sc.statements(single)
+			if err != nil {
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+			}
+			for _, stmt := range stmts {
+				if err := conn.Exec(ctx, stmt); err != nil {
+					return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
+				}
 			}
 		}
 		if m.after != nil {
@@ -263,9 +278,15 @@ func applied(ctx context.Context, conn driver.Conn) (map[uint32]time.Time, error
 }
 
 // Migrate connects to url, applies the migrations not recorded yet and
-// returns every step with when it was applied (rastro migrate).
-func Migrate(ctx context.Context, url string) (Features, []Migrated, int, error) {
-	conn, err := connect(ctx, url, 1)
+// returns every step with when it was applied (rastro migrate). With a
+// cluster name it creates the cluster schema ON CLUSTER from url's node
+// (cluster.go).
+func Migrate(ctx context.Context, url, cluster string) (Features, []Migrated, int, error) {
+	sc, err := targetOf(url, cluster)
+	if err != nil {
+		return Features{}, nil, 0, err
+	}
+	conn, err := connect(ctx, url, 1, cluster)
 	if err != nil {
 		return Features{}, nil, 0, err
 	}
@@ -274,7 +295,7 @@ func Migrate(ctx context.Context, url string) (Features, []Migrated, int, error)
 	if err != nil {
 		return f, nil, 0, err
 	}
-	n, err := migrate(ctx, conn, f)
+	n, err := migrate(ctx, conn, f, sc)
 	if err != nil {
 		return f, nil, n, err
 	}

@@ -90,7 +90,7 @@ func (s *Store) sqlViews(project string) map[string]string {
 	// carry a statement's aliases into a subquery in FROM, checked; later
 	// releases can carry WITH aliases: enable_global_with_statement).
 	visible := "spans.project = " + p + " AND spans.start >= " + strconv.FormatUint(cutoff, 10) +
-		" AND spans.trace_id NOT IN (SELECT erased_traces.trace_id FROM erased_traces WHERE erased_traces.project = " + p + ")"
+		" AND spans.trace_id " + s.target.global() + "NOT IN (SELECT erased_traces.trace_id FROM erased_traces WHERE erased_traces.project = " + p + ")"
 	// The ids are shown as hex text: the outer query renames the inner
 	// one's columns (an alias named like a column would replace the column
 	// in the inner WHERE). No FINAL: on 18.16 a FINAL read does not check

@@ -41,7 +41,7 @@ func (s *Store) base(project string, start, end uint64) *where {
 	if end != 0 {
 		w.add("start < ?", end)
 	}
-	w.add("trace_id NOT IN (SELECT trace_id FROM erased_traces WHERE project = ?)", project)
+	w.add("trace_id "+s.target.global()+"NOT IN (SELECT trace_id FROM erased_traces WHERE project = ?)", project)
 	return w
 }
 

@@ -16,7 +16,8 @@ func init() {
 func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "migrate", "--clickhouse-url URL")
 	url := fs.String("clickhouse-url", "", "the database, clickhouse://user:password@host:9000/database (native protocol)")
-	cluster := fs.String("clickhouse-cluster", "", "print the schema for this cluster (ReplicatedMergeTree and Distributed tables ON CLUSTER) for review, and apply nothing: untested against a cluster, and serve has no cluster mode (docs/clickhouse.md)")
+	cluster := fs.String("clickhouse-cluster", "", "the schema for this cluster (remote_servers): Replicated*MergeTree local tables and Distributed tables ON CLUSTER; printed for review, applied with --apply (docs/clickhouse.md#cluster-mode)")
+	apply := fs.Bool("apply", false, "with --clickhouse-cluster: create the cluster schema ON CLUSTER through the URL's node (versioned and idempotent, as serve --clickhouse-cluster does at start) instead of printing it")
 	asJSON := fs.Bool("json", false, "print the ClickHouse version and the migrations (or, with --from-data-dir, what was copied) as JSON")
 	fromDir := fs.String("from-data-dir", "", "copy every project's spans from this data directory of the embedded engine (its server stopped) into ClickHouse; interrupted, the same command goes on where it stopped (docs/clickhouse.md)")
 	batch := fs.Int("batch-spans", chstore.DefaultImportBatchSpans, "with --from-data-dir: spans read, inserted and checkpointed at once (1..100000)")
@@ -34,27 +35,32 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 	}
 	if *fromDir != "" {
 		if *cluster != "" {
-			return fmt.Errorf("%w: --from-data-dir copies into a single node; --clickhouse-cluster only prints a schema", errUsage)
+			return fmt.Errorf("%w: --from-data-dir copies into a single node, not a cluster (--clickhouse-cluster)", errUsage)
 		}
 		if *batch < 1 || *batch > 100000 {
 			return fmt.Errorf("%w: --batch-spans %d: give 1..100000", errUsage, *batch)
 		}
 		return migrateDataDir(ctx, env, *url, *fromDir, *batch, *asJSON)
 	}
+	if *apply && *cluster == "" {
+		return fmt.Errorf("%w: --apply is for --clickhouse-cluster (without it, migrate applies the single-node schema)", errUsage)
+	}
 	if *cluster != "" {
 		stmts, err := chstore.ClusterSchemaForURL(*url, *cluster)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		fmt.Fprintln(env.Stdout, "-- rastro's ClickHouse schema for cluster "+*cluster+": generated, untested against a cluster (docs/clickhouse.md)")
-		for _, s := range stmts {
-			fmt.Fprintf(env.Stdout, "%s;\n\n", s)
+		if !*apply {
+			fmt.Fprintln(env.Stdout, "-- rastro's ClickHouse schema for cluster "+*cluster+" (docs/clickhouse.md#cluster-mode); migrate --apply, or serve --clickhouse-cluster, runs it")
+			for _, s := range stmts {
+				fmt.Fprintf(env.Stdout, "%s;\n\n", s)
+			}
+			return nil
 		}
-		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	feat, steps, ran, err := chstore.Migrate(ctx, *url)
+	feat, steps, ran, err := chstore.Migrate(ctx, *url, *cluster)
 	if err != nil {
 		return err
 	}

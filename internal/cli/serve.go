@@ -35,7 +35,7 @@ func init() {
 // serveConfig holds the values of rastro serve's flags.
 type serveConfig struct {
 	dataDir, httpAddr, grpcAddr, durability, logLevel string
-	storage, clickhouseURL                            string
+	storage, clickhouseURL, clickhouseCluster         string
 	tempoAddr, jaegerAddr, zipkinAddr                 string
 	pprofAddr                                         string
 	pricesFile                                        string
@@ -81,6 +81,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 		sqlMaxResult: chstore.DefaultSQLMaxResultBytes}
 	fs.StringVar(&c.storage, "storage", "embedded", "where spans are kept: embedded (the engine, in --data-dir) or clickhouse (--clickhouse-url; docs/clickhouse.md)")
 	fs.StringVar(&c.clickhouseURL, "clickhouse-url", "", "with --storage clickhouse: the database, clickhouse://user:password@host:9000/database?secure=true (native protocol); the schema is migrated at start")
+	fs.StringVar(&c.clickhouseCluster, "clickhouse-cluster", "", "with --storage clickhouse: the cluster (remote_servers) the database is spread over: the schema is created ON CLUSTER (Replicated*MergeTree local tables and Distributed tables), writes and reads go through the Distributed tables (docs/clickhouse.md#cluster-mode)")
 	fs.DurationVar(&c.sqlTimeout, "sql-timeout", chstore.DefaultSQLMaxExecutionTime, "with --storage clickhouse: the most one statement of the SQL mode (POST /api/v1/sql) may run (ClickHouse's max_execution_time, whole seconds; keep it under --query-timeout)")
 	fs.IntVar(&c.sqlMaxRows, "sql-max-rows", chstore.DefaultSQLMaxRows, "with --storage clickhouse: the most rows one SQL-mode statement may answer (its request's limit; default limit 1000)")
 	fs.Var(&c.sqlMaxMemory, "sql-max-memory", "with --storage clickhouse: the memory one SQL-mode statement may use in ClickHouse (max_memory_usage)")
@@ -186,8 +187,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --storage clickhouse needs --clickhouse-url", errUsage)
 	case c.storage == "embedded" && c.clickhouseURL != "":
 		return fmt.Errorf("%w: --clickhouse-url is for --storage clickhouse", errUsage)
+	case c.storage == "embedded" && c.clickhouseCluster != "":
+		return fmt.Errorf("%w: --clickhouse-cluster is for --storage clickhouse", errUsage)
 	}
-	chOpts := chstore.Options{URL: c.clickhouseURL, Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+	chOpts := chstore.Options{URL: c.clickhouseURL, Cluster: c.clickhouseCluster, Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		SQL: chstore.SQLLimits{MaxExecutionTime: c.sqlTimeout, MaxRows: c.sqlMaxRows, MaxMemory: int64(c.sqlMaxMemory), MaxRowsToRead: c.sqlMaxRead,
 			MaxResultBytes: int64(c.sqlMaxResult)}}
 	if c.storage == "clickhouse" {

@@ -1,7 +1,8 @@
 // Package chserver runs a real clickhouse-server as a child process: on a
 // free loopback port, with a generated configuration and a data directory
 // under the system's temporary directory, both removed when it stops. The
-// tests (package chtest) and the benchmark harness (rastro bench
+// tests (packages chtest and chcluster, whose servers get a cluster's
+// configuration through Config) and the benchmark harness (rastro bench
 // clickhouse) use it. The child is started under a small shell that waits on
 // a pipe from this process and stops clickhouse-server (and removes its
 // directory) when the pipe closes, so it stops however this process exits.
@@ -79,6 +80,7 @@ const configXML = `<?xml version="1.0"?>
   <uncompressed_cache_size>67108864</uncompressed_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
   <mlock_executable>false</mlock_executable>
+%[3]s
 </yandex>
 `
 
@@ -101,21 +103,40 @@ kill $ch 2>/dev/null
 wait $ch
 [ -e "$2/keep" ] || rm -rf "$2"`
 
+// Config is what a server is started with beyond the defaults.
+type Config struct {
+	// Port is the native protocol port; 0 picks a free one.
+	Port int
+	// ExtraXML is added to the server's configuration as is (a cluster's
+	// remote_servers, zookeeper and macros sections: package chcluster).
+	ExtraXML string
+}
+
+// FreePort asks the kernel for a free loopback port (for a Config that must
+// name its ports before its servers start).
+func FreePort() (int, error) { return freePort() }
+
 // Start starts a server and waits until it answers (up to 60 s).
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartConfig(Config{}) }
+
+// StartConfig starts a server configured by c and waits until it answers
+// (up to 60 s).
+func StartConfig(c Config) (*Server, error) {
 	bin, err := find()
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, fmt.Errorf("find a free port: %w", err)
+	port := c.Port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "rastro-clickhouse-")
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "config.xml"), fmt.Appendf(nil, configXML, port, dir), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "config.xml"), fmt.Appendf(nil, configXML, port, dir, c.ExtraXML), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -293,4 +314,10 @@ func (s *Server) Stop() error {
 		}
 	}
 	return nil
+}
+
+// LogTail is the end of the server's log (for a failure's message).
+func (s *Server) LogTail() string {
+	log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
+	return tail(log)
 }
