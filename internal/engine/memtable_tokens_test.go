@@ -73,8 +73,8 @@ func TestBufferContentFiltersEqualBruteForce(t *testing.T) {
 			}
 			check(qs)
 			if !noIndex {
-				if grew, held := bufferBytes(e)-bytesBefore, filterBytes(e); grew != held || held == 0 {
-					t.Fatalf("the buffer estimate grew by %d bytes while the token filters hold %d", grew, held)
+				if _, held := tokenFilters(e); bufferBytes(e)-bytesBefore != held || held == 0 {
+					t.Fatalf("the buffer estimate grew by %d bytes while the token filters hold %d", bufferBytes(e)-bytesBefore, held)
 				}
 			}
 			// The open chunk's partial filter (built by those queries) is
@@ -98,8 +98,8 @@ func TestBufferContentFiltersEqualBruteForce(t *testing.T) {
 			full = fullChunks(e)
 			pruned := e.Counters().ContentChunkPruned
 			if noIndex {
-				if pruned != 0 || filters(e) != 0 {
-					t.Fatalf("without a content index: %d chunks pruned, %d token filters", pruned, filters(e))
+				if n, _ := tokenFilters(e); pruned != 0 || n != 0 {
+					t.Fatalf("without a content index: %d chunks pruned, %d token filters", pruned, n)
 				}
 				return
 			}
@@ -138,41 +138,24 @@ func fullChunks(e *Engine) int {
 	return n
 }
 
-// filters counts the buffer chunks holding a token filter, whole or partial.
-func filters(e *Engine) int {
+// tokenFilters counts the buffer chunks holding a token filter, whole or
+// partial, and sums the filters' heap.
+func tokenFilters(e *Engine) (n int, bytes int64) {
 	v := e.view()
 	defer v.release()
-	n := 0
 	for _, m := range v.mems {
 		for _, cv := range m.chunkViews() {
 			cv.c.sum.tokMu.Lock()
-			if cv.c.sum.tokens.Load() != nil || cv.c.sum.partial != nil {
-				n++
+			for _, ct := range []*chunkTokens{cv.c.sum.tokens.Load(), cv.c.sum.partial} {
+				if ct != nil {
+					n++
+					bytes += ct.heapBytes()
+				}
 			}
 			cv.c.sum.tokMu.Unlock()
 		}
 	}
-	return n
-}
-
-// filterBytes sums the heap of the buffer chunks' token filters.
-func filterBytes(e *Engine) int64 {
-	v := e.view()
-	defer v.release()
-	var b int64
-	for _, m := range v.mems {
-		for _, cv := range m.chunkViews() {
-			cv.c.sum.tokMu.Lock()
-			if ct := cv.c.sum.tokens.Load(); ct != nil {
-				b += ct.heapBytes()
-			}
-			if p := cv.c.sum.partial; p != nil {
-				b += p.heapBytes()
-			}
-			cv.c.sum.tokMu.Unlock()
-		}
-	}
-	return b
+	return n, bytes
 }
 
 // bufferBytes is the engine's write buffers' size estimate.
