@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/bits"
+	"sort"
 
 	"github.com/rastro-dev/rastro/internal/store"
 )
@@ -65,10 +66,36 @@ type appender struct {
 	v        float64
 	leading  uint8
 	trailing uint8
+	// marks are decoder states every markEvery samples, kept in memory
+	// beside a chunk being written (a head series'), so that a read of the
+	// newest samples starts at the last mark before its window instead of
+	// decoding the chunk from its first sample (not part of the format).
+	marks []chunkMark
 }
+
+// chunkMark is the state a decoder has after sample i-1, before sample i.
+type chunkMark struct {
+	pos               uint64 // bit position of sample i
+	i                 int
+	t                 int64 // time of sample i-1
+	tDelta            uint64
+	v                 float64
+	leading, trailing uint8
+}
+
+// markEvery is the samples between marks: about 40 bytes per 128 samples.
+const markEvery = 128
 
 func (a *appender) append(t int64, v float64) {
 	var buf [binary.MaxVarintLen64]byte
+	if a.n >= 2 && a.n%markEvery == 0 {
+		l := a.leading
+		if l == 0xff {
+			l = 0 // no value written with its own widths yet: the decoder starts at 0
+		}
+		a.marks = append(a.marks, chunkMark{pos: uint64(len(a.s.b))*8 - uint64(a.s.count), i: a.n, t: a.t, tDelta: a.tDelta,
+			v: a.v, leading: l, trailing: a.trailing})
+	}
 	switch a.n {
 	case 0:
 		for _, c := range buf[:binary.PutVarint(buf[:], t)] {
@@ -199,17 +226,31 @@ func (r *breader) ReadByte() (byte, error) {
 	return byte(u), err
 }
 
+// samples appends the chunk's samples with mint <= t <= maxt to out,
+// decoding from the last mark before mint.
+func (a *appender) samples(mint, maxt int64, out []store.Sample) ([]store.Sample, error) {
+	k := sort.Search(len(a.marks), func(k int) bool { return a.marks[k].t >= mint }) - 1
+	if k < 0 {
+		return decodeChunk(a.s.b, a.n, mint, maxt, out)
+	}
+	return decodeFrom(a.s.b, a.n, &a.marks[k], mint, maxt, out)
+}
+
 // decodeChunk appends the n samples of chunk b with mint <= t <= maxt to out.
 func decodeChunk(b []byte, n int, mint, maxt int64, out []store.Sample) ([]store.Sample, error) {
+	return decodeFrom(b, n, &chunkMark{}, mint, maxt, out)
+}
+
+// decodeFrom decodes samples m.i .. n-1 of chunk b from the decoder state m
+// (the zero mark: from the first sample), appending those with
+// mint <= t <= maxt to out.
+func decodeFrom(b []byte, n int, m *chunkMark, mint, maxt int64, out []store.Sample) ([]store.Sample, error) {
 	if out == nil {
-		out = make([]store.Sample, 0, n)
+		out = make([]store.Sample, 0, max(0, n-m.i))
 	}
-	r := &breader{b: b}
-	var t int64
-	var tDelta uint64
-	var v float64
-	var leading, trailing uint8
-	for i := 0; i < n; i++ {
+	r := &breader{b: b, pos: m.pos}
+	t, tDelta, v, leading, trailing := m.t, m.tDelta, m.v, m.leading, m.trailing
+	for i := m.i; i < n; i++ {
 		switch i {
 		case 0:
 			x, err := binary.ReadVarint(r)

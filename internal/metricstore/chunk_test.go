@@ -92,3 +92,65 @@ func BenchmarkChunkAppend(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(a.bytes()))/float64(max(a.n, 1)), "bytes/sample")
 }
+
+// Reading a window from the marks of a chunk being written equals decoding
+// the whole chunk and keeping the window, for irregular times (every
+// delta-of-delta width), values of every XOR shape, and windows before,
+// inside, across and after the chunk.
+func TestAppenderMarksEqualFullDecode(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	var a appender
+	tt, v := int64(1_000_000), 0.0
+	for range 2000 {
+		switch r.IntN(6) {
+		case 0:
+			tt += 15_000
+		case 1:
+			tt += 15_000 + int64(r.IntN(100))
+		case 2:
+			tt += int64(r.IntN(1 << 19))
+		default:
+			tt += 1 + int64(r.IntN(30_000))
+		}
+		switch r.IntN(4) {
+		case 0: // unchanged
+		case 1:
+			v += float64(r.IntN(10))
+		case 2:
+			v = r.NormFloat64() * 1e6
+		default:
+			v = float64(r.Uint64())
+		}
+		a.append(tt, v)
+	}
+	if len(a.marks) < 10 {
+		t.Fatalf("%d marks in 2,000 samples", len(a.marks))
+	}
+	all, err := decodeChunk(a.bytes(), a.n, math.MinInt64, math.MaxInt64, nil)
+	if err != nil || len(all) != a.n {
+		t.Fatalf("full decode: %d samples, %v", len(all), err)
+	}
+	first, last := all[0].T, all[len(all)-1].T
+	for range 500 {
+		mint := first - 1000 + r.Int64N(last-first+2000)
+		maxt := mint + r.Int64N(last-first+1)
+		var want []store.Sample
+		for _, s := range all {
+			if s.T >= mint && s.T <= maxt {
+				want = append(want, s)
+			}
+		}
+		got, err := a.samples(mint, maxt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("[%d, %d]: %d samples, want %d", mint, maxt, len(got), len(want))
+		}
+		for i := range got {
+			if got[i] != want[i] && !(math.IsNaN(got[i].V) && math.IsNaN(want[i].V)) {
+				t.Fatalf("[%d, %d] sample %d: %v, want %v", mint, maxt, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -303,7 +303,7 @@ func (s *Store) Exemplars(project string, mint, maxt int64, ms []*store.LabelMat
 
 // appendSamples appends to out the samples with mint <= t <= maxt.
 func (m *memSeries) appendSamples(out []store.Sample, mint, maxt int64) []store.Sample {
-	out, err := decodeChunk(m.app.bytes(), m.app.n, mint, maxt, out)
+	out, err := m.app.samples(mint, maxt, out)
 	if err != nil {
 		panic("metricstore: a head chunk does not decode (broken invariant): " + err.Error())
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -100,9 +101,9 @@ func (m *memSeries) add(t int64, v float64) (ok bool, grew int) {
 			m.last.V = v
 			return true, 0
 		}
-		before := len(m.app.s.b)
+		before, marks := len(m.app.s.b), len(m.app.marks)
 		m.app.append(m.last.T, m.last.V)
-		grew = len(m.app.s.b) - before
+		grew = len(m.app.s.b) - before + (len(m.app.marks)-marks)*int(unsafe.Sizeof(chunkMark{}))
 	}
 	m.last, m.hasLast = store.Sample{T: t, V: v}, true
 	return true, grew
@@ -135,7 +136,7 @@ func (m *memSeries) maxT() int64 {
 
 // samples decodes the samples with mint <= t <= maxt.
 func (m *memSeries) samples(mint, maxt int64) []store.Sample {
-	out, err := decodeChunk(m.app.bytes(), m.app.n, mint, maxt, make([]store.Sample, 0, m.count()))
+	out, err := m.app.samples(mint, maxt, nil)
 	if err != nil {
 		panic("metricstore: a head chunk does not decode (broken invariant): " + err.Error())
 	}
