@@ -451,11 +451,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			if !m.chunkMayMatch(cv, pid, &hints, cursor) {
 				continue
 			}
-			if !m.chunkMayHoldTokens(cv, hints.ContentHashes, tokens) {
-				m.chunksPruned.Add(1)
-				e.m.contentChunkPruned.Add(1)
-				continue
-			}
+
 			cands = append(cands, candidate{maxStart: c.maxStart.Load(), chunk: c, mem: m, pid: pid, rows: cv.rows, n: cv.n, rank: rank})
 		}
 	}
@@ -526,6 +522,14 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			break
 		}
 		if c.chunk != nil {
+			// The chunk's token filter is consulted (and built, the first
+			// time) only when the scan reaches the chunk: a search that
+			// stops early never pays for the chunks it does not read.
+			if !c.mem.chunkMayHoldTokens(chunkView{c.chunk, c.rows, c.n}, hints.ContentHashes, tokens) {
+				c.mem.chunksPruned.Add(1)
+				e.m.contentChunkPruned.Add(1)
+				continue
+			}
 			e.scanChunk(c, f, &hints, cursor, &scratch, emit, sh)
 			continue
 		}
