@@ -78,11 +78,15 @@ func TestClusterMigrations(t *testing.T) {
 func TestClusterAgreesWithSingleNode(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
-	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
-	corpus, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 5, Spans: 3000, Start: start, Window: time.Hour})
+	// Generated at a fixed start and moved to two hours ago: what the
+	// corpus holds depends on the hour it starts at.
+	fixed := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	corpus, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 5, Spans: 3000, Start: fixed, Window: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	corpus = bench.Moved(corpus, start.Sub(fixed))
 	single := open(t, Options{})
 	a := openCluster(t, c, db, 0)
 	b := openCluster(t, c, db, 1)
@@ -137,6 +141,7 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 
 	sample := corpus[len(corpus)/2]
 	attr := sample.Attributes[0]
+	root := rootSpan(corpus, len(corpus)/2)
 	filters := map[string]url.Values{
 		"all":       {},
 		"service":   {"service": {sample.Service}},
@@ -144,7 +149,7 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 		"window":    {"since": {start.Add(20 * time.Minute).Format(time.RFC3339)}, "until": {start.Add(40 * time.Minute).Format(time.RFC3339)}},
 		"attribute": {"q": {fmt.Sprintf(`{ span.%s = %s }`, attr.Key, quoteValue(attr.Value))}},
 		"traceql":   {"q": {`{ kind = client && duration > 10ms }`}},
-		"root":      {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, sample.Service)}},
+		"root":      {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, root.Service)}},
 	}
 	walk := func(name string, r store.Reader, f *query.Filter) []string {
 		var out []string
