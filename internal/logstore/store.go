@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -183,17 +181,9 @@ func Open(opts Options) (*Store, error) {
 		s.segs = append(s.segs, seg)
 		listed[name] = true
 	}
-	names, err := s.fs.List(opts.Dir)
-	if err != nil {
+	logf := func(format string, args ...any) { opts.Logf("logstore: "+format, args...) }
+	if err := vfs.RemoveLeftovers(s.fs, opts.Dir, ".rlog", listed, "an interrupted seal", logf); err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
-	}
-	for _, n := range names {
-		if (strings.HasSuffix(n, ".rlog") && !listed[n]) || strings.HasSuffix(n, ".tmp") {
-			opts.Logf("logstore: removing %s, left by an interrupted seal", n)
-			if err := s.fs.Remove(opts.Dir + "/" + n); err != nil {
-				return nil, fmt.Errorf("logstore: %w", err)
-			}
-		}
 	}
 	w, err := wal.Open(wal.Options{Dir: opts.Dir + "/wal", Mode: opts.WALMode, MinSeq: s.man.WALStart, FS: opts.FS, Logf: opts.Logf})
 	if err != nil {
@@ -235,21 +225,12 @@ func decode(typ uint8, body []byte) (otlp.LogBatch, error) {
 }
 
 func (s *Store) readManifest() error {
-	f, err := s.fs.OpenFile(s.opts.Dir+"/"+manifestName, os.O_RDONLY)
+	b, err := vfs.ReadFile(s.fs, s.opts.Dir+"/"+manifestName)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.man = manifest{Version: 1}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("logstore: %w", err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return err
-	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
 		return fmt.Errorf("logstore: read manifest: %w", err)
 	}
 	if err := json.Unmarshal(b, &s.man); err != nil || s.man.Version != 1 {
@@ -260,26 +241,8 @@ func (s *Store) readManifest() error {
 
 func (s *Store) writeManifest(m manifest) error {
 	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	path := s.opts.Dir + "/" + manifestName
-	f, err := s.fs.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
-		return fmt.Errorf("write logs manifest: %w", err)
-	}
-	_, err = f.WriteAt(b, 0)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(path+".tmp", path)
-	}
-	if err == nil {
-		err = s.fs.SyncDir(s.opts.Dir)
+		err = vfs.WriteFileAtomic(s.fs, s.opts.Dir+"/"+manifestName, b)
 	}
 	if err != nil {
 		return fmt.Errorf("write logs manifest: %w", err)

@@ -88,10 +88,6 @@ func appendStr(b []byte, s string) []byte {
 // writeBlock writes series to dir/name, fsyncs it and its directory.
 func writeBlock(fsys vfs.FS, dir, name string, ss []*memSeries) (*block, error) {
 	path := dir + "/" + name
-	f, err := fsys.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
-		return nil, fmt.Errorf("write metrics block: %w", err)
-	}
 	buf := []byte(fileMagic)
 	var payload []byte
 	for _, s := range ss {
@@ -116,21 +112,7 @@ func writeBlock(fsys vfs.FS, dir, name string, ss []*memSeries) (*block, error) 
 		buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(payload, castagnoli))
 		buf = append(buf, payload...)
 	}
-	_, err = f.WriteAt(buf, 0)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = fsys.Rename(path+".tmp", path)
-	}
-	if err == nil {
-		err = fsys.SyncDir(dir)
-	}
-	if err != nil {
-		fsys.Remove(path + ".tmp")
+	if err := vfs.WriteFileAtomic(fsys, path, buf); err != nil {
 		return nil, fmt.Errorf("write metrics block %s: %w", path, err)
 	}
 	return openBlock(fsys, dir, name, nil)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -234,17 +233,9 @@ func Open(opts Options) (*Store, error) {
 		s.blocks = append(s.blocks, b)
 		listed[name] = true
 	}
-	names, err := s.fs.List(opts.Dir)
-	if err != nil {
+	logf := func(format string, args ...any) { opts.Logf("metricstore: "+format, args...) }
+	if err := vfs.RemoveLeftovers(s.fs, opts.Dir, ".rmet", listed, "an interrupted seal", logf); err != nil {
 		return nil, fmt.Errorf("metricstore: %w", err)
-	}
-	for _, n := range names {
-		if (strings.HasSuffix(n, ".rmet") && !listed[n]) || strings.HasSuffix(n, ".tmp") {
-			opts.Logf("metricstore: removing %s, left by an interrupted seal", n)
-			if err := s.fs.Remove(opts.Dir + "/" + n); err != nil {
-				return nil, fmt.Errorf("metricstore: %w", err)
-			}
-		}
 	}
 	w, err := wal.Open(wal.Options{Dir: opts.Dir + "/wal", Mode: opts.WALMode, MinSeq: s.man.WALStart, FS: opts.FS, Logf: opts.Logf})
 	if err != nil {
@@ -283,21 +274,12 @@ func decode(typ uint8, body []byte) (otlp.MetricBatch, error) {
 }
 
 func (s *Store) readManifest() error {
-	f, err := s.fs.OpenFile(s.opts.Dir+"/"+manifestName, os.O_RDONLY)
+	b, err := vfs.ReadFile(s.fs, s.opts.Dir+"/"+manifestName)
 	if errors.Is(err, fs.ErrNotExist) {
 		s.man = manifest{Version: 1}
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("metricstore: %w", err)
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return err
-	}
-	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
 		return fmt.Errorf("metricstore: read manifest: %w", err)
 	}
 	if err := json.Unmarshal(b, &s.man); err != nil || s.man.Version != 1 {
@@ -308,26 +290,8 @@ func (s *Store) readManifest() error {
 
 func (s *Store) writeManifest(m manifest) error {
 	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	path := s.opts.Dir + "/" + manifestName
-	f, err := s.fs.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
-		return fmt.Errorf("write metrics manifest: %w", err)
-	}
-	_, err = f.WriteAt(b, 0)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(path+".tmp", path)
-	}
-	if err == nil {
-		err = s.fs.SyncDir(s.opts.Dir)
+		err = vfs.WriteFileAtomic(s.fs, s.opts.Dir+"/"+manifestName, b)
 	}
 	if err != nil {
 		return fmt.Errorf("write metrics manifest: %w", err)
