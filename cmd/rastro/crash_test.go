@@ -177,6 +177,58 @@ func checkTraceIn(t *testing.T, c *child, project string, id model.TraceID, want
 	}
 }
 
+// crashRounds runs iterations rounds of: start the server on dir with args,
+// verify what was acknowledged so far, let four writers send batches until
+// a random number of them (3-42) is acknowledged, and SIGKILL the server.
+// send sends writer w's n-th batch of round it and records it when the
+// server acknowledges it; it reports false for a refusal and an error once
+// the server is gone. The random kill points may all come before a seal,
+// so the last round also goes on until sealed reports true: a crash with
+// sealed data and a WAL beside it is always among them.
+func crashRounds(t *testing.T, dir string, iterations int, seed uint64, args []string, verify func(*child),
+	send func(ctx context.Context, client *http.Client, c *child, it, w, n int) (bool, error), sealedWhat string, sealed func(*child) bool) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), seed))
+	for it := range iterations {
+		c := startChild(t, dir, args...)
+		verify(c)
+		killAfter := int64(3 + r.IntN(40))
+		var acks atomic.Int64
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				client := &http.Client{Timeout: 10 * time.Second}
+				for n := 0; ctx.Err() == nil && n < 5000; n++ {
+					ok, err := send(ctx, client, c, it, w, n)
+					if err != nil {
+						return // the server died
+					}
+					if ok {
+						acks.Add(1)
+					}
+				}
+			}()
+		}
+		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
+		if it == iterations-1 {
+			waitFor(t, 60*time.Second, sealedWhat, func() bool { return sealed(c) })
+		}
+		c.kill(cancel, &wg)
+	}
+}
+
+// crashIterations is the number of crash rounds: def, or
+// RASTRO_CRASH_ITERATIONS.
+func crashIterations(def int) int {
+	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
+		return v
+	}
+	return def
+}
+
 // batch builds traces of 5 spans with ids unique to (iteration, worker, n).
 func batch(it, worker, n int) []model.Span {
 	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
@@ -198,12 +250,8 @@ func batch(it, worker, n int) []model.Span {
 // directory, and checks that every acknowledged span is there exactly once.
 // Small seal thresholds make seals and WAL reclamation happen during the run.
 func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
-	iterations := 6
-	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
-		iterations = v
-	}
+	iterations := crashIterations(6)
 	dir := t.TempDir()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	var ackedMu sync.Mutex
 	acked := map[model.TraceID]int{}
 	verify := func(c *child) {
@@ -214,44 +262,19 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 			checkTrace(t, c, id, want)
 		}
 	}
-	for it := range iterations {
-		c := startChild(t, dir, "--seal-bytes", "256KiB")
-		verify(c)
-		killAfter := int64(3 + r.IntN(40))
-		var acks atomic.Int64
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				client := &http.Client{Timeout: 10 * time.Second}
-				for n := 0; ctx.Err() == nil && n < 5000; n++ {
-					spans := batch(it, w, n)
-					ok, err := post(ctx, client, c, "", spans)
-					if err != nil {
-						return // the server died
-					}
-					if !ok {
-						continue
-					}
-					ackedMu.Lock()
-					for i := range spans {
-						acked[spans[i].TraceID]++
-					}
-					ackedMu.Unlock()
-					acks.Add(1)
+	crashRounds(t, dir, iterations, 1, []string{"--seal-bytes", "256KiB"}, verify,
+		func(ctx context.Context, client *http.Client, c *child, it, w, n int) (bool, error) {
+			spans := batch(it, w, n)
+			ok, err := post(ctx, client, c, "", spans)
+			if ok && err == nil {
+				ackedMu.Lock()
+				for i := range spans {
+					acked[spans[i].TraceID]++
 				}
-			}()
-		}
-		waitFor(t, 60*time.Second, "acknowledged batches", func() bool { return acks.Load() >= killAfter })
-		if it == iterations-1 {
-			// The random kill points may all come before a seal: the last
-			// run goes on until one has sealed (see the check below).
-			waitFor(t, 60*time.Second, "a sealed segment", func() bool { return servedSegments(c) > 0 })
-		}
-		c.kill(cancel, &wg)
-	}
+				ackedMu.Unlock()
+			}
+			return ok, err
+		}, "a sealed segment", func(c *child) bool { return servedSegments(c) > 0 })
 	c := startChild(t, dir)
 	verify(c)
 	ackedMu.Lock()
@@ -287,10 +310,7 @@ func TestCrashKeepsEveryAcknowledgedSpan(t *testing.T) {
 // acknowledged span of a trace not erased is there exactly once, and no span
 // of an acknowledged erasure comes back.
 func TestCrashDuringMergesAndErasures(t *testing.T) {
-	iterations := 4
-	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
-		iterations = v
-	}
+	iterations := crashIterations(4)
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var mu sync.Mutex
@@ -443,10 +463,7 @@ func oldBatch(it, n int, r *rand.Rand, now time.Time) ([]model.Span, map[model.T
 // either.
 func TestCrashDuringRetentionSweeps(t *testing.T) {
 	retentions := []time.Duration{40 * time.Minute, 25 * time.Minute, 12 * time.Minute, 5 * time.Minute}
-	iterations := len(retentions)
-	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
-		iterations = min(v, len(retentions))
-	}
+	iterations := min(crashIterations(len(retentions)), len(retentions))
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 4))
 	var mu sync.Mutex

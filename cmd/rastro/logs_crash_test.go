@@ -6,13 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,12 +21,8 @@ import (
 // after each restart every acknowledged record is there exactly once, and no
 // record is there twice.
 func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
-	iterations := 5
-	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
-		iterations = v
-	}
+	iterations := crashIterations(5)
 	dir := t.TempDir()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	var ackedMu sync.Mutex
 	acked := map[string]bool{}
 	verify := func(c *child) {
@@ -77,54 +69,32 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 			}
 		}
 	}
-	for it := range iterations {
-		c := startChild(t, dir, "--seal-bytes", "256KiB")
-		verify(c)
-		killAfter := int64(3 + r.IntN(40))
-		var acks atomic.Int64
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				client := &http.Client{Timeout: 10 * time.Second}
-				for n := 0; ctx.Err() == nil && n < 5000; n++ {
-					recs := make([]model.LogRecord, 50)
-					res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
-					for i := range recs {
-						recs[i] = model.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano()), SeverityNumber: 9,
-							Body: model.StringValue(fmt.Sprintf("crashlog it%d w%d n%d i%d", it, w, n, i)), Resource: res, Scope: &model.Scope{}}
-					}
-					req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/logs", bytes.NewReader(otlp.EncodeLogsProto(recs)))
-					req.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(req)
-					if err != nil {
-						return // the server died
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						continue
-					}
-					ackedMu.Lock()
-					for i := range recs {
-						acked[recs[i].Body.Str] = true
-					}
-					ackedMu.Unlock()
-					acks.Add(1)
-				}
-			}()
-		}
-		waitFor(t, 60*time.Second, "acknowledged log batches", func() bool { return acks.Load() >= killAfter })
-		if it == iterations-1 {
-			// The random kill points may all come before a seal: the last
-			// run goes on until one has sealed, so that a crash with sealed
-			// segments and a WAL beside them is always among them.
-			waitFor(t, 60*time.Second, "a sealed log segment", func() bool { return filesWithSuffix(dir+"/logs", ".rlog") > 0 })
-		}
-		c.kill(cancel, &wg)
-	}
+	crashRounds(t, dir, iterations, 2, []string{"--seal-bytes", "256KiB"}, verify,
+		func(ctx context.Context, client *http.Client, c *child, it, w, n int) (bool, error) {
+			recs := make([]model.LogRecord, 50)
+			res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
+			for i := range recs {
+				recs[i] = model.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano()), SeverityNumber: 9,
+					Body: model.StringValue(fmt.Sprintf("crashlog it%d w%d n%d i%d", it, w, n, i)), Resource: res, Scope: &model.Scope{}}
+			}
+			req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/logs", bytes.NewReader(otlp.EncodeLogsProto(recs)))
+			req.Header.Set("Content-Type", "application/x-protobuf")
+			resp, err := client.Do(req)
+			if err != nil {
+				return false, err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return false, nil
+			}
+			ackedMu.Lock()
+			for i := range recs {
+				acked[recs[i].Body.Str] = true
+			}
+			ackedMu.Unlock()
+			return true, nil
+		}, "a sealed log segment", func(*child) bool { return filesWithSuffix(dir+"/logs", ".rlog") > 0 })
 	c := startChild(t, dir)
 	verify(c)
 	if len(acked) == 0 {

@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,12 +24,8 @@ import (
 // after each restart every acknowledged point is readable with its value
 // through /prom.
 func TestCrashKeepsEveryAcknowledgedMetricPoint(t *testing.T) {
-	iterations := 5
-	if v, err := strconv.Atoi(os.Getenv("RASTRO_CRASH_ITERATIONS")); err == nil {
-		iterations = v
-	}
+	iterations := crashIterations(5)
 	dir := t.TempDir()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 3))
 	var ackedMu sync.Mutex
 	acked := map[string]float64{} // "series@ms" -> value
 	verify := func(c *child) {
@@ -79,63 +72,45 @@ func TestCrashKeepsEveryAcknowledgedMetricPoint(t *testing.T) {
 			}
 		}
 	}
-	for it := range iterations {
-		c := startChild(t, dir, "--seal-bytes", "2KiB")
-		verify(c)
-		killAfter := int64(3 + r.IntN(40))
-		var acks atomic.Int64
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				client := &http.Client{Timeout: 10 * time.Second}
-				series := fmt.Sprintf("it%d-w%d", it, w)
-				last := int64(0)
-				for n := 0; ctx.Err() == nil && n < 5000; n++ {
-					// 20 points of the worker's series per request, a
-					// millisecond apart, after every earlier one.
-					t0 := max(time.Now().UnixMilli(), last+1)
-					var pts []*metricspb.NumberDataPoint
-					for i := range 20 {
-						pts = append(pts, &metricspb.NumberDataPoint{
-							Attributes:   []*commonpb.KeyValue{{Key: "w", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: series}}}},
-							TimeUnixNano: uint64(t0+int64(i)) * 1e6, Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: float64(n*100 + i)},
-						})
-					}
-					last = t0 + 19
-					req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{
-						Metrics: []*metricspb.Metric{{Name: "crash.points", Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{DataPoints: pts}}}}}}}}}
-					body, _ := proto.Marshal(req)
-					hreq, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/metrics", bytes.NewReader(body))
-					hreq.Header.Set("Content-Type", "application/x-protobuf")
-					resp, err := client.Do(hreq)
-					if err != nil {
-						return // the server died
-					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != 200 {
-						continue
-					}
-					ackedMu.Lock()
-					for i := range 20 {
-						acked[fmt.Sprintf("%s@%d", series, t0+int64(i))] = float64(n*100 + i)
-					}
-					ackedMu.Unlock()
-					acks.Add(1)
-				}
-			}()
-		}
-		waitFor(t, 60*time.Second, "acknowledged metric batches", func() bool { return acks.Load() >= killAfter })
-		if it == iterations-1 {
-			// The random kill points may all come before a seal: the last
-			// run goes on until one has sealed (see the check below).
-			waitFor(t, 60*time.Second, "a sealed metrics block", func() bool { return filesWithSuffix(dir+"/metrics", ".rmet") > 0 })
-		}
-		c.kill(cancel, &wg)
-	}
+	// Each writer's series gets 20 points a request, a millisecond apart,
+	// after every earlier one.
+	var lastMu sync.Mutex
+	last := map[string]int64{}
+	crashRounds(t, dir, iterations, 3, []string{"--seal-bytes", "2KiB"}, verify,
+		func(ctx context.Context, client *http.Client, c *child, it, w, n int) (bool, error) {
+			series := fmt.Sprintf("it%d-w%d", it, w)
+			lastMu.Lock()
+			t0 := max(time.Now().UnixMilli(), last[series]+1)
+			last[series] = t0 + 19
+			lastMu.Unlock()
+			var pts []*metricspb.NumberDataPoint
+			for i := range 20 {
+				pts = append(pts, &metricspb.NumberDataPoint{
+					Attributes:   []*commonpb.KeyValue{{Key: "w", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: series}}}},
+					TimeUnixNano: uint64(t0+int64(i)) * 1e6, Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: float64(n*100 + i)},
+				})
+			}
+			req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{
+				Metrics: []*metricspb.Metric{{Name: "crash.points", Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{DataPoints: pts}}}}}}}}}
+			body, _ := proto.Marshal(req)
+			hreq, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/metrics", bytes.NewReader(body))
+			hreq.Header.Set("Content-Type", "application/x-protobuf")
+			resp, err := client.Do(hreq)
+			if err != nil {
+				return false, err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return false, nil
+			}
+			ackedMu.Lock()
+			for i := range 20 {
+				acked[fmt.Sprintf("%s@%d", series, t0+int64(i))] = float64(n*100 + i)
+			}
+			ackedMu.Unlock()
+			return true, nil
+		}, "a sealed metrics block", func(*child) bool { return filesWithSuffix(dir+"/metrics", ".rmet") > 0 })
 	c := startChild(t, dir)
 	verify(c)
 	if len(acked) == 0 {
