@@ -166,55 +166,24 @@ func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
 	d.resKey, keyed = sharedKey(d.resKey, b, 1, 3)
 	shared, isShared := d.sharedRes[string(d.resKey)]
 	isShared = isShared && keyed
-	res := shared.res
+	res, url := shared.res, new(string)
 	if !isShared {
 		res = &model.Resource{}
+		url = &res.SchemaURL
 	}
 	first := len(d.logs.Records)
 	d.scopesOfRes = d.scopesOfRes[:0]
-	r := newReader(b, base)
-	ssIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("resource")
-			if err != nil {
-				return err
-			}
+	err := walkGroup(b, base,
+		"resource", func(v []byte, vb int) error {
 			if isShared {
-				continue
+				return nil
 			}
-			if err := d.resource(v, vb, res); err != nil {
-				return wrap(err, "resource")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("scope_logs", ssIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.scopeLogs(v, vb, res, rsIdx, ssIdx); err != nil {
-				return wrapIdx(err, "scope_logs", ssIdx)
-			}
-			ssIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			url, err := r.str("schema_url")
-			if err != nil {
-				return err
-			}
-			if !isShared {
-				res.SchemaURL = url
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+			return d.resource(v, vb, res)
+		},
+		"scope_logs", func(v []byte, vb, ssIdx int) error { return d.scopeLogs(v, vb, res, rsIdx, ssIdx) },
+		url)
+	if err != nil {
+		return err
 	}
 	if isShared {
 		if shared.bad {
@@ -255,53 +224,22 @@ func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rs
 	d.scopeKey, keyed = sharedKey(d.scopeKey, b, 1, 3)
 	shared, isShared := d.sharedScopes[string(d.scopeKey)]
 	isShared = isShared && keyed
-	sc := shared.sc
+	sc, url := shared.sc, new(string)
 	if !isShared {
 		sc = &model.Scope{}
+		url = &sc.SchemaURL
 	}
-	r := newReader(b, base)
-	lrIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("scope")
-			if err != nil {
-				return err
-			}
+	err := walkGroup(b, base,
+		"scope", func(v []byte, vb int) error {
 			if isShared {
-				continue
+				return nil
 			}
-			if err := d.scope(v, vb, sc); err != nil {
-				return wrap(err, "scope")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("log_records", lrIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.logRecord(v, vb, res, sc, rsIdx, ssIdx, lrIdx); err != nil {
-				return wrapIdx(err, "log_records", lrIdx)
-			}
-			lrIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			url, err := r.str("schema_url")
-			if err != nil {
-				return err
-			}
-			if !isShared {
-				sc.SchemaURL = url
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+			return d.scope(v, vb, sc)
+		},
+		"log_records", func(v []byte, vb, lrIdx int) error { return d.logRecord(v, vb, res, sc, rsIdx, ssIdx, lrIdx) },
+		url)
+	if err != nil {
+		return err
 	}
 	// The scope is normalised here, not with its resource, so that a later
 	// ScopeLogs can share it.
@@ -369,22 +307,14 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 6 && typ == protowire.BytesType:
-			i := len(d.attrs) - attr0
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if d.attrs, err = d.appendKeyValue(&r, "attributes", d.attrs, len(d.attrs)-attr0); err != nil {
 				return err
-			}
-			d.attrs = append(d.attrs, model.KeyValue{})
-			if err := d.keyValue(v, vb, &d.attrs[len(d.attrs)-1], 0); err != nil {
-				return wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 7 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
+			if rec.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return err
 			}
-			rec.DroppedAttributesCount = uint32(x)
 			continue
 		case num == 8 && typ == protowire.Fixed32Type:
 			if rec.Flags, err = r.fixed32("flags"); err != nil {
@@ -392,25 +322,13 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 9 && typ == protowire.BytesType:
-			v, _, err := r.bytes("trace_id")
-			if err != nil {
+			if traceLen, err = r.id("trace_id", rec.TraceID[:]); err != nil {
 				return err
-			}
-			traceLen = len(v)
-			rec.TraceID = model.TraceID{}
-			if len(v) == 16 {
-				copy(rec.TraceID[:], v)
 			}
 			continue
 		case num == 10 && typ == protowire.BytesType:
-			v, _, err := r.bytes("span_id")
-			if err != nil {
+			if spanLen, err = r.id("span_id", rec.SpanID[:]); err != nil {
 				return err
-			}
-			spanLen = len(v)
-			rec.SpanID = model.SpanID{}
-			if len(v) == 8 {
-				copy(rec.SpanID[:], v)
 			}
 			continue
 		case num == 12 && typ == protowire.BytesType:
