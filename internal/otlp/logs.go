@@ -381,37 +381,16 @@ type logsJSONDecoder struct {
 }
 
 func (d *logsJSONDecoder) request() error {
-	err := d.members(func(k string) error {
-		switch k {
-		case "resourceLogs", "resource_logs":
-			return d.elems("resourceLogs", d.resourceLogs)
-		}
-		return d.r.skip()
-	})
-	if err != nil {
-		return err
-	}
-	return d.r.end()
+	return d.exportRequest("resourceLogs", "resource_logs", d.resourceLogs)
 }
 
 func (d *logsJSONDecoder) resourceLogs(rsIdx int) error {
 	res := &model.Resource{}
 	first := len(d.logs.Records)
 	d.scopes = d.scopes[:0]
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	err := d.members(func(k string) error {
-		switch k {
-		case "resource":
-			return wrap(d.resource(res), "resource")
-		case "scopeLogs", "scope_logs":
-			return d.elems("scopeLogs", func(i int) error { return d.scopeLogs(res, rsIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&res.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	err := d.group("resource", func() error { return d.resource(res) },
+		"scopeLogs", "scope_logs", func(i int) error { return d.scopeLogs(res, rsIdx, i) },
+		&res.SchemaURL)
 	if err != nil {
 		return err
 	}
@@ -422,20 +401,9 @@ func (d *logsJSONDecoder) resourceLogs(rsIdx int) error {
 func (d *logsJSONDecoder) scopeLogs(res *model.Resource, rsIdx, ssIdx int) error {
 	sc := &model.Scope{}
 	d.scopes = append(d.scopes, sc)
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	return d.members(func(k string) error {
-		switch k {
-		case "scope":
-			return wrap(d.scopeJSON(sc), "scope")
-		case "logRecords", "log_records":
-			return d.elems("logRecords", func(i int) error { return d.logRecord(res, sc, rsIdx, ssIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&sc.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	return d.group("scope", func() error { return d.scopeJSON(sc) },
+		"logRecords", "log_records", func(i int) error { return d.logRecord(res, sc, rsIdx, ssIdx, i) },
+		&sc.SchemaURL)
 }
 
 func (d *logsJSONDecoder) logRecord(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, lrIdx int) error {
@@ -469,17 +437,9 @@ func (d *logsJSONDecoder) logRecord(res *model.Resource, sc *model.Scope, rsIdx,
 		case "flags":
 			err = d.u32(&rec.Flags, "flags")
 		case "traceId", "trace_id":
-			var reason string
-			traceLen, reason, err = d.hexID(rec.TraceID[:], "traceId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(rec.TraceID[:], "traceId", &traceLen, &problem)
 		case "spanId", "span_id":
-			var reason string
-			spanLen, reason, err = d.hexID(rec.SpanID[:], "spanId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(rec.SpanID[:], "spanId", &spanLen, &problem)
 		default:
 			err = d.r.skip()
 		}
