@@ -307,7 +307,7 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 6 && typ == protowire.BytesType:
-			if d.attrs, err = d.appendKeyValue(&r, "attributes", d.attrs, len(d.attrs)-attr0); err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.attrs, attr0, 0); err != nil {
 				return err
 			}
 			continue
@@ -322,14 +322,18 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 9 && typ == protowire.BytesType:
-			if traceLen, err = r.id("trace_id", rec.TraceID[:]); err != nil {
+			v, _, err := r.bytes("trace_id")
+			if err != nil {
 				return err
 			}
+			traceLen = setTraceID(&rec.TraceID, v)
 			continue
 		case num == 10 && typ == protowire.BytesType:
-			if spanLen, err = r.id("span_id", rec.SpanID[:]); err != nil {
+			v, _, err := r.bytes("span_id")
+			if err != nil {
 				return err
 			}
+			spanLen = setSpanID(&rec.SpanID, v)
 			continue
 		case num == 12 && typ == protowire.BytesType:
 			if rec.EventName, err = r.str("event_name"); err != nil {

@@ -209,6 +209,7 @@ func (d *metricsProtoDecoder) scopeMetrics(b []byte, base int, res *model.Resour
 var metricDataFields = map[protowire.Number]MetricKind{5: KindGauge, 7: KindSum, 9: KindHistogram, 10: KindExponentialHistogram, 11: KindSummary}
 
 func (d *metricsProtoDecoder) metric(b []byte, base int, m *Metric, pos func() string) error {
+	var metadata []model.KeyValue
 	r := newReader(b, base)
 	for len(r.b) > 0 {
 		num, typ, err := r.next()
@@ -248,13 +249,8 @@ func (d *metricsProtoDecoder) metric(b []byte, base int, m *Metric, pos func() s
 			continue
 		case num == 12 && typ == protowire.BytesType:
 			// metadata: validated, not kept
-			v, vb, err := r.bytes("metadata")
-			if err != nil {
+			if err := d.appendKeyValue(&r, "metadata", &metadata, 0, 0); err != nil {
 				return err
-			}
-			var kv model.KeyValue
-			if err := d.keyValue(v, vb, &kv, 0); err != nil {
-				return wrap(err, "metadata")
 			}
 			continue
 		}
@@ -372,7 +368,7 @@ func (d *metricsProtoDecoder) pointField(r *reader, num protowire.Number, typ pr
 	case protowire.BytesType:
 		switch num {
 		case l.attributes:
-			p.Attributes, err = d.appendKeyValue(r, "attributes", p.Attributes, len(p.Attributes))
+			err = d.appendKeyValue(r, "attributes", &p.Attributes, 0, 0)
 		case l.exemplars:
 			err = d.exemplar(r, p, pos)
 		default:
@@ -571,7 +567,7 @@ func (d *metricsProtoDecoder) exemplar(r *reader, p *MetricPoint, pos func() str
 		}
 		switch {
 		case num == 7 && typ == protowire.BytesType:
-			e.FilteredAttributes, err = d.appendKeyValue(&er, "filtered_attributes", e.FilteredAttributes, len(e.FilteredAttributes))
+			err = d.appendKeyValue(&er, "filtered_attributes", &e.FilteredAttributes, 0, 0)
 		case num == 2 && typ == protowire.Fixed64Type:
 			e.TimeUnixNano, err = er.fixed64("time_unix_nano")
 		case num == 3 && typ == protowire.Fixed64Type:
@@ -582,9 +578,13 @@ func (d *metricsProtoDecoder) exemplar(r *reader, p *MetricPoint, pos func() str
 			x, err = er.fixed64("as_int")
 			e.IsInt, e.IntValue, e.Value = true, int64(x), float64(int64(x))
 		case num == 4 && typ == protowire.BytesType:
-			spanLen, err = er.id("span_id", e.SpanID[:])
+			var id []byte
+			id, _, err = er.bytes("span_id")
+			spanLen = setSpanID(&e.SpanID, id)
 		case num == 5 && typ == protowire.BytesType:
-			traceLen, err = er.id("trace_id", e.TraceID[:])
+			var id []byte
+			id, _, err = er.bytes("trace_id")
+			traceLen = setTraceID(&e.TraceID, id)
 		default:
 			err = er.skip(num, typ)
 		}

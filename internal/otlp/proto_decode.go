@@ -165,19 +165,24 @@ func (r *reader) float(field string) (float64, error) {
 	return math.Float64frombits(x), err
 }
 
-// id reads a trace or span id into dst: the id when it has dst's length,
-// zeros otherwise. It returns the length found on the wire, which the
-// caller checks (checkIDs, checkLinkIDs, checkLogIDs).
-func (r *reader) id(field string, dst []byte) (int, error) {
-	v, _, err := r.bytes(field)
-	if err != nil {
-		return 0, err
-	}
-	clear(dst)
+// setTraceID sets *dst to the trace id v when it has 16 bytes, to zeros
+// otherwise, and returns len(v), which the caller checks (checkIDs,
+// checkLinkIDs, checkLogIDs).
+func setTraceID(dst *model.TraceID, v []byte) int {
+	*dst = model.TraceID{}
 	if len(v) == len(dst) {
-		copy(dst, v)
+		*dst = model.TraceID(v)
 	}
-	return len(v), nil
+	return len(v)
+}
+
+// setSpanID is setTraceID for a span id (8 bytes).
+func setSpanID(dst *model.SpanID, v []byte) int {
+	*dst = model.SpanID{}
+	if len(v) == len(dst) {
+		*dst = model.SpanID(v)
+	}
+	return len(v)
 }
 
 // fixed64s reads a repeated fixed64 field, packed (one length-delimited
@@ -375,7 +380,7 @@ func (d *protoDecoder) resource(b []byte, base int, res *model.Resource) error {
 		}
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if res.Attributes, err = d.appendKeyValue(&r, "attributes", res.Attributes, len(res.Attributes)); err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &res.Attributes, 0, 0); err != nil {
 				return err
 			}
 			continue
@@ -412,7 +417,7 @@ func (d *protoDecoder) scope(b []byte, base int, sc *model.Scope) error {
 			}
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			if sc.Attributes, err = d.appendKeyValue(&r, "attributes", sc.Attributes, len(sc.Attributes)); err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &sc.Attributes, 0, 0); err != nil {
 				return err
 			}
 			continue
@@ -429,20 +434,48 @@ func (d *protoDecoder) scope(b []byte, base int, sc *model.Scope) error {
 	return nil
 }
 
-// appendKeyValue reads element i of a repeated KeyValue field (attributes,
-// named field in errors) and appends it to dst. Spans and log records
-// append to a request's slab, so i (counted within the message) is not
-// always len(dst).
-func (d *protoDecoder) appendKeyValue(r *reader, field string, dst []model.KeyValue, i int) ([]model.KeyValue, error) {
-	v, vb, err := r.bytesAt(field, i)
+// appendKeyValue reads a KeyValue, an element of the repeated field named
+// field (attributes, or the values of a kvlist value at depth), and
+// appends it to *dst. The message's own elements start at first in *dst:
+// spans, events, links and log records append to a request's slab, so the
+// index errors name is len(*dst)-first. A repeated "value" in the KeyValue
+// merges into the earlier one (protobuf merge semantics).
+func (d *protoDecoder) appendKeyValue(r *reader, field string, dst *[]model.KeyValue, first, depth int) error {
+	i := len(*dst) - first
+	b, base, err := r.bytesAt(field, i)
 	if err != nil {
-		return dst, err
+		return err
 	}
-	dst = append(dst, model.KeyValue{})
-	if err := d.keyValue(v, vb, &dst[len(dst)-1], 0); err != nil {
-		return dst, wrapIdx(err, field, i)
+	kvs := append(*dst, model.KeyValue{})
+	*dst = kvs
+	kv := &kvs[len(kvs)-1]
+	kr := newReader(b, base)
+	for len(kr.b) > 0 {
+		num, typ, err := kr.next()
+		if err != nil {
+			return wrapIdx(err, field, i)
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			if kv.Key, err = kr.str("key"); err != nil {
+				return wrapIdx(err, field, i)
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := kr.bytes("value")
+			if err != nil {
+				return wrapIdx(err, field, i)
+			}
+			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
+				return wrapIdx(wrap(err, "value"), field, i)
+			}
+			continue
+		}
+		if err := kr.skip(num, typ); err != nil {
+			return wrapIdx(err, field, i)
+		}
 	}
-	return dst, nil
+	return nil
 }
 
 // span decodes one Span and appends it to d.out.Spans unless its ids are invalid.
@@ -462,14 +495,18 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 		if typ == protowire.BytesType {
 			switch num {
 			case 1:
-				if traceLen, err = r.id("trace_id", s.TraceID[:]); err != nil {
+				v, _, err := r.bytes("trace_id")
+				if err != nil {
 					return err
 				}
+				traceLen = setTraceID(&s.TraceID, v)
 				continue
 			case 2:
-				if spanLen, err = r.id("span_id", s.SpanID[:]); err != nil {
+				v, _, err := r.bytes("span_id")
+				if err != nil {
 					return err
 				}
+				spanLen = setSpanID(&s.SpanID, v)
 				continue
 			case 3:
 				if s.TraceState, err = r.str("trace_state"); err != nil {
@@ -477,9 +514,11 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				}
 				continue
 			case 4:
-				if parentLen, err = r.id("parent_span_id", s.ParentSpanID[:]); err != nil {
+				v, _, err := r.bytes("parent_span_id")
+				if err != nil {
 					return err
 				}
+				parentLen = setSpanID(&s.ParentSpanID, v)
 				continue
 			case 5:
 				if s.Name, err = r.str("name"); err != nil {
@@ -487,7 +526,7 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				}
 				continue
 			case 9:
-				if d.attrs, err = d.appendKeyValue(&r, "attributes", d.attrs, len(d.attrs)-attr0); err != nil {
+				if err := d.appendKeyValue(&r, "attributes", &d.attrs, attr0, 0); err != nil {
 					return err
 				}
 				continue
@@ -642,7 +681,7 @@ func (d *protoDecoder) event(b []byte, base int) error {
 			}
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			if d.eventAttrs, err = d.appendKeyValue(&r, "attributes", d.eventAttrs, len(d.eventAttrs)-a0); err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.eventAttrs, a0, 0); err != nil {
 				return err
 			}
 			continue
@@ -676,14 +715,18 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 		}
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			if traceLen, err = r.id("trace_id", l.TraceID[:]); err != nil {
+			v, _, err := r.bytes("trace_id")
+			if err != nil {
 				return "", err
 			}
+			traceLen = setTraceID(&l.TraceID, v)
 			continue
 		case num == 2 && typ == protowire.BytesType:
-			if spanLen, err = r.id("span_id", l.SpanID[:]); err != nil {
+			v, _, err := r.bytes("span_id")
+			if err != nil {
 				return "", err
 			}
+			spanLen = setSpanID(&l.SpanID, v)
 			continue
 		case num == 3 && typ == protowire.BytesType:
 			if l.TraceState, err = r.str("trace_state"); err != nil {
@@ -691,7 +734,7 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 			}
 			continue
 		case num == 4 && typ == protowire.BytesType:
-			if d.linkAttrs, err = d.appendKeyValue(&r, "attributes", d.linkAttrs, len(d.linkAttrs)-a0); err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.linkAttrs, a0, 0); err != nil {
 				return "", err
 			}
 			continue
@@ -714,38 +757,6 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 		l.Attributes = d.linkAttrs[a0:n:n]
 	}
 	return checkLinkIDs(idx, traceLen, spanLen, l), nil
-}
-
-// keyValue decodes a KeyValue into kv, merging with what kv already holds
-// (protobuf merge semantics for a repeated "value" field).
-func (d *protoDecoder) keyValue(b []byte, base int, kv *model.KeyValue, depth int) error {
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			if kv.Key, err = r.str("key"); err != nil {
-				return err
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("value")
-			if err != nil {
-				return err
-			}
-			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
-				return wrap(err, "value")
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // anyValue decodes an AnyValue into v. A oneof member replaces what v held,
@@ -883,15 +894,8 @@ func (d *protoDecoder) kvlistValue(b []byte, base int, v *model.Value, depth int
 			if v.List == nil {
 				v.List = &model.List{}
 			}
-			l := v.List
-			i := len(l.KvList)
-			x, xb, err := r.bytesAt("values", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "values", &v.List.KvList, 0, depth); err != nil {
 				return err
-			}
-			l.KvList = append(l.KvList, model.KeyValue{})
-			if err := d.keyValue(x, xb, &l.KvList[i], depth); err != nil {
-				return wrapIdx(err, "values", i)
 			}
 			continue
 		}
