@@ -5,6 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	colmetrics "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/rastro-dev/rastro/internal/model"
 )
 
@@ -162,5 +168,33 @@ func TestJSONBase64IDRejectedAcrossSignals(t *testing.T) {
 		if rejected != 1 || !strings.Contains(msg, "trace_id is not hex") || !strings.Contains(msg, "looks like base64") {
 			t.Errorf("%s: rejected %d (%q), want 1 saying the trace_id is base64, not hex", sig.name, rejected, msg)
 		}
+	}
+}
+
+// Metric metadata is a repeated KeyValue field: a malformed element is
+// named with its index, in protobuf as in OTLP/JSON, and a value nested too
+// deeply is refused there as in attributes.
+func TestDecodeMetricsMetadataErrorsNameTheElement(t *testing.T) {
+	req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{Metrics: []*metricspb.Metric{{
+		Name:     "m",
+		Metadata: []*commonpb.KeyValue{{Key: "ok", Value: nestedAny(3)}, {Key: "deep", Value: nestedAny(maxValueDepth + 2)}},
+	}}}}}}}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecodeMetricsProto(b)
+	if err == nil || !strings.Contains(err.Error(), "resource_metrics[0].scope_metrics[0].metrics[0].metadata[1].value") ||
+		!strings.Contains(err.Error(), valueDepthReason) {
+		t.Errorf("protobuf: %v, want the depth refused at metadata[1]", err)
+	}
+	j, err := protojson.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = DecodeMetricsJSON(j)
+	if err == nil || !strings.Contains(err.Error(), "resourceMetrics[0].scopeMetrics[0].metrics[0].metadata[1].value") ||
+		!strings.Contains(err.Error(), valueDepthReason) {
+		t.Errorf("otlp-json: %v, want the depth refused at metadata[1]", err)
 	}
 }
