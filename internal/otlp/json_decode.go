@@ -81,10 +81,16 @@ func (d *jsonDecoder) elems(field string, fn func(i int) error) error {
 }
 
 func (d *jsonDecoder) request() error {
+	return d.exportRequest("resourceSpans", "resource_spans", d.resourceSpans)
+}
+
+// exportRequest decodes an export request, an object whose one member
+// (camel, or snake in snake_case) is an array of resource groups, each
+// decoded by fn with its index.
+func (d *jsonDecoder) exportRequest(camel, snake string, fn func(i int) error) error {
 	err := d.members(func(k string) error {
-		switch k {
-		case "resourceSpans", "resource_spans":
-			return d.elems("resourceSpans", d.resourceSpans)
+		if k == camel || k == snake {
+			return d.elems(camel, fn)
 		}
 		return d.r.skip()
 	})
@@ -94,24 +100,37 @@ func (d *jsonDecoder) request() error {
 	return d.r.end()
 }
 
+// group decodes an object of the shape every signal nests its data in:
+// ResourceSpans, ResourceLogs and ResourceMetrics (the "resource", the
+// array of scope groups, "schemaUrl") and ScopeSpans, ScopeLogs and
+// ScopeMetrics (the "scope", the array of spans, records or metrics,
+// "schemaUrl"). head decodes the headKey member; item decodes each element
+// of the itemsCamel (or itemsSnake) array with its index; the schema URL
+// is stored in *url. The group must be an object, not null.
+func (d *jsonDecoder) group(headKey string, head func() error, itemsCamel, itemsSnake string, item func(i int) error, url *string) error {
+	if d.r.peek() != '{' {
+		return d.r.typeError("object")
+	}
+	return d.members(func(k string) error {
+		switch k {
+		case headKey:
+			return wrap(head(), headKey)
+		case itemsCamel, itemsSnake:
+			return d.elems(itemsCamel, item)
+		case "schemaUrl", "schema_url":
+			return d.str(url, "schemaUrl")
+		}
+		return d.r.skip()
+	})
+}
+
 func (d *jsonDecoder) resourceSpans(rsIdx int) error {
 	res := &model.Resource{}
 	first := len(d.out.Spans)
 	d.scopes = d.scopes[:0]
-	if d.r.peek() != '{' { // an element must be an object, not null
-		return d.r.typeError("object")
-	}
-	err := d.members(func(k string) error {
-		switch k {
-		case "resource":
-			return wrap(d.resource(res), "resource")
-		case "scopeSpans", "scope_spans":
-			return d.elems("scopeSpans", func(i int) error { return d.scopeSpans(res, rsIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&res.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	err := d.group("resource", func() error { return d.resource(res) },
+		"scopeSpans", "scope_spans", func(i int) error { return d.scopeSpans(res, rsIdx, i) },
+		&res.SchemaURL)
 	if err != nil {
 		return err
 	}
@@ -183,6 +202,26 @@ func (d *jsonDecoder) int64(field string) (int64, error) {
 	return v, nil
 }
 
+// int64OrNull is int64 for a member that may be null: set is false, and
+// nothing is read but the null, when it is.
+func (d *jsonDecoder) int64OrNull(field string) (v int64, set bool, err error) {
+	if isNull, err := d.r.null(); isNull || err != nil {
+		return 0, false, wrap(err, field)
+	}
+	v, err = d.int64(field)
+	return v, true, err
+}
+
+// uints appends the elements of an array of unsigned 64-bit integers
+// (numbers or strings) to *dst.
+func (d *jsonDecoder) uints(dst *[]uint64, field string) error {
+	return d.elems(field, func(int) error {
+		v, err := d.uint(field, 64)
+		*dst = append(*dst, v)
+		return err
+	})
+}
+
 // numberText returns the text of a number given as a JSON number or string.
 func (d *jsonDecoder) numberText() (string, error) {
 	r := d.r
@@ -249,6 +288,17 @@ func (d *jsonDecoder) hexID(dst []byte, field string) (int, string, error) {
 	return n, reason, nil
 }
 
+// id reads an id member as hexID does into dst and its length into *n,
+// keeping the first reason an id of the message is malformed in *problem.
+func (d *jsonDecoder) id(dst []byte, field string, n *int, problem *string) error {
+	m, reason, err := d.hexID(dst, field)
+	*n = m
+	if reason != "" && *problem == "" {
+		*problem = reason
+	}
+	return err
+}
+
 func parseHexID(dst []byte, s, field string) (int, string) {
 	clear(dst)
 	if len(s)%2 != 0 {
@@ -309,20 +359,9 @@ func (d *jsonDecoder) resource(res *model.Resource) error {
 func (d *jsonDecoder) scopeSpans(res *model.Resource, rsIdx, ssIdx int) error {
 	sc := &model.Scope{}
 	d.scopes = append(d.scopes, sc)
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	return d.members(func(k string) error {
-		switch k {
-		case "scope":
-			return wrap(d.scopeJSON(sc), "scope")
-		case "spans":
-			return d.elems("spans", func(i int) error { return d.span(res, sc, rsIdx, ssIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&sc.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	return d.group("scope", func() error { return d.scopeJSON(sc) },
+		"spans", "spans", func(i int) error { return d.span(res, sc, rsIdx, ssIdx, i) },
+		&sc.SchemaURL)
 }
 
 // scopeJSON decodes an InstrumentationScope.
@@ -346,12 +385,6 @@ func (d *jsonDecoder) span(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, s
 	s := model.Span{Resource: res, Scope: sc}
 	traceLen, spanLen, parentLen := 0, 0, 0
 	problem := ""
-	note := func(n int, reason string) int {
-		if reason != "" && problem == "" {
-			problem = reason
-		}
-		return n
-	}
 	if d.r.peek() != '{' {
 		return d.r.typeError("object")
 	}
@@ -359,20 +392,11 @@ func (d *jsonDecoder) span(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, s
 		var err error
 		switch k {
 		case "traceId", "trace_id":
-			var n int
-			var reason string
-			n, reason, err = d.hexID(s.TraceID[:], "traceId")
-			traceLen = note(n, reason)
+			err = d.id(s.TraceID[:], "traceId", &traceLen, &problem)
 		case "spanId", "span_id":
-			var n int
-			var reason string
-			n, reason, err = d.hexID(s.SpanID[:], "spanId")
-			spanLen = note(n, reason)
+			err = d.id(s.SpanID[:], "spanId", &spanLen, &problem)
 		case "parentSpanId", "parent_span_id":
-			var n int
-			var reason string
-			n, reason, err = d.hexID(s.ParentSpanID[:], "parentSpanId")
-			parentLen = note(n, reason)
+			err = d.id(s.ParentSpanID[:], "parentSpanId", &parentLen, &problem)
 		case "traceState", "trace_state":
 			err = d.str(&s.TraceState, "traceState")
 		case "flags":
@@ -402,7 +426,9 @@ func (d *jsonDecoder) span(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, s
 			err = d.elems("links", func(i int) error {
 				s.Links = append(s.Links, model.Link{})
 				reason, err := d.link(&s.Links[len(s.Links)-1], i)
-				note(0, reason)
+				if reason != "" && problem == "" {
+					problem = reason
+				}
 				return err
 			})
 		case "droppedLinksCount", "dropped_links_count":

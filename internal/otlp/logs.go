@@ -166,55 +166,24 @@ func (d *logsProtoDecoder) resourceLogs(b []byte, base, rsIdx int) error {
 	d.resKey, keyed = sharedKey(d.resKey, b, 1, 3)
 	shared, isShared := d.sharedRes[string(d.resKey)]
 	isShared = isShared && keyed
-	res := shared.res
+	res, url := shared.res, new(string)
 	if !isShared {
 		res = &model.Resource{}
+		url = &res.SchemaURL
 	}
 	first := len(d.logs.Records)
 	d.scopesOfRes = d.scopesOfRes[:0]
-	r := newReader(b, base)
-	ssIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("resource")
-			if err != nil {
-				return err
-			}
+	err := walkGroup(b, base,
+		"resource", func(v []byte, vb int) error {
 			if isShared {
-				continue
+				return nil
 			}
-			if err := d.resource(v, vb, res); err != nil {
-				return wrap(err, "resource")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("scope_logs", ssIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.scopeLogs(v, vb, res, rsIdx, ssIdx); err != nil {
-				return wrapIdx(err, "scope_logs", ssIdx)
-			}
-			ssIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			url, err := r.str("schema_url")
-			if err != nil {
-				return err
-			}
-			if !isShared {
-				res.SchemaURL = url
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+			return d.resource(v, vb, res)
+		},
+		"scope_logs", func(v []byte, vb, ssIdx int) error { return d.scopeLogs(v, vb, res, rsIdx, ssIdx) },
+		url)
+	if err != nil {
+		return err
 	}
 	if isShared {
 		if shared.bad {
@@ -255,53 +224,22 @@ func (d *logsProtoDecoder) scopeLogs(b []byte, base int, res *model.Resource, rs
 	d.scopeKey, keyed = sharedKey(d.scopeKey, b, 1, 3)
 	shared, isShared := d.sharedScopes[string(d.scopeKey)]
 	isShared = isShared && keyed
-	sc := shared.sc
+	sc, url := shared.sc, new(string)
 	if !isShared {
 		sc = &model.Scope{}
+		url = &sc.SchemaURL
 	}
-	r := newReader(b, base)
-	lrIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("scope")
-			if err != nil {
-				return err
-			}
+	err := walkGroup(b, base,
+		"scope", func(v []byte, vb int) error {
 			if isShared {
-				continue
+				return nil
 			}
-			if err := d.scope(v, vb, sc); err != nil {
-				return wrap(err, "scope")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("log_records", lrIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.logRecord(v, vb, res, sc, rsIdx, ssIdx, lrIdx); err != nil {
-				return wrapIdx(err, "log_records", lrIdx)
-			}
-			lrIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			url, err := r.str("schema_url")
-			if err != nil {
-				return err
-			}
-			if !isShared {
-				sc.SchemaURL = url
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+			return d.scope(v, vb, sc)
+		},
+		"log_records", func(v []byte, vb, lrIdx int) error { return d.logRecord(v, vb, res, sc, rsIdx, ssIdx, lrIdx) },
+		url)
+	if err != nil {
+		return err
 	}
 	// The scope is normalised here, not with its resource, so that a later
 	// ScopeLogs can share it.
@@ -369,22 +307,14 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			}
 			continue
 		case num == 6 && typ == protowire.BytesType:
-			i := len(d.attrs) - attr0
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.attrs, attr0, 0); err != nil {
 				return err
-			}
-			d.attrs = append(d.attrs, model.KeyValue{})
-			if err := d.keyValue(v, vb, &d.attrs[len(d.attrs)-1], 0); err != nil {
-				return wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 7 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
+			if rec.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return err
 			}
-			rec.DroppedAttributesCount = uint32(x)
 			continue
 		case num == 8 && typ == protowire.Fixed32Type:
 			if rec.Flags, err = r.fixed32("flags"); err != nil {
@@ -396,22 +326,14 @@ func (d *logsProtoDecoder) logRecord(b []byte, base int, res *model.Resource, sc
 			if err != nil {
 				return err
 			}
-			traceLen = len(v)
-			rec.TraceID = model.TraceID{}
-			if len(v) == 16 {
-				copy(rec.TraceID[:], v)
-			}
+			traceLen = setTraceID(&rec.TraceID, v)
 			continue
 		case num == 10 && typ == protowire.BytesType:
 			v, _, err := r.bytes("span_id")
 			if err != nil {
 				return err
 			}
-			spanLen = len(v)
-			rec.SpanID = model.SpanID{}
-			if len(v) == 8 {
-				copy(rec.SpanID[:], v)
-			}
+			spanLen = setSpanID(&rec.SpanID, v)
 			continue
 		case num == 12 && typ == protowire.BytesType:
 			if rec.EventName, err = r.str("event_name"); err != nil {
@@ -463,37 +385,16 @@ type logsJSONDecoder struct {
 }
 
 func (d *logsJSONDecoder) request() error {
-	err := d.members(func(k string) error {
-		switch k {
-		case "resourceLogs", "resource_logs":
-			return d.elems("resourceLogs", d.resourceLogs)
-		}
-		return d.r.skip()
-	})
-	if err != nil {
-		return err
-	}
-	return d.r.end()
+	return d.exportRequest("resourceLogs", "resource_logs", d.resourceLogs)
 }
 
 func (d *logsJSONDecoder) resourceLogs(rsIdx int) error {
 	res := &model.Resource{}
 	first := len(d.logs.Records)
 	d.scopes = d.scopes[:0]
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	err := d.members(func(k string) error {
-		switch k {
-		case "resource":
-			return wrap(d.resource(res), "resource")
-		case "scopeLogs", "scope_logs":
-			return d.elems("scopeLogs", func(i int) error { return d.scopeLogs(res, rsIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&res.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	err := d.group("resource", func() error { return d.resource(res) },
+		"scopeLogs", "scope_logs", func(i int) error { return d.scopeLogs(res, rsIdx, i) },
+		&res.SchemaURL)
 	if err != nil {
 		return err
 	}
@@ -504,20 +405,9 @@ func (d *logsJSONDecoder) resourceLogs(rsIdx int) error {
 func (d *logsJSONDecoder) scopeLogs(res *model.Resource, rsIdx, ssIdx int) error {
 	sc := &model.Scope{}
 	d.scopes = append(d.scopes, sc)
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	return d.members(func(k string) error {
-		switch k {
-		case "scope":
-			return wrap(d.scopeJSON(sc), "scope")
-		case "logRecords", "log_records":
-			return d.elems("logRecords", func(i int) error { return d.logRecord(res, sc, rsIdx, ssIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&sc.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	return d.group("scope", func() error { return d.scopeJSON(sc) },
+		"logRecords", "log_records", func(i int) error { return d.logRecord(res, sc, rsIdx, ssIdx, i) },
+		&sc.SchemaURL)
 }
 
 func (d *logsJSONDecoder) logRecord(res *model.Resource, sc *model.Scope, rsIdx, ssIdx, lrIdx int) error {
@@ -551,17 +441,9 @@ func (d *logsJSONDecoder) logRecord(res *model.Resource, sc *model.Scope, rsIdx,
 		case "flags":
 			err = d.u32(&rec.Flags, "flags")
 		case "traceId", "trace_id":
-			var reason string
-			traceLen, reason, err = d.hexID(rec.TraceID[:], "traceId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(rec.TraceID[:], "traceId", &traceLen, &problem)
 		case "spanId", "span_id":
-			var reason string
-			spanLen, reason, err = d.hexID(rec.SpanID[:], "spanId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(rec.SpanID[:], "spanId", &spanLen, &problem)
 		default:
 			err = d.r.skip()
 		}

@@ -152,42 +152,12 @@ func (d *metricsProtoDecoder) resourceMetrics(b []byte, base, rsIdx int) error {
 	res := &model.Resource{}
 	first := len(d.out.Metrics)
 	d.scopesOfRes = d.scopesOfRes[:0]
-	r := newReader(b, base)
-	ssIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("resource")
-			if err != nil {
-				return err
-			}
-			if err := d.resource(v, vb, res); err != nil {
-				return wrap(err, "resource")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("scope_metrics", ssIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.scopeMetrics(v, vb, res, rsIdx, ssIdx); err != nil {
-				return wrapIdx(err, "scope_metrics", ssIdx)
-			}
-			ssIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			if res.SchemaURL, err = r.str("schema_url"); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+	err := walkGroup(b, base,
+		"resource", func(v []byte, vb int) error { return d.resource(v, vb, res) },
+		"scope_metrics", func(v []byte, vb, ssIdx int) error { return d.scopeMetrics(v, vb, res, rsIdx, ssIdx) },
+		&res.SchemaURL)
+	if err != nil {
+		return err
 	}
 	finishMetricResource(&d.out, res, d.scopesOfRes, first)
 	return nil
@@ -219,55 +189,27 @@ func finishMetricResource(out *MetricBatch, res *model.Resource, scopes []*model
 func (d *metricsProtoDecoder) scopeMetrics(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
 	sc := &model.Scope{}
 	d.scopesOfRes = append(d.scopesOfRes, sc)
-	r := newReader(b, base)
-	mIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("scope")
-			if err != nil {
-				return err
-			}
-			if err := d.scope(v, vb, sc); err != nil {
-				return wrap(err, "scope")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("metrics", mIdx)
-			if err != nil {
-				return err
-			}
+	return walkGroup(b, base,
+		"scope", func(v []byte, vb int) error { return d.scope(v, vb, sc) },
+		"metrics", func(v []byte, vb, mIdx int) error {
 			m := Metric{Resource: res, Scope: sc}
 			pos := func() string {
 				return "resource_metrics[" + strconv.Itoa(rsIdx) + "].scope_metrics[" + strconv.Itoa(ssIdx) + "].metrics[" + strconv.Itoa(mIdx) + "]"
 			}
 			if err := d.metric(v, vb, &m, pos); err != nil {
-				return wrapIdx(err, "metrics", mIdx)
-			}
-			d.out.Metrics = append(d.out.Metrics, m)
-			mIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			if sc.SchemaURL, err = r.str("schema_url"); err != nil {
 				return err
 			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
+			d.out.Metrics = append(d.out.Metrics, m)
+			return nil
+		},
+		&sc.SchemaURL)
 }
 
 // metricDataFields maps Metric's data oneof field numbers to kinds.
 var metricDataFields = map[protowire.Number]MetricKind{5: KindGauge, 7: KindSum, 9: KindHistogram, 10: KindExponentialHistogram, 11: KindSummary}
 
 func (d *metricsProtoDecoder) metric(b []byte, base int, m *Metric, pos func() string) error {
+	var metadata []model.KeyValue
 	r := newReader(b, base)
 	for len(r.b) > 0 {
 		num, typ, err := r.next()
@@ -307,13 +249,8 @@ func (d *metricsProtoDecoder) metric(b []byte, base int, m *Metric, pos func() s
 			continue
 		case num == 12 && typ == protowire.BytesType:
 			// metadata: validated, not kept
-			v, vb, err := r.bytes("metadata")
-			if err != nil {
+			if err := d.appendKeyValue(&r, "metadata", &metadata, 0, 0); err != nil {
 				return err
-			}
-			var kv model.KeyValue
-			if err := d.keyValue(v, vb, &kv, 0); err != nil {
-				return wrap(err, "metadata")
 			}
 			continue
 		}
@@ -341,19 +278,8 @@ func (d *metricsProtoDecoder) metricData(b []byte, base int, m *Metric, pos func
 				return err
 			}
 			m.Points = append(m.Points, MetricPoint{})
-			p := &m.Points[i]
 			ppos := func() string { return pos() + ".data_points[" + strconv.Itoa(i) + "]" }
-			switch m.Kind {
-			case KindGauge, KindSum:
-				err = d.numberPoint(v, vb, p, ppos)
-			case KindHistogram:
-				err = d.histogramPoint(v, vb, p, ppos)
-			case KindExponentialHistogram:
-				err = d.expHistogramPoint(v, vb, p, ppos)
-			case KindSummary:
-				err = d.summaryPoint(v, vb, p)
-			}
-			if err != nil {
+			if err := d.point(v, vb, m.Kind, &m.Points[i], ppos); err != nil {
 				return wrapIdx(err, "data_points", i)
 			}
 			continue
@@ -379,235 +305,172 @@ func (d *metricsProtoDecoder) metricData(b []byte, base int, m *Metric, pos func
 	return nil
 }
 
-// pointCommon decodes the fields every point kind shares; it reports
-// whether it consumed the field.
-func (d *metricsProtoDecoder) pointCommon(r *reader, num protowire.Number, typ protowire.Type, attrField protowire.Number, p *MetricPoint) (bool, error) {
-	switch {
-	case num == attrField && typ == protowire.BytesType:
-		i := len(p.Attributes)
-		v, vb, err := r.bytesAt("attributes", i)
+// pointLayout numbers the fields that the data point messages of several
+// kinds share under different numbers (start_time_unix_nano and
+// time_unix_nano are 2 and 3 in all); 0, never a valid field number, is a
+// field the kind does not have.
+type pointLayout struct {
+	attributes, exemplars, flags, count, sum, min, max protowire.Number
+}
+
+// pointLayouts are NumberDataPoint's (gauges, sums), HistogramDataPoint's,
+// ExponentialHistogramDataPoint's and SummaryDataPoint's, by kind.
+var pointLayouts = [...]pointLayout{
+	KindGauge:                {attributes: 7, exemplars: 5, flags: 8},
+	KindSum:                  {attributes: 7, exemplars: 5, flags: 8},
+	KindHistogram:            {attributes: 9, count: 4, sum: 5, exemplars: 8, flags: 10, min: 11, max: 12},
+	KindExponentialHistogram: {attributes: 1, count: 4, sum: 5, flags: 10, exemplars: 11, min: 12, max: 13},
+	KindSummary:              {attributes: 7, count: 4, sum: 5, flags: 8},
+}
+
+// point decodes a data point of the given kind into p: the fields its
+// layout names here, the kind's own fields in numberField, histogramField,
+// expHistogramField or summaryField.
+func (d *metricsProtoDecoder) point(b []byte, base int, kind MetricKind, p *MetricPoint, pos func() string) error {
+	if kind == KindSummary {
+		p.HasSum = true // a summary's sum is not optional
+	}
+	l := &pointLayouts[kind]
+	r := newReader(b, base)
+	for len(r.b) > 0 {
+		num, typ, err := r.next()
 		if err != nil {
-			return true, err
+			return err
 		}
-		p.Attributes = append(p.Attributes, model.KeyValue{})
-		return true, wrapIdx(d.keyValue(v, vb, &p.Attributes[i], 0), "attributes", i)
-	case num == 2 && typ == protowire.Fixed64Type:
-		var err error
-		p.StartTimeUnixNano, err = r.fixed64("start_time_unix_nano")
+		done, err := d.pointField(&r, num, typ, l, p, pos)
+		if !done {
+			switch kind {
+			case KindGauge, KindSum:
+				done, err = numberField(&r, num, typ, p)
+			case KindHistogram:
+				done, err = histogramField(&r, num, typ, p)
+			case KindExponentialHistogram:
+				done, err = expHistogramField(&r, num, typ, p)
+			case KindSummary:
+				done, err = summaryField(&r, num, typ, p)
+			}
+		}
+		if !done {
+			err = r.skip(num, typ)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pointField decodes a field every point kind has, at the number l gives
+// it; it reports whether it consumed the field.
+func (d *metricsProtoDecoder) pointField(r *reader, num protowire.Number, typ protowire.Type, l *pointLayout, p *MetricPoint, pos func() string) (bool, error) {
+	var err error
+	switch typ {
+	case protowire.BytesType:
+		switch num {
+		case l.attributes:
+			err = d.appendKeyValue(r, "attributes", &p.Attributes, 0, 0)
+		case l.exemplars:
+			err = d.exemplar(r, p, pos)
+		default:
+			return false, nil
+		}
+	case protowire.Fixed64Type:
+		switch num {
+		case 2:
+			p.StartTimeUnixNano, err = r.fixed64("start_time_unix_nano")
+		case 3:
+			p.TimeUnixNano, err = r.fixed64("time_unix_nano")
+		case l.count:
+			p.Count, err = r.fixed64("count")
+		case l.sum:
+			p.Sum, err = r.float("sum")
+			p.HasSum = true
+		case l.min:
+			p.Min, err = r.float("min")
+			p.HasMin = true
+		case l.max:
+			p.Max, err = r.float("max")
+			p.HasMax = true
+		default:
+			return false, nil
+		}
+	case protowire.VarintType:
+		if num != l.flags {
+			return false, nil
+		}
+		p.Flags, err = r.u32("flags")
+	default:
+		return false, nil
+	}
+	return true, err
+}
+
+// numberField decodes a NumberDataPoint's own fields: its value.
+func numberField(r *reader, num protowire.Number, typ protowire.Type, p *MetricPoint) (bool, error) {
+	if typ != protowire.Fixed64Type {
+		return false, nil
+	}
+	switch num {
+	case 4:
+		x, err := r.fixed64("as_double")
+		p.Value, p.IsInt, p.IntValue = math.Float64frombits(x), false, 0
 		return true, err
-	case num == 3 && typ == protowire.Fixed64Type:
-		var err error
-		p.TimeUnixNano, err = r.fixed64("time_unix_nano")
+	case 6:
+		x, err := r.fixed64("as_int")
+		p.IntValue, p.IsInt = int64(x), true
+		p.Value = float64(p.IntValue)
 		return true, err
 	}
 	return false, nil
 }
 
-func (d *metricsProtoDecoder) numberPoint(b []byte, base int, p *MetricPoint, pos func() string) error {
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		if done, err := d.pointCommon(&r, num, typ, 7, p); done {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		switch {
-		case num == 4 && typ == protowire.Fixed64Type:
-			x, err := r.fixed64("as_double")
-			if err != nil {
-				return err
-			}
-			p.Value, p.IsInt, p.IntValue = math.Float64frombits(x), false, 0
-			continue
-		case num == 6 && typ == protowire.Fixed64Type:
-			x, err := r.fixed64("as_int")
-			if err != nil {
-				return err
-			}
-			p.IntValue, p.IsInt = int64(x), true
-			p.Value = float64(p.IntValue)
-			continue
-		case num == 5 && typ == protowire.BytesType:
-			if err := d.exemplarField(&r, p, pos); err != nil {
-				return err
-			}
-			continue
-		case num == 8 && typ == protowire.VarintType:
-			x, err := r.varint("flags")
-			if err != nil {
-				return err
-			}
-			p.Flags = uint32(x)
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+// histogramField decodes a HistogramDataPoint's own fields: its buckets.
+func histogramField(r *reader, num protowire.Number, typ protowire.Type, p *MetricPoint) (bool, error) {
+	if typ != protowire.BytesType && typ != protowire.Fixed64Type {
+		return false, nil
 	}
-	return nil
+	var err error
+	switch num {
+	case 6:
+		p.BucketCounts, err = r.fixed64s("bucket_counts", typ, p.BucketCounts)
+	case 7:
+		var bits []uint64
+		bits, err = r.fixed64s("explicit_bounds", typ, nil)
+		for _, x := range bits {
+			p.ExplicitBounds = append(p.ExplicitBounds, math.Float64frombits(x))
+		}
+	default:
+		return false, nil
+	}
+	return true, err
 }
 
-func (d *metricsProtoDecoder) histogramPoint(b []byte, base int, p *MetricPoint, pos func() string) error {
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
+// expHistogramField decodes an ExponentialHistogramDataPoint's own fields.
+func expHistogramField(r *reader, num protowire.Number, typ protowire.Type, p *MetricPoint) (bool, error) {
+	var err error
+	switch {
+	case num == 6 && typ == protowire.VarintType:
+		var x uint64
+		x, err = r.varint("scale")
+		p.Scale = int32(protowire.DecodeZigZag(x & math.MaxUint32))
+	case num == 7 && typ == protowire.Fixed64Type:
+		p.ZeroCount, err = r.fixed64("zero_count")
+	case (num == 8 || num == 9) && typ == protowire.BytesType:
+		side, field := &p.Positive, "positive"
+		if num == 9 {
+			side, field = &p.Negative, "negative"
 		}
-		if done, err := d.pointCommon(&r, num, typ, 9, p); done {
-			if err != nil {
-				return err
-			}
-			continue
+		var v []byte
+		var vb int
+		if v, vb, err = r.bytes(field); err == nil {
+			err = wrap(expBuckets(v, vb, side), field)
 		}
-		switch {
-		case num == 4 && typ == protowire.Fixed64Type:
-			if p.Count, err = r.fixed64("count"); err != nil {
-				return err
-			}
-			continue
-		case num == 5 && typ == protowire.Fixed64Type:
-			if p.Sum, err = r.float("sum"); err != nil {
-				return err
-			}
-			p.HasSum = true
-			continue
-		case num == 6 && (typ == protowire.BytesType || typ == protowire.Fixed64Type):
-			if p.BucketCounts, err = r.fixed64s("bucket_counts", typ, p.BucketCounts); err != nil {
-				return err
-			}
-			continue
-		case num == 7 && (typ == protowire.BytesType || typ == protowire.Fixed64Type):
-			var bits []uint64
-			if bits, err = r.fixed64s("explicit_bounds", typ, nil); err != nil {
-				return err
-			}
-			for _, x := range bits {
-				p.ExplicitBounds = append(p.ExplicitBounds, math.Float64frombits(x))
-			}
-			continue
-		case num == 8 && typ == protowire.BytesType:
-			if err := d.exemplarField(&r, p, pos); err != nil {
-				return err
-			}
-			continue
-		case num == 10 && typ == protowire.VarintType:
-			x, err := r.varint("flags")
-			if err != nil {
-				return err
-			}
-			p.Flags = uint32(x)
-			continue
-		case num == 11 && typ == protowire.Fixed64Type:
-			if p.Min, err = r.float("min"); err != nil {
-				return err
-			}
-			p.HasMin = true
-			continue
-		case num == 12 && typ == protowire.Fixed64Type:
-			if p.Max, err = r.float("max"); err != nil {
-				return err
-			}
-			p.HasMax = true
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
+	case num == 14 && typ == protowire.Fixed64Type:
+		p.ZeroThreshold, err = r.float("zero_threshold")
+	default:
+		return false, nil
 	}
-	return nil
-}
-
-func (d *metricsProtoDecoder) expHistogramPoint(b []byte, base int, p *MetricPoint, pos func() string) error {
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		if done, err := d.pointCommon(&r, num, typ, 1, p); done {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		switch {
-		case num == 4 && typ == protowire.Fixed64Type:
-			if p.Count, err = r.fixed64("count"); err != nil {
-				return err
-			}
-			continue
-		case num == 5 && typ == protowire.Fixed64Type:
-			if p.Sum, err = r.float("sum"); err != nil {
-				return err
-			}
-			p.HasSum = true
-			continue
-		case num == 6 && typ == protowire.VarintType:
-			x, err := r.varint("scale")
-			if err != nil {
-				return err
-			}
-			p.Scale = int32(protowire.DecodeZigZag(x & math.MaxUint32))
-			continue
-		case num == 7 && typ == protowire.Fixed64Type:
-			if p.ZeroCount, err = r.fixed64("zero_count"); err != nil {
-				return err
-			}
-			continue
-		case (num == 8 || num == 9) && typ == protowire.BytesType:
-			side, field := &p.Positive, "positive"
-			if num == 9 {
-				side, field = &p.Negative, "negative"
-			}
-			v, vb, err := r.bytes(field)
-			if err != nil {
-				return err
-			}
-			if err := expBuckets(v, vb, side); err != nil {
-				return wrap(err, field)
-			}
-			continue
-		case num == 10 && typ == protowire.VarintType:
-			x, err := r.varint("flags")
-			if err != nil {
-				return err
-			}
-			p.Flags = uint32(x)
-			continue
-		case num == 11 && typ == protowire.BytesType:
-			if err := d.exemplarField(&r, p, pos); err != nil {
-				return err
-			}
-			continue
-		case num == 12 && typ == protowire.Fixed64Type:
-			if p.Min, err = r.float("min"); err != nil {
-				return err
-			}
-			p.HasMin = true
-			continue
-		case num == 13 && typ == protowire.Fixed64Type:
-			if p.Max, err = r.float("max"); err != nil {
-				return err
-			}
-			p.HasMax = true
-			continue
-		case num == 14 && typ == protowire.Fixed64Type:
-			if p.ZeroThreshold, err = r.float("zero_threshold"); err != nil {
-				return err
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
+	return true, err
 }
 
 func expBuckets(b []byte, base int, out *ExpBuckets) error {
@@ -654,76 +517,41 @@ func expBuckets(b []byte, base int, out *ExpBuckets) error {
 	return nil
 }
 
-func (d *metricsProtoDecoder) summaryPoint(b []byte, base int, p *MetricPoint) error {
-	p.HasSum = true // a summary's sum is not optional
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
+// summaryField decodes a SummaryDataPoint's own field: its quantiles.
+func summaryField(r *reader, num protowire.Number, typ protowire.Type, p *MetricPoint) (bool, error) {
+	if num != 6 || typ != protowire.BytesType {
+		return false, nil
+	}
+	i := len(p.Quantiles)
+	v, vb, err := r.bytesAt("quantile_values", i)
+	if err != nil {
+		return true, err
+	}
+	var q Quantile
+	qr := newReader(v, vb)
+	for len(qr.b) > 0 {
+		qn, qt, err := qr.next()
 		if err != nil {
-			return err
-		}
-		if done, err := d.pointCommon(&r, num, typ, 7, p); done {
-			if err != nil {
-				return err
-			}
-			continue
+			return true, wrapIdx(err, "quantile_values", i)
 		}
 		switch {
-		case num == 4 && typ == protowire.Fixed64Type:
-			if p.Count, err = r.fixed64("count"); err != nil {
-				return err
-			}
-			continue
-		case num == 5 && typ == protowire.Fixed64Type:
-			if p.Sum, err = r.float("sum"); err != nil {
-				return err
-			}
-			p.HasSum = true
-			continue
-		case num == 6 && typ == protowire.BytesType:
-			i := len(p.Quantiles)
-			v, vb, err := r.bytesAt("quantile_values", i)
-			if err != nil {
-				return err
-			}
-			var q Quantile
-			qr := newReader(v, vb)
-			for len(qr.b) > 0 {
-				qn, qt, err := qr.next()
-				if err != nil {
-					return wrapIdx(err, "quantile_values", i)
-				}
-				switch {
-				case qn == 1 && qt == protowire.Fixed64Type:
-					q.Quantile, err = qr.float("quantile")
-				case qn == 2 && qt == protowire.Fixed64Type:
-					q.Value, err = qr.float("value")
-				default:
-					err = qr.skip(qn, qt)
-				}
-				if err != nil {
-					return wrapIdx(err, "quantile_values", i)
-				}
-			}
-			p.Quantiles = append(p.Quantiles, q)
-			continue
-		case num == 8 && typ == protowire.VarintType:
-			x, err := r.varint("flags")
-			if err != nil {
-				return err
-			}
-			p.Flags = uint32(x)
-			continue
+		case qn == 1 && qt == protowire.Fixed64Type:
+			q.Quantile, err = qr.float("quantile")
+		case qn == 2 && qt == protowire.Fixed64Type:
+			q.Value, err = qr.float("value")
+		default:
+			err = qr.skip(qn, qt)
 		}
-		if err := r.skip(num, typ); err != nil {
-			return err
+		if err != nil {
+			return true, wrapIdx(err, "quantile_values", i)
 		}
 	}
-	return nil
+	p.Quantiles = append(p.Quantiles, q)
+	return true, nil
 }
 
-// exemplarField decodes one exemplar and keeps it unless its ids are malformed.
-func (d *metricsProtoDecoder) exemplarField(r *reader, p *MetricPoint, pos func() string) error {
+// exemplar decodes one exemplar and keeps it unless its ids are malformed.
+func (d *metricsProtoDecoder) exemplar(r *reader, p *MetricPoint, pos func() string) error {
 	i := len(p.Exemplars)
 	v, vb, err := r.bytesAt("exemplars", i)
 	if err != nil {
@@ -739,12 +567,7 @@ func (d *metricsProtoDecoder) exemplarField(r *reader, p *MetricPoint, pos func(
 		}
 		switch {
 		case num == 7 && typ == protowire.BytesType:
-			j := len(e.FilteredAttributes)
-			kv, kvb, err := er.bytesAt("filtered_attributes", j)
-			if err == nil {
-				e.FilteredAttributes = append(e.FilteredAttributes, model.KeyValue{})
-				err = wrapIdx(d.keyValue(kv, kvb, &e.FilteredAttributes[j], 0), "filtered_attributes", j)
-			}
+			err = d.appendKeyValue(&er, "filtered_attributes", &e.FilteredAttributes, 0, 0)
 		case num == 2 && typ == protowire.Fixed64Type:
 			e.TimeUnixNano, err = er.fixed64("time_unix_nano")
 		case num == 3 && typ == protowire.Fixed64Type:
@@ -757,19 +580,11 @@ func (d *metricsProtoDecoder) exemplarField(r *reader, p *MetricPoint, pos func(
 		case num == 4 && typ == protowire.BytesType:
 			var id []byte
 			id, _, err = er.bytes("span_id")
-			spanLen = len(id)
-			e.SpanID = model.SpanID{}
-			if len(id) == 8 {
-				copy(e.SpanID[:], id)
-			}
+			spanLen = setSpanID(&e.SpanID, id)
 		case num == 5 && typ == protowire.BytesType:
 			var id []byte
 			id, _, err = er.bytes("trace_id")
-			traceLen = len(id)
-			e.TraceID = model.TraceID{}
-			if len(id) == 16 {
-				copy(e.TraceID[:], id)
-			}
+			traceLen = setTraceID(&e.TraceID, id)
 		default:
 			err = er.skip(num, typ)
 		}
@@ -783,31 +598,4 @@ func (d *metricsProtoDecoder) exemplarField(r *reader, p *MetricPoint, pos func(
 	}
 	p.Exemplars = append(p.Exemplars, e)
 	return nil
-}
-
-func (r *reader) float(field string) (float64, error) {
-	x, err := r.fixed64(field)
-	return math.Float64frombits(x), err
-}
-
-// fixed64s reads a repeated fixed64 field, packed (one length-delimited
-// run) or not (one value), appending to dst.
-func (r *reader) fixed64s(field string, typ protowire.Type, dst []uint64) ([]uint64, error) {
-	if typ == protowire.Fixed64Type {
-		x, err := r.fixed64(field)
-		return append(dst, x), err
-	}
-	v, vb, err := r.bytes(field)
-	if err != nil {
-		return dst, err
-	}
-	if len(v)%8 != 0 {
-		return dst, wrap(newError(vb, "packed fixed64 run of "+strconv.Itoa(len(v))+" bytes, not a multiple of 8"), field)
-	}
-	for len(v) > 0 {
-		x, _ := protowire.ConsumeFixed64(v)
-		dst = append(dst, x)
-		v = v[8:]
-	}
-	return dst, nil
 }

@@ -28,37 +28,16 @@ type metricsJSONDecoder struct {
 var temporalityNames = []string{"AGGREGATION_TEMPORALITY_UNSPECIFIED", "AGGREGATION_TEMPORALITY_DELTA", "AGGREGATION_TEMPORALITY_CUMULATIVE"}
 
 func (d *metricsJSONDecoder) request() error {
-	err := d.members(func(k string) error {
-		switch k {
-		case "resourceMetrics", "resource_metrics":
-			return d.elems("resourceMetrics", d.resourceMetrics)
-		}
-		return d.r.skip()
-	})
-	if err != nil {
-		return err
-	}
-	return d.r.end()
+	return d.exportRequest("resourceMetrics", "resource_metrics", d.resourceMetrics)
 }
 
 func (d *metricsJSONDecoder) resourceMetrics(rsIdx int) error {
 	res := &model.Resource{}
 	first := len(d.out.Metrics)
 	d.scopes = d.scopes[:0]
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	err := d.members(func(k string) error {
-		switch k {
-		case "resource":
-			return wrap(d.resource(res), "resource")
-		case "scopeMetrics", "scope_metrics":
-			return d.elems("scopeMetrics", func(i int) error { return d.scopeMetrics(res, rsIdx, i) })
-		case "schemaUrl", "schema_url":
-			return d.str(&res.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	err := d.group("resource", func() error { return d.resource(res) },
+		"scopeMetrics", "scope_metrics", func(i int) error { return d.scopeMetrics(res, rsIdx, i) },
+		&res.SchemaURL)
 	if err != nil {
 		return err
 	}
@@ -69,30 +48,19 @@ func (d *metricsJSONDecoder) resourceMetrics(rsIdx int) error {
 func (d *metricsJSONDecoder) scopeMetrics(res *model.Resource, rsIdx, ssIdx int) error {
 	sc := &model.Scope{}
 	d.scopes = append(d.scopes, sc)
-	if d.r.peek() != '{' {
-		return d.r.typeError("object")
-	}
-	return d.members(func(k string) error {
-		switch k {
-		case "scope":
-			return wrap(d.scopeJSON(sc), "scope")
-		case "metrics":
-			return d.elems("metrics", func(i int) error {
-				m := Metric{Resource: res, Scope: sc}
-				pos := func() string {
-					return "resourceMetrics[" + strconv.Itoa(rsIdx) + "].scopeMetrics[" + strconv.Itoa(ssIdx) + "].metrics[" + strconv.Itoa(i) + "]"
-				}
-				if err := d.metric(&m, pos); err != nil {
-					return err
-				}
-				d.out.Metrics = append(d.out.Metrics, m)
-				return nil
-			})
-		case "schemaUrl", "schema_url":
-			return d.str(&sc.SchemaURL, "schemaUrl")
-		}
-		return d.r.skip()
-	})
+	return d.group("scope", func() error { return d.scopeJSON(sc) },
+		"metrics", "metrics", func(i int) error {
+			m := Metric{Resource: res, Scope: sc}
+			pos := func() string {
+				return "resourceMetrics[" + strconv.Itoa(rsIdx) + "].scopeMetrics[" + strconv.Itoa(ssIdx) + "].metrics[" + strconv.Itoa(i) + "]"
+			}
+			if err := d.metric(&m, pos); err != nil {
+				return err
+			}
+			d.out.Metrics = append(d.out.Metrics, m)
+			return nil
+		},
+		&sc.SchemaURL)
 }
 
 func (d *metricsJSONDecoder) metric(m *Metric, pos func() string) error {
@@ -212,11 +180,11 @@ func (d *metricsJSONDecoder) point(kind MetricKind, p *MetricPoint, pos func() s
 			}
 		case "asInt", "as_int":
 			if kind == KindGauge || kind == KindSum {
-				if isNull, nerr := d.r.null(); isNull || nerr != nil {
-					return wrap(nerr, "asInt")
+				var v int64
+				var set bool
+				if v, set, err = d.int64OrNull("asInt"); set {
+					p.IntValue, p.IsInt, p.Value = v, true, float64(v)
 				}
-				p.IntValue, err = d.int64("asInt")
-				p.IsInt, p.Value = true, float64(p.IntValue)
 			} else {
 				err = d.r.skip()
 			}
@@ -229,11 +197,7 @@ func (d *metricsJSONDecoder) point(kind MetricKind, p *MetricPoint, pos func() s
 		case "max":
 			err = d.float(&p.Max, &p.HasMax, "max")
 		case "bucketCounts", "bucket_counts":
-			err = d.elems("bucketCounts", func(int) error {
-				v, err := d.uint("bucketCounts", 64)
-				p.BucketCounts = append(p.BucketCounts, v)
-				return err
-			})
+			err = d.uints(&p.BucketCounts, "bucketCounts")
 		case "explicitBounds", "explicit_bounds":
 			err = d.elems("explicitBounds", func(int) error {
 				var v float64
@@ -243,14 +207,13 @@ func (d *metricsJSONDecoder) point(kind MetricKind, p *MetricPoint, pos func() s
 			})
 		case "scale":
 			var v int64
-			if isNull, nerr := d.r.null(); isNull || nerr != nil {
-				return wrap(nerr, "scale")
+			var set bool
+			if v, set, err = d.int64OrNull("scale"); set {
+				if err == nil && (v < -1<<31 || v >= 1<<31) {
+					err = newError(d.r.i, "scale "+strconv.FormatInt(v, 10)+" out of the 32-bit range")
+				}
+				p.Scale = int32(v)
 			}
-			v, err = d.int64("scale")
-			if err == nil && (v < -1<<31 || v >= 1<<31) {
-				err = newError(d.r.i, "scale "+strconv.FormatInt(v, 10)+" out of the 32-bit range")
-			}
-			p.Scale = int32(v)
 		case "zeroCount", "zero_count":
 			p.ZeroCount, err = d.uint("zeroCount", 64)
 		case "zeroThreshold", "zero_threshold":
@@ -263,21 +226,17 @@ func (d *metricsJSONDecoder) point(kind MetricKind, p *MetricPoint, pos func() s
 			err = d.members(func(bk string) error {
 				switch bk {
 				case "offset":
-					if isNull, nerr := d.r.null(); isNull || nerr != nil {
-						return wrap(nerr, "offset")
+					v, set, err := d.int64OrNull("offset")
+					if !set {
+						return err
 					}
-					v, err := d.int64("offset")
 					if err == nil && (v < -1<<31 || v >= 1<<31) {
 						err = newError(d.r.i, "offset out of the 32-bit range")
 					}
 					side.Offset = int32(v)
 					return err
 				case "bucketCounts", "bucket_counts":
-					return d.elems("bucketCounts", func(int) error {
-						v, err := d.uint("bucketCounts", 64)
-						side.Counts = append(side.Counts, v)
-						return err
-					})
+					return d.uints(&side.Counts, "bucketCounts")
 				}
 				return d.r.skip()
 			})
@@ -322,23 +281,15 @@ func (d *metricsJSONDecoder) exemplar(p *MetricPoint, pos func() string) error {
 			err = d.float(&e.Value, nil, "asDouble")
 			e.IsInt, e.IntValue = false, 0
 		case "asInt", "as_int":
-			if isNull, nerr := d.r.null(); isNull || nerr != nil {
-				return wrap(nerr, "asInt")
+			var v int64
+			var set bool
+			if v, set, err = d.int64OrNull("asInt"); set {
+				e.IntValue, e.IsInt, e.Value = v, true, float64(v)
 			}
-			e.IntValue, err = d.int64("asInt")
-			e.IsInt, e.Value = true, float64(e.IntValue)
 		case "traceId", "trace_id":
-			var reason string
-			traceLen, reason, err = d.hexID(e.TraceID[:], "traceId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(e.TraceID[:], "traceId", &traceLen, &problem)
 		case "spanId", "span_id":
-			var reason string
-			spanLen, reason, err = d.hexID(e.SpanID[:], "spanId")
-			if reason != "" && problem == "" {
-				problem = reason
-			}
+			err = d.id(e.SpanID[:], "spanId", &spanLen, &problem)
 		default:
 			err = d.r.skip()
 		}

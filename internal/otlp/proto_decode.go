@@ -153,6 +153,60 @@ func (r *reader) fixed32(field string) (uint32, error) {
 	return v, nil
 }
 
+// u32 reads a varint field kept as a uint32 (a count or flags), keeping
+// the low 32 bits as protobuf-go does.
+func (r *reader) u32(field string) (uint32, error) {
+	x, err := r.varint(field)
+	return uint32(x), err
+}
+
+func (r *reader) float(field string) (float64, error) {
+	x, err := r.fixed64(field)
+	return math.Float64frombits(x), err
+}
+
+// setTraceID sets *dst to the trace id v when it has 16 bytes, to zeros
+// otherwise, and returns len(v), which the caller checks (checkIDs,
+// checkLinkIDs, checkLogIDs).
+func setTraceID(dst *model.TraceID, v []byte) int {
+	*dst = model.TraceID{}
+	if len(v) == len(dst) {
+		*dst = model.TraceID(v)
+	}
+	return len(v)
+}
+
+// setSpanID is setTraceID for a span id (8 bytes).
+func setSpanID(dst *model.SpanID, v []byte) int {
+	*dst = model.SpanID{}
+	if len(v) == len(dst) {
+		*dst = model.SpanID(v)
+	}
+	return len(v)
+}
+
+// fixed64s reads a repeated fixed64 field, packed (one length-delimited
+// run) or not (one value), appending to dst.
+func (r *reader) fixed64s(field string, typ protowire.Type, dst []uint64) ([]uint64, error) {
+	if typ == protowire.Fixed64Type {
+		x, err := r.fixed64(field)
+		return append(dst, x), err
+	}
+	v, vb, err := r.bytes(field)
+	if err != nil {
+		return dst, err
+	}
+	if len(v)%8 != 0 {
+		return dst, wrap(newError(vb, "packed fixed64 run of "+strconv.Itoa(len(v))+" bytes, not a multiple of 8"), field)
+	}
+	for len(v) > 0 {
+		x, _ := protowire.ConsumeFixed64(v)
+		dst = append(dst, x)
+		v = v[8:]
+	}
+	return dst, nil
+}
+
 // skip consumes the value of a field this decoder does not use (unknown, or
 // known with an unexpected wire type, which protobuf-go also treats as unknown).
 func (r *reader) skip(num protowire.Number, typ protowire.Type) error {
@@ -232,46 +286,67 @@ func eachResource(buf []byte, name string, fn func(b []byte, base, idx int) erro
 	return nil
 }
 
-func (d *protoDecoder) resourceSpans(b []byte, base, rsIdx int) error {
-	res := &model.Resource{}
-	first := len(d.out.Spans)
-	d.scopesOfRes = d.scopesOfRes[:0]
+// walkGroup walks a message of the shape every signal nests its data in:
+// ResourceSpans, ResourceLogs and ResourceMetrics (field 1 the resource, 2
+// the scope groups, 3 the schema URL) and ScopeSpans, ScopeLogs and
+// ScopeMetrics (1 the scope, 2 the spans, records or metrics, 3 the schema
+// URL). head decodes each field 1, which errors name headName; item decodes
+// each field 2 with its index, which errors name itemName[i]; the last
+// field 3 is stored in *url.
+func walkGroup(b []byte, base int, headName string, head func(b []byte, base int) error,
+	itemName string, item func(b []byte, base, idx int) error, url *string) error {
 	r := newReader(b, base)
-	ssIdx := 0
+	idx := 0
 	for len(r.b) > 0 {
 		num, typ, err := r.next()
 		if err != nil {
 			return err
 		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("resource")
-			if err != nil {
-				return err
+		if typ == protowire.BytesType {
+			switch num {
+			case 1:
+				v, vb, err := r.bytes(headName)
+				if err != nil {
+					return err
+				}
+				if err := head(v, vb); err != nil {
+					return wrap(err, headName)
+				}
+				continue
+			case 2:
+				v, vb, err := r.bytesAt(itemName, idx)
+				if err != nil {
+					return err
+				}
+				if err := item(v, vb, idx); err != nil {
+					return wrapIdx(err, itemName, idx)
+				}
+				idx++
+				continue
+			case 3:
+				if *url, err = r.str("schema_url"); err != nil {
+					return err
+				}
+				continue
 			}
-			if err := d.resource(v, vb, res); err != nil {
-				return wrap(err, "resource")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("scope_spans", ssIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.scopeSpans(v, vb, res, rsIdx, ssIdx); err != nil {
-				return wrapIdx(err, "scope_spans", ssIdx)
-			}
-			ssIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			if res.SchemaURL, err = r.str("schema_url"); err != nil {
-				return err
-			}
-			continue
 		}
 		if err := r.skip(num, typ); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+func (d *protoDecoder) resourceSpans(b []byte, base, rsIdx int) error {
+	res := &model.Resource{}
+	first := len(d.out.Spans)
+	d.scopesOfRes = d.scopesOfRes[:0]
+	err := walkGroup(b, base,
+		"resource", func(v []byte, vb int) error { return d.resource(v, vb, res) },
+		"scope_spans", func(v []byte, vb, ssIdx int) error { return d.scopeSpans(v, vb, res, rsIdx, ssIdx) },
+		&res.SchemaURL)
+	if err != nil {
+		return err
 	}
 	// The resource may follow its spans on the wire, so normalise only now.
 	p := &d.out.Problems
@@ -286,6 +361,16 @@ func (d *protoDecoder) resourceSpans(b []byte, base, rsIdx int) error {
 	return nil
 }
 
+func (d *protoDecoder) scopeSpans(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
+	sc := &model.Scope{}
+	d.scopesOfRes = append(d.scopesOfRes, sc)
+	return walkGroup(b, base,
+		"scope", func(v []byte, vb int) error { return d.scope(v, vb, sc) },
+		"spans", func(v []byte, vb, spIdx int) error { return d.span(v, vb, res, sc, rsIdx, ssIdx, spIdx) },
+		&sc.SchemaURL)
+}
+
+// resource decodes a Resource into res (shared by every signal).
 func (d *protoDecoder) resource(b []byte, base int, res *model.Resource) error {
 	r := newReader(b, base)
 	for len(r.b) > 0 {
@@ -295,63 +380,12 @@ func (d *protoDecoder) resource(b []byte, base int, res *model.Resource) error {
 		}
 		switch {
 		case num == 1 && typ == protowire.BytesType:
-			i := len(res.Attributes)
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &res.Attributes, 0, 0); err != nil {
 				return err
-			}
-			res.Attributes = append(res.Attributes, model.KeyValue{})
-			if err := d.keyValue(v, vb, &res.Attributes[i], 0); err != nil {
-				return wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 2 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
-				return err
-			}
-			res.DroppedAttributesCount = uint32(x)
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (d *protoDecoder) scopeSpans(b []byte, base int, res *model.Resource, rsIdx, ssIdx int) error {
-	sc := &model.Scope{}
-	d.scopesOfRes = append(d.scopesOfRes, sc)
-	r := newReader(b, base)
-	spIdx := 0
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("scope")
-			if err != nil {
-				return err
-			}
-			if err := d.scope(v, vb, sc); err != nil {
-				return wrap(err, "scope")
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytesAt("spans", spIdx)
-			if err != nil {
-				return err
-			}
-			if err := d.span(v, vb, res, sc, rsIdx, ssIdx, spIdx); err != nil {
-				return wrapIdx(err, "spans", spIdx)
-			}
-			spIdx++
-			continue
-		case num == 3 && typ == protowire.BytesType:
-			if sc.SchemaURL, err = r.str("schema_url"); err != nil {
+			if res.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return err
 			}
 			continue
@@ -363,6 +397,7 @@ func (d *protoDecoder) scopeSpans(b []byte, base int, res *model.Resource, rsIdx
 	return nil
 }
 
+// scope decodes an InstrumentationScope into sc (shared by every signal).
 func (d *protoDecoder) scope(b []byte, base int, sc *model.Scope) error {
 	r := newReader(b, base)
 	for len(r.b) > 0 {
@@ -382,26 +417,62 @@ func (d *protoDecoder) scope(b []byte, base int, sc *model.Scope) error {
 			}
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			i := len(sc.Attributes)
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &sc.Attributes, 0, 0); err != nil {
 				return err
-			}
-			sc.Attributes = append(sc.Attributes, model.KeyValue{})
-			if err := d.keyValue(v, vb, &sc.Attributes[i], 0); err != nil {
-				return wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 4 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
+			if sc.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return err
 			}
-			sc.DroppedAttributesCount = uint32(x)
 			continue
 		}
 		if err := r.skip(num, typ); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// appendKeyValue reads a KeyValue, an element of the repeated field named
+// field (attributes, or the values of a kvlist value at depth), and
+// appends it to *dst. The message's own elements start at first in *dst:
+// spans, events, links and log records append to a request's slab, so the
+// index errors name is len(*dst)-first. A repeated "value" in the KeyValue
+// merges into the earlier one (protobuf merge semantics).
+func (d *protoDecoder) appendKeyValue(r *reader, field string, dst *[]model.KeyValue, first, depth int) error {
+	i := len(*dst) - first
+	b, base, err := r.bytesAt(field, i)
+	if err != nil {
+		return err
+	}
+	kvs := append(*dst, model.KeyValue{})
+	*dst = kvs
+	kv := &kvs[len(kvs)-1]
+	kr := newReader(b, base)
+	for len(kr.b) > 0 {
+		num, typ, err := kr.next()
+		if err != nil {
+			return wrapIdx(err, field, i)
+		}
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			if kv.Key, err = kr.str("key"); err != nil {
+				return wrapIdx(err, field, i)
+			}
+			continue
+		case num == 2 && typ == protowire.BytesType:
+			v, vb, err := kr.bytes("value")
+			if err != nil {
+				return wrapIdx(err, field, i)
+			}
+			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
+				return wrapIdx(wrap(err, "value"), field, i)
+			}
+			continue
+		}
+		if err := kr.skip(num, typ); err != nil {
+			return wrapIdx(err, field, i)
 		}
 	}
 	return nil
@@ -428,22 +499,14 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				if err != nil {
 					return err
 				}
-				traceLen = len(v)
-				s.TraceID = model.TraceID{}
-				if len(v) == 16 {
-					copy(s.TraceID[:], v)
-				}
+				traceLen = setTraceID(&s.TraceID, v)
 				continue
 			case 2:
 				v, _, err := r.bytes("span_id")
 				if err != nil {
 					return err
 				}
-				spanLen = len(v)
-				s.SpanID = model.SpanID{}
-				if len(v) == 8 {
-					copy(s.SpanID[:], v)
-				}
+				spanLen = setSpanID(&s.SpanID, v)
 				continue
 			case 3:
 				if s.TraceState, err = r.str("trace_state"); err != nil {
@@ -455,11 +518,7 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				if err != nil {
 					return err
 				}
-				parentLen = len(v)
-				s.ParentSpanID = model.SpanID{}
-				if len(v) == 8 {
-					copy(s.ParentSpanID[:], v)
-				}
+				parentLen = setSpanID(&s.ParentSpanID, v)
 				continue
 			case 5:
 				if s.Name, err = r.str("name"); err != nil {
@@ -467,14 +526,8 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				}
 				continue
 			case 9:
-				i := len(d.attrs) - attr0
-				v, vb, err := r.bytesAt("attributes", i)
-				if err != nil {
+				if err := d.appendKeyValue(&r, "attributes", &d.attrs, attr0, 0); err != nil {
 					return err
-				}
-				d.attrs = append(d.attrs, model.KeyValue{})
-				if err := d.keyValue(v, vb, &d.attrs[len(d.attrs)-1], 0); err != nil {
-					return wrapIdx(err, "attributes", i)
 				}
 				continue
 			case 11:
@@ -512,7 +565,6 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				continue
 			}
 		} else if typ == protowire.VarintType {
-			var dst *uint32
 			switch num {
 			case 6:
 				x, err := r.varint("kind")
@@ -522,18 +574,19 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 				s.Kind = model.SpanKind(int32(x))
 				continue
 			case 10:
-				dst = &s.DroppedAttributesCount
-			case 12:
-				dst = &s.DroppedEventsCount
-			case 14:
-				dst = &s.DroppedLinksCount
-			}
-			if dst != nil {
-				x, err := r.varint(spanVarintName(num))
-				if err != nil {
+				if s.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 					return err
 				}
-				*dst = uint32(x)
+				continue
+			case 12:
+				if s.DroppedEventsCount, err = r.u32("dropped_events_count"); err != nil {
+					return err
+				}
+				continue
+			case 14:
+				if s.DroppedLinksCount, err = r.u32("dropped_links_count"); err != nil {
+					return err
+				}
 				continue
 			}
 		} else if typ == protowire.Fixed64Type && (num == 7 || num == 8) {
@@ -576,16 +629,6 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 		s.Links = d.links[link0:n:n]
 	}
 	return nil
-}
-
-func spanVarintName(num protowire.Number) string {
-	switch num {
-	case 10:
-		return "dropped_attributes_count"
-	case 12:
-		return "dropped_events_count"
-	}
-	return "dropped_links_count"
 }
 
 func status(b []byte, base int, s *model.Span) error {
@@ -638,22 +681,14 @@ func (d *protoDecoder) event(b []byte, base int) error {
 			}
 			continue
 		case num == 3 && typ == protowire.BytesType:
-			i := len(d.eventAttrs) - a0
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.eventAttrs, a0, 0); err != nil {
 				return err
-			}
-			d.eventAttrs = append(d.eventAttrs, model.KeyValue{})
-			if err := d.keyValue(v, vb, &d.eventAttrs[len(d.eventAttrs)-1], 0); err != nil {
-				return wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 4 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
+			if e.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return err
 			}
-			e.DroppedAttributesCount = uint32(x)
 			continue
 		}
 		if err := r.skip(num, typ); err != nil {
@@ -684,22 +719,14 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 			if err != nil {
 				return "", err
 			}
-			traceLen = len(v)
-			l.TraceID = model.TraceID{}
-			if len(v) == 16 {
-				copy(l.TraceID[:], v)
-			}
+			traceLen = setTraceID(&l.TraceID, v)
 			continue
 		case num == 2 && typ == protowire.BytesType:
 			v, _, err := r.bytes("span_id")
 			if err != nil {
 				return "", err
 			}
-			spanLen = len(v)
-			l.SpanID = model.SpanID{}
-			if len(v) == 8 {
-				copy(l.SpanID[:], v)
-			}
+			spanLen = setSpanID(&l.SpanID, v)
 			continue
 		case num == 3 && typ == protowire.BytesType:
 			if l.TraceState, err = r.str("trace_state"); err != nil {
@@ -707,22 +734,14 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 			}
 			continue
 		case num == 4 && typ == protowire.BytesType:
-			i := len(d.linkAttrs) - a0
-			v, vb, err := r.bytesAt("attributes", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "attributes", &d.linkAttrs, a0, 0); err != nil {
 				return "", err
-			}
-			d.linkAttrs = append(d.linkAttrs, model.KeyValue{})
-			if err := d.keyValue(v, vb, &d.linkAttrs[len(d.linkAttrs)-1], 0); err != nil {
-				return "", wrapIdx(err, "attributes", i)
 			}
 			continue
 		case num == 5 && typ == protowire.VarintType:
-			x, err := r.varint("dropped_attributes_count")
-			if err != nil {
+			if l.DroppedAttributesCount, err = r.u32("dropped_attributes_count"); err != nil {
 				return "", err
 			}
-			l.DroppedAttributesCount = uint32(x)
 			continue
 		case num == 6 && typ == protowire.Fixed32Type:
 			if l.Flags, err = r.fixed32("flags"); err != nil {
@@ -738,38 +757,6 @@ func (d *protoDecoder) link(b []byte, base, idx int) (string, error) {
 		l.Attributes = d.linkAttrs[a0:n:n]
 	}
 	return checkLinkIDs(idx, traceLen, spanLen, l), nil
-}
-
-// keyValue decodes a KeyValue into kv, merging with what kv already holds
-// (protobuf merge semantics for a repeated "value" field).
-func (d *protoDecoder) keyValue(b []byte, base int, kv *model.KeyValue, depth int) error {
-	r := newReader(b, base)
-	for len(r.b) > 0 {
-		num, typ, err := r.next()
-		if err != nil {
-			return err
-		}
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			if kv.Key, err = r.str("key"); err != nil {
-				return err
-			}
-			continue
-		case num == 2 && typ == protowire.BytesType:
-			v, vb, err := r.bytes("value")
-			if err != nil {
-				return err
-			}
-			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
-				return wrap(err, "value")
-			}
-			continue
-		}
-		if err := r.skip(num, typ); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // anyValue decodes an AnyValue into v. A oneof member replaces what v held,
@@ -907,15 +894,8 @@ func (d *protoDecoder) kvlistValue(b []byte, base int, v *model.Value, depth int
 			if v.List == nil {
 				v.List = &model.List{}
 			}
-			l := v.List
-			i := len(l.KvList)
-			x, xb, err := r.bytesAt("values", i)
-			if err != nil {
+			if err := d.appendKeyValue(&r, "values", &v.List.KvList, 0, depth); err != nil {
 				return err
-			}
-			l.KvList = append(l.KvList, model.KeyValue{})
-			if err := d.keyValue(x, xb, &l.KvList[i], depth); err != nil {
-				return wrapIdx(err, "values", i)
 			}
 			continue
 		}

@@ -3,16 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
-	"syscall"
 	"time"
 
 	collogspb "go.opentelemetry.io/proto/otlp/collector/logs/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
@@ -57,50 +53,20 @@ func (s *Server) currentLogs() (store.LogBackend, *ingestError) {
 // handleOTLPLogs serves POST /v1/logs: OTLP/HTTP logs, protobuf or JSON,
 // gzip or not, with the admission and durability of /v1/traces.
 func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var format store.LogFormat
-	protocol := protoLogsOTLPProto
-	switch mt {
-	case "application/x-protobuf", "application/protobuf":
-	case "application/json":
-		format, protocol = store.LogFormatJSON, protoLogsOTLPJSON
-	default:
-		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
-		writeError(w, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("Content-Type %q is not supported on /v1/logs: use application/x-protobuf or application/json", r.Header.Get("Content-Type")))
+	isJSON, ok := s.otlpContentType(w, r, "/v1/logs")
+	if !ok {
 		return
+	}
+	format, protocol := store.LogFormatProto, protoLogsOTLPProto
+	if isJSON {
+		format, protocol = store.LogFormatJSON, protoLogsOTLPJSON
 	}
 	res, format, ierr := s.ingestLogs(r, format)
-	code := http.StatusOK
-	if ierr != nil {
-		code = ierr.status
-	}
-	s.met.requests.WithLabelValues(protocol, strconv.Itoa(code)).Inc()
-	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
-		}
-		writeError(w, code, ierr.msg)
+	if s.httpOutcome(w, protocol, ierr) {
 		return
 	}
-	if format == store.LogFormatProto {
-		// ExportLogsServiceResponse{partial_success{rejected_log_records, error_message}}
-		var out []byte
-		if res.Rejected > 0 {
-			ps := protowire.AppendTag(nil, 1, protowire.VarintType)
-			ps = protowire.AppendVarint(ps, uint64(res.Rejected))
-			ps = protowire.AppendTag(ps, 2, protowire.BytesType)
-			ps = protowire.AppendString(ps, res.RejectMsg)
-			out = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), ps)
-		}
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-		w.Write(out)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
 	if format == store.LogFormatNative {
+		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"accepted":%d`, res.Accepted)
 		if res.Rejected > 0 {
 			fmt.Fprintf(w, `,"rejected":%d,"error":%s`, res.Rejected, strconv.Quote(res.RejectMsg))
@@ -108,11 +74,7 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("}\n"))
 		return
 	}
-	if res.Rejected > 0 {
-		fmt.Fprintf(w, `{"partialSuccess":{"rejectedLogRecords":"%d","errorMessage":%s}}`+"\n", res.Rejected, strconv.Quote(res.RejectMsg))
-		return
-	}
-	w.Write([]byte("{}\n"))
+	writeExportResponse(w, isJSON, "rejectedLogRecords", res.Rejected, res.RejectMsg)
 }
 
 // ingestLogs admits, reads and stores one logs request; it returns the
@@ -122,60 +84,39 @@ func (s *Server) ingestLogs(r *http.Request, format store.LogFormat) (store.LogR
 	if ierr != nil {
 		return store.LogResult{}, format, ierr
 	}
-	project := projectFrom(r.Context())
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		return store.LogResult{}, format, tooLarge(s.opts.MaxBodyBytes)
-	}
-	if b := s.currentBackend(); b != nil {
-		if ierr := s.admitProject(b, project); ierr != nil {
-			return store.LogResult{}, format, ierr
-		}
-	}
-	body, held, ierr := s.readBody(r)
-	defer s.release(held)
+	project, body, release, ierr := s.admitHTTP(r)
 	if ierr != nil {
 		return store.LogResult{}, format, ierr
 	}
-	done, ierr := s.ingestSlot()
-	if ierr != nil {
-		return store.LogResult{}, format, ierr
-	}
-	defer done()
+	defer release()
 	// A JSON array is Rastro's native shape (the records as /api/v1/logs
 	// answers them); an object is OTLP/JSON.
 	if format == store.LogFormatJSON && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
 		format = store.LogFormatNative
 	}
+	res, ierr := s.appendLogs(ls, project, format, body)
+	return res, format, ierr
+}
+
+// appendLogs stores a logs request's body, read as format; shared by HTTP and gRPC.
+func (s *Server) appendLogs(ls store.LogBackend, project string, format store.LogFormat, body []byte) (store.LogResult, *ingestError) {
 	res, err := ls.AppendLogs(project, format, body)
 	if err != nil {
-		return res, format, logAppendError(err)
+		return res, logAppendError(err)
 	}
 	if res.Accepted == 0 && res.Rejected > 0 {
-		return res, format, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
+		return res, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
 	}
 	if s.rates != nil {
 		s.rates.take(project, res.Accepted)
 	}
-	return res, format, nil
+	return res, nil
 }
 
 func logAppendError(err error) *ingestError {
-	var oe *otlp.Error
-	switch {
-	case errors.As(err, &oe):
-		return badRequest("decode logs request: %v", err)
-	case errors.Is(err, syscall.ENOSPC):
-		return &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept): " + err.Error(), 5}
-	case errors.Is(err, store.ErrClosed):
-		return &ingestError{http.StatusServiceUnavailable, "stopping", "the server is stopping", 0}
-	case errors.Is(err, store.ErrOverloaded): // ClickHouse's insert queue is full
+	return appendError(err, "logs", func(err error) *ingestError { // ClickHouse's insert queue is full
 		return &ingestError{http.StatusTooManyRequests, "buffer_full", "too many log records waiting to be stored: " + err.Error(), 1}
-	}
-	msg := "could not store the logs durably: " + err.Error()
-	if errors.Is(err, store.ErrStopped) {
-		msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart)"
-	}
-	return &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
+	})
 }
 
 // handleLogs serves GET /api/v1/logs.
@@ -443,15 +384,5 @@ func (s *Server) exportLogsGRPC(ctx context.Context, body []byte) (store.LogResu
 		return store.LogResult{}, ierr
 	}
 	defer release()
-	res, err := ls.AppendLogs(project, store.LogFormatProto, body)
-	if err != nil {
-		return res, logAppendError(err)
-	}
-	if res.Accepted == 0 && res.Rejected > 0 {
-		return res, badRequest("every log record was rejected (%d): %s", res.Rejected, res.RejectMsg)
-	}
-	if s.rates != nil {
-		s.rates.take(project, res.Accepted)
-	}
-	return res, nil
+	return s.appendLogs(ls, project, store.LogFormatProto, body)
 }

@@ -2,17 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"mime"
 	"net/http"
-	"strconv"
-	"syscall"
 
 	colmetricspb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
@@ -55,54 +48,19 @@ func (s *Server) currentMetrics() (store.MetricBackend, *ingestError) {
 // handleOTLPMetrics serves POST /v1/metrics: OTLP/HTTP metrics, protobuf or
 // JSON, gzip or not, with the admission and durability of /v1/traces.
 func (s *Server) handleOTLPMetrics(w http.ResponseWriter, r *http.Request) {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	var format store.MetricFormat
-	protocol := protoMetricsOTLPProto
-	switch mt {
-	case "application/x-protobuf", "application/protobuf":
-	case "application/json":
-		format, protocol = store.MetricFormatJSON, protoMetricsOTLPJSON
-	default:
-		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
-		writeError(w, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("Content-Type %q is not supported on /v1/metrics: use application/x-protobuf or application/json", r.Header.Get("Content-Type")))
+	isJSON, ok := s.otlpContentType(w, r, "/v1/metrics")
+	if !ok {
 		return
+	}
+	format, protocol := store.MetricFormatProto, protoMetricsOTLPProto
+	if isJSON {
+		format, protocol = store.MetricFormatJSON, protoMetricsOTLPJSON
 	}
 	res, ierr := s.ingestMetrics(r, format)
-	code := http.StatusOK
-	if ierr != nil {
-		code = ierr.status
-	}
-	s.met.requests.WithLabelValues(protocol, strconv.Itoa(code)).Inc()
-	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
-		}
-		writeError(w, code, ierr.msg)
+	if s.httpOutcome(w, protocol, ierr) {
 		return
 	}
-	if format == store.MetricFormatProto {
-		// ExportMetricsServiceResponse{partial_success{rejected_data_points, error_message}}
-		var out []byte
-		if res.Rejected > 0 {
-			ps := protowire.AppendTag(nil, 1, protowire.VarintType)
-			ps = protowire.AppendVarint(ps, uint64(res.Rejected))
-			ps = protowire.AppendTag(ps, 2, protowire.BytesType)
-			ps = protowire.AppendString(ps, res.RejectMsg)
-			out = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), ps)
-		}
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-		w.Write(out)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if res.Rejected > 0 {
-		fmt.Fprintf(w, `{"partialSuccess":{"rejectedDataPoints":"%d","errorMessage":%s}}`+"\n", res.Rejected, strconv.Quote(res.RejectMsg))
-		return
-	}
-	w.Write([]byte("{}\n"))
+	writeExportResponse(w, isJSON, "rejectedDataPoints", res.Rejected, res.RejectMsg)
 }
 
 // ingestMetrics admits, reads and stores one metrics request.
@@ -111,25 +69,11 @@ func (s *Server) ingestMetrics(r *http.Request, format store.MetricFormat) (stor
 	if ierr != nil {
 		return store.MetricResult{}, ierr
 	}
-	project := projectFrom(r.Context())
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		return store.MetricResult{}, tooLarge(s.opts.MaxBodyBytes)
-	}
-	if b := s.currentBackend(); b != nil {
-		if ierr := s.admitProject(b, project); ierr != nil {
-			return store.MetricResult{}, ierr
-		}
-	}
-	body, held, ierr := s.readBody(r)
-	defer s.release(held)
+	project, body, release, ierr := s.admitHTTP(r)
 	if ierr != nil {
 		return store.MetricResult{}, ierr
 	}
-	done, ierr := s.ingestSlot()
-	if ierr != nil {
-		return store.MetricResult{}, ierr
-	}
-	defer done()
+	defer release()
 	return s.appendMetrics(ms, project, format, body)
 }
 
@@ -145,22 +89,9 @@ func (s *Server) appendMetrics(ms store.MetricBackend, project string, format st
 }
 
 func metricAppendError(err error) *ingestError {
-	var oe *otlp.Error
-	switch {
-	case errors.As(err, &oe):
-		return badRequest("decode metrics request: %v", err)
-	case errors.Is(err, syscall.ENOSPC):
-		return &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept): " + err.Error(), 5}
-	case errors.Is(err, store.ErrClosed):
-		return &ingestError{http.StatusServiceUnavailable, "stopping", "the server is stopping", 0}
-	case errors.Is(err, store.ErrOverloaded):
+	return appendError(err, "metrics", func(err error) *ingestError {
 		return &ingestError{http.StatusTooManyRequests, "overloaded", err.Error(), 1}
-	}
-	msg := "could not store the metrics durably: " + err.Error()
-	if errors.Is(err, store.ErrStopped) {
-		msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart)"
-	}
-	return &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
+	})
 }
 
 var metricsServiceDesc = exportService("opentelemetry.proto.collector.metrics.v1.MetricsService", metricsExportMethod,
