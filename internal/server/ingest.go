@@ -329,6 +329,13 @@ func (s *Server) admit(n int64) bool {
 func (s *Server) release(n int64) { s.inflight.Add(-n) }
 
 // writeError writes {"error": msg}.
+// jsonQuote is s as a JSON string (strconv.Quote is Go's syntax, whose \x
+// escapes are not JSON). Invalid UTF-8 becomes U+FFFD.
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
 func writeError(w http.ResponseWriter, code int, msg string) {
 	var buf bytes.Buffer
 	json.NewEncoder(&buf).Encode(map[string]string{"error": msg})

@@ -69,7 +69,7 @@ func (s *Server) handleOTLPLogs(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"accepted":%d`, res.Accepted)
 		if res.Rejected > 0 {
-			fmt.Fprintf(w, `,"rejected":%d,"error":%s`, res.Rejected, strconv.Quote(res.RejectMsg))
+			fmt.Fprintf(w, `,"rejected":%d,"error":%s`, res.Rejected, jsonQuote(res.RejectMsg))
 		}
 		w.Write([]byte("}\n"))
 		return

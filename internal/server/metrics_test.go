@@ -257,6 +257,9 @@ func TestPromAPIErrors(t *testing.T) {
 		{"/prom/api/v1/query_range", url.Values{"query": {"x[5m]"}, "start": {"0"}, "end": {"10"}, "step": {"1"}}, `range vector`},
 		{"/prom/api/v1/series", url.Values{}, `no match[] parameter provided`},
 		{"/prom/api/v1/series", url.Values{"match[]": {"sum(x)"}}, `is not a series selector`},
+		// A message that quotes a control character and invalid UTF-8
+		// from the query is still JSON.
+		{"/prom/api/v1/query", url.Values{"query": {"x{a=~\"(\x01\xff\"}"}}, `error parsing regexp`},
 	} {
 		code, r := ts.prom(c.path, c.params)
 		if code != 400 || r.Status != "error" || r.ErrorType != "bad_data" || !strings.Contains(r.Error, c.want) {

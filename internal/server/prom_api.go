@@ -62,7 +62,7 @@ func promSuccess(w http.ResponseWriter, data []byte) {
 func promError(w http.ResponseWriter, code int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	fmt.Fprintf(w, `{"status":"error","errorType":%s,"error":%s}`+"\n", strconv.Quote(typ), strconv.Quote(msg))
+	fmt.Fprintf(w, `{"status":"error","errorType":%s,"error":%s}`+"\n", jsonQuote(typ), jsonQuote(msg))
 }
 
 func badData(w http.ResponseWriter, format string, args ...any) {

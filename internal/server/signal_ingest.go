@@ -106,7 +106,7 @@ func writeExportResponse(w http.ResponseWriter, isJSON bool, rejectedField strin
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if rejected > 0 {
-		fmt.Fprintf(w, `{"partialSuccess":{"`+rejectedField+`":"%d","errorMessage":%s}}`+"\n", rejected, strconv.Quote(msg))
+		fmt.Fprintf(w, `{"partialSuccess":{"`+rejectedField+`":"%d","errorMessage":%s}}`+"\n", rejected, jsonQuote(msg))
 		return
 	}
 	w.Write([]byte("{}\n"))
