@@ -18,10 +18,12 @@ import (
 )
 
 var (
-	ingestSpans   = flag.Int("ingest-spans", benchCorpus, "canonical spans BenchmarkIngest inserts per run")
-	ingestRequest = flag.Int("ingest-request", 1000, "spans per Append of BenchmarkIngest (rastro bench's --batch)")
-	ingestWriters = flag.Int("ingest-writers", 4, "concurrent writers of BenchmarkIngest (rastro bench's workers)")
-	ingestDrop    = flag.String("ingest-drop", "", "materialized views BenchmarkIngest drops before it ingests (comma-separated; to weigh each view's cost)")
+	ingestSpans     = flag.Int("ingest-spans", benchCorpus, "canonical spans BenchmarkIngest inserts per run")
+	ingestRequest   = flag.Int("ingest-request", 1000, "spans per Append of BenchmarkIngest (rastro bench's --batch)")
+	ingestWriters   = flag.Int("ingest-writers", 4, "concurrent writers of BenchmarkIngest (rastro bench's workers)")
+	ingestInserters = flag.Int("ingest-inserters", 0, "Options.Inserters of BenchmarkIngest (0: the default)")
+	ingestWindow    = flag.Duration("ingest-window", 0, "Options.BatchWindow of BenchmarkIngest (0: the default)")
+	ingestDrop      = flag.String("ingest-drop", "", "materialized views BenchmarkIngest drops before it ingests (comma-separated; to weigh each view's cost)")
 )
 
 // BenchmarkIngest: the ingest path alone, as the OTLP receivers drive it:
@@ -40,7 +42,7 @@ func BenchmarkIngest(b *testing.B) {
 	b.Logf("load average %s", loadavg())
 	for range b.N {
 		b.StopTimer()
-		s, err := Open(b.Context(), Options{URL: chtestURL(b)})
+		s, err := Open(b.Context(), Options{URL: chtestURL(b), Inserters: *ingestInserters, BatchWindow: *ingestWindow})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -73,6 +75,7 @@ func BenchmarkIngest(b *testing.B) {
 		b.ReportMetric(n/el.Seconds(), "spans/s")
 		b.ReportMetric(float64((goCPU1-goCPU0).Microseconds())/n, "go-cpu-us/span")
 		b.ReportMetric(float64((chCPU1-chCPU0).Microseconds())/n, "ch-cpu-us/span")
+		b.ReportMetric(n/float64(s.spanInserts.Load()), "spans/insert")
 		b.Logf("%d spans in %v: %.0f spans/s; CPU: go %v, clickhouse-server %v", len(spans), el.Round(time.Millisecond), n/el.Seconds(),
 			goCPU1-goCPU0, chCPU1-chCPU0)
 		b.StartTimer()

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -29,6 +30,7 @@ type spanBlock struct {
 	bodies  []byte // every body, back to back
 	ends    []int  // the end of each row's body in bodies
 	scratch attrCols
+	arrays  [2][5]driver.BatchColumn // each scope's attribute array columns (batch.Column allocates)
 	bodyEnc bodyEncoder
 }
 
@@ -58,6 +60,37 @@ var (
 )
 
 var noLLM model.LLM
+
+// spanBlocks keeps spanBlocks between inserts, so that their slices and
+// body buffer are not grown again from nothing for every insert.
+var spanBlocks = sync.Pool{New: func() any { return new(spanBlock) }}
+
+// reset empties b for the next insert, keeping its capacity but no
+// reference to the spans, resources or batch of the last one.
+func (b *spanBlock) reset() {
+	for i := range b.strs {
+		clear(b.strs[i])
+		b.strs[i] = b.strs[i][:0]
+	}
+	for i := range b.u64s {
+		b.u64s[i] = b.u64s[i][:0]
+	}
+	for i := range b.i32s {
+		b.i32s[i] = b.i32s[i][:0]
+	}
+	for i := range b.i64s {
+		b.i64s[i] = b.i64s[i][:0]
+	}
+	for i := range b.u8s {
+		b.u8s[i] = b.u8s[i][:0]
+	}
+	b.ttft, b.bodies, b.ends = b.ttft[:0], b.bodies[:0], b.ends[:0]
+	clear(b.scratch.keys[:cap(b.scratch.keys)])
+	clear(b.scratch.str[:cap(b.scratch.str)])
+	b.arrays = [2][5]driver.BatchColumn{}
+	clear(b.bodyEnc.res)
+	clear(b.bodyEnc.scopes)
+}
 
 // add appends sp's row: its scalars and body to b, its attribute arrays to
 // the batch's columns at once.
@@ -92,12 +125,18 @@ func (b *spanBlock) add(sb driver.Batch, project string, sp *model.Span, ingeste
 	if sp.Resource != nil {
 		res = sp.Resource.Attributes
 	}
+	if b.arrays[0][0] == nil {
+		for scope, at := range spanAttrPos {
+			for i := range b.arrays[scope] {
+				b.arrays[scope][i] = sb.Column(at + i)
+			}
+		}
+	}
 	for scope, kvs := range [2][]model.KeyValue{sp.Attributes, res} {
 		b.scratch.fill(kvs)
-		at := spanAttrPos[scope]
 		for i, v := range [5]any{b.scratch.keys, b.scratch.types, b.scratch.str, b.scratch.ints, b.scratch.floats} {
-			if err := sb.Column(at + i).AppendRow(v); err != nil {
-				return fmt.Errorf("column %d: %w", at+i, err)
+			if err := b.arrays[scope][i].AppendRow(v); err != nil {
+				return fmt.Errorf("column %d: %w", spanAttrPos[scope]+i, err)
 			}
 		}
 	}

@@ -64,3 +64,38 @@ func TestBodyEqualsEncodeProto(t *testing.T) {
 		t.Fatalf("decoded %+v, %v", b.Spans, err)
 	}
 }
+
+// BenchmarkSpanBlock: the Go side of an insert into spans alone: a block
+// of 4,000 canonical spans (rastro bench's 4 workers of 1,000 spans)
+// built for a real server's batch, then dropped unsent.
+func BenchmarkSpanBlock(b *testing.B) {
+	spans := benchSpans(b, 4000)
+	s, err := Open(b.Context(), Options{URL: chtestURL(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		sb, err := s.conn.PrepareBatch(b.Context(), "INSERT INTO spans ("+spanColumns+")")
+		if err != nil {
+			b.Fatal(err)
+		}
+		blk := spanBlocks.Get().(*spanBlock)
+		for i := range spans {
+			if err := blk.add(sb, "p", &spans[i], 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := blk.flush(sb); err != nil {
+			b.Fatal(err)
+		}
+		if err := sb.Abort(); err != nil {
+			b.Fatal(err)
+		}
+		blk.reset()
+		spanBlocks.Put(blk)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(spans)), "ns/span")
+}
