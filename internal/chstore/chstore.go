@@ -190,6 +190,7 @@ type Store struct {
 
 	rollupReads atomic.Int64 // queries the rollup answered part of (tests)
 	indexReads  atomic.Int64 // searches whose candidates came from the attribute index (tests)
+	spanInserts atomic.Int64 // inserts into spans acknowledged (benchmarks: spans per insert)
 
 	w writer // the write path (append.go)
 

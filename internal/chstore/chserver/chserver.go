@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -320,4 +321,51 @@ func (s *Server) Stop() error {
 func (s *Server) LogTail() string {
 	log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 	return tail(log)
+}
+
+// CPU is the processor time (user and system, every thread: inserts,
+// views and background merges) the clickhouse-server process has used
+// since it started, read from /proc (Linux only).
+func (s *Server) CPU() (time.Duration, error) {
+	sh := s.cmd.Process.Pid
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", sh, sh))
+	if err != nil {
+		return 0, fmt.Errorf("find clickhouse-server under its wrapper shell %d: %w", sh, err)
+	}
+	f := strings.Fields(string(kids))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("clickhouse-server on port %d: no process under its wrapper shell %d", s.Port, sh)
+	}
+	return ProcessCPU(f[0])
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times
+// (100 on every Linux architecture Go supports).
+const clockTicks = 100
+
+// ProcessCPU is the user and system time process pid ("self" for this
+// one) has used, from /proc/PID/stat.
+func ProcessCPU(pid string) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name (in parentheses, which may hold spaces).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%s/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%s/stat: %d fields", pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] { // utime, stime (fields 14 and 15)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%s/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
