@@ -256,13 +256,3 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 	}
 	return b, nil
 }
-
-// exportResponseProto encodes an ExportTraceServiceResponse for OTLP/HTTP.
-func exportResponseProto(rejected int, msg string) []byte {
-	resp := &coltracepb.ExportTraceServiceResponse{}
-	if rejected > 0 {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(rejected), ErrorMessage: msg}
-	}
-	b, _ := proto.Marshal(resp)
-	return b
-}

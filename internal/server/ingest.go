@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -198,77 +197,39 @@ func (s *Server) handleNative(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol string, rt otlp.RecordType) {
 	res, ierr := s.ingestRequest(r, protocol, rt)
-	code := http.StatusOK
-	if ierr != nil {
-		code = ierr.status
-	}
-	s.met.requests.WithLabelValues(protocol, strconv.Itoa(code)).Inc()
-	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
-		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
-		}
-		writeError(w, code, ierr.msg)
+	if s.httpOutcome(w, protocol, ierr) {
 		return
 	}
-	if rt == otlp.RecordZipkinJSON || rt == otlp.RecordZipkinProto {
+	switch rt {
+	case otlp.RecordZipkinJSON, otlp.RecordZipkinProto:
 		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if rt == otlp.RecordOTLPProto {
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		w.WriteHeader(http.StatusOK)
-		w.Write(exportResponseProto(res.Rejected, res.RejectMsg))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	if rt == otlp.RecordOTLPJSON {
-		resp := map[string]any{}
+	case otlp.RecordOTLPProto, otlp.RecordOTLPJSON:
+		writeExportResponse(w, rt == otlp.RecordOTLPJSON, "rejectedSpans", res.Rejected, res.RejectMsg)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		resp := map[string]any{"accepted": len(res.Spans)}
 		if res.Rejected > 0 {
-			resp["partialSuccess"] = map[string]any{"rejectedSpans": strconv.Itoa(res.Rejected), "errorMessage": res.RejectMsg}
+			resp["rejected"] = res.Rejected
+			resp["error"] = res.RejectMsg
 		}
 		json.NewEncoder(w).Encode(resp)
-		return
 	}
-	resp := map[string]any{"accepted": len(res.Spans)}
-	if res.Rejected > 0 {
-		resp["rejected"] = res.Rejected
-		resp["error"] = res.RejectMsg
-	}
-	json.NewEncoder(w).Encode(resp)
 }
 
-// ingestRequest admits, reads, decodes and stores one HTTP request.
+// ingestRequest admits, reads, decodes and stores one HTTP request
+// (admitHTTP: a body too large is refused before admission, with 413; the
+// project's limits and a full write buffer before the body is read; a slow
+// client holds memory, bounded, never an ingest slot).
 func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (otlp.Batch, *ingestError) {
 	b := s.currentBackend()
 	if b == nil {
 		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL", 0}
 	}
-	project := projectFrom(r.Context())
-	// A body that can never be accepted is refused before admission, so the
-	// client gets 413 (final) rather than 429 (retry).
-	if r.ContentLength > s.opts.MaxBodyBytes {
-		return otlp.Batch{}, tooLarge(s.opts.MaxBodyBytes)
-	}
-	// Per-project limits and a full write buffer refuse before the body
-	// is read.
-	if ierr := s.admitProject(b, project); ierr != nil {
-		return otlp.Batch{}, ierr
-	}
-	// Admission: the bytes in flight are bounded; readBody admits the
-	// body's buffer as it grows (a full server refuses at the first 32 KiB).
-	body, held, ierr := s.readBody(r)
-	defer s.release(held)
+	project, body, release, ierr := s.admitHTTP(r)
 	if ierr != nil {
 		return otlp.Batch{}, ierr
 	}
-	// The slot is taken once the body is here: a slow client holds memory
-	// (bounded above), never a slot.
-	done, ierr := s.ingestSlot()
-	if ierr != nil {
-		return otlp.Batch{}, ierr
-	}
-	defer done()
+	defer release()
 	return s.store(r.Context(), b, project, protocol, rt, body)
 }
 

@@ -24,7 +24,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/model"
@@ -363,6 +365,13 @@ func TestPartialSuccess(t *testing.T) {
 	code, body := ts.post("/v1/traces", "application/json", otlp.EncodeJSON(spans))
 	if code != 200 || !strings.Contains(string(body), `"rejectedSpans":"1"`) {
 		t.Fatalf("got %d %s", code, body)
+	}
+	// The same in protobuf, as the OTLP exporters read it.
+	code, body = ts.post("/v1/traces", "application/x-protobuf", otlp.EncodeProto(spans))
+	var resp coltracepb.ExportTraceServiceResponse
+	if err := proto.Unmarshal(body, &resp); code != 200 || err != nil || resp.GetPartialSuccess().GetRejectedSpans() != 1 ||
+		!strings.Contains(resp.GetPartialSuccess().GetErrorMessage(), "span") {
+		t.Fatalf("protobuf: %d %v %+v", code, err, resp.GetPartialSuccess())
 	}
 	var tr traceResp
 	ts.get("/api/v1/traces/"+spans[0].TraceID.String(), &tr)

@@ -83,11 +83,11 @@ func (s *Server) httpOutcome(w http.ResponseWriter, protocol string, ierr *inges
 	return true
 }
 
-// writeExportResponse answers a stored OTLP/HTTP export of logs or metrics
+// writeExportResponse answers a stored OTLP/HTTP export of spans, logs or metrics
 // with its Export*ServiceResponse, in protobuf or JSON: empty, or with
 // partial_success {rejected count (1), error_message (2)} when the store
 // rejected some items. rejectedField is the count's JSON name
-// ("rejectedLogRecords", "rejectedDataPoints"); proto3 JSON writes it, an
+// ("rejectedSpans", "rejectedLogRecords", "rejectedDataPoints"); proto3 JSON writes it, an
 // int64, as a string.
 func writeExportResponse(w http.ResponseWriter, isJSON bool, rejectedField string, rejected int, msg string) {
 	if !isJSON {
