@@ -140,6 +140,7 @@ func benchSelective(b *testing.B, e *engine.Engine) {
 	for _, u := range users {
 		searchUser(b, e, ctx, u)
 	}
+	c0 := e.Counters()
 	b.ReportAllocs()
 	b.ResetTimer()
 	i := 0
@@ -147,6 +148,9 @@ func benchSelective(b *testing.B, e *engine.Engine) {
 		searchUser(b, e, ctx, users[i%len(users)])
 		i++
 	}
+	c1 := e.Counters()
+	b.ReportMetric(float64(c1.BlocksExamined-c0.BlocksExamined)/float64(i), "blocks-read/op")
+	b.ReportMetric(float64(c1.BlocksPruned-c0.BlocksPruned)/float64(i), "blocks-pruned/op")
 }
 
 func searchUser(b *testing.B, e *engine.Engine, ctx context.Context, user string) {

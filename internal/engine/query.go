@@ -475,8 +475,10 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	content := len(hints.ContentHashes) > 0
-	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, segs: make([]segContent, len(v.segs)),
-		check: rowCheckQuery(f), rv: rv}
+	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, check: rowCheckQuery(f), rv: rv}
+	if content {
+		cs.segs = make([]segContent, len(v.segs))
+	}
 	// Segments are not listed block by block: each is a cursor over its
 	// blocks newest first, merged with the others, and a block's filters
 	// are tested only when the scan reaches it, so a search that stops
@@ -516,7 +518,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			sc := &segs[0]
 			c = candidate{maxStart: segs.top(), seg: sc.s, segIdx: sc.si, block: int(sc.order[sc.next]), rank: sc.rank}
 			if sc.next++; sc.next == len(sc.order) {
-				heap.Pop(&segs)
+				segs.drop()
 			} else {
 				heap.Fix(&segs, 0)
 			}
@@ -562,13 +564,14 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			e.readFailed(res, c.seg.name, err)
 			continue
 		}
+		rank := c.rank // not c: a closure holding c would move it to the heap per block
 		for i := range spans {
 			if !admits(cursor, &spans[i]) {
 				continue
 			}
 			// Memtable spans never hold stored-value references; these may.
 			if sp, ok := rv.match(f, &spans[i]); ok {
-				emit(sp, func() bool { return sh.shadowed(c.rank, sp) })
+				emit(sp, func() bool { return sh.shadowed(rank, sp) })
 			}
 		}
 	}
@@ -638,6 +641,16 @@ func (m *segMerge) Pop() any {
 	x := old[len(old)-1]
 	*m = old[:len(old)-1]
 	return x
+}
+
+// drop removes the cursor on top (heap.Pop would box it).
+func (m *segMerge) drop() {
+	n := len(*m) - 1
+	(*m)[0] = (*m)[n]
+	*m = (*m)[:n]
+	if n > 0 {
+		heap.Fix(m, 0)
+	}
 }
 
 // top is the MaxStart of the next block of the cursor on top.
