@@ -36,7 +36,14 @@ func appendSealed(tb testing.TB, e *engine.Engine, spans []model.Span, batch int
 // loaded opens an engine over 100k sealed spans of the canonical corpus.
 func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
 	b.Helper()
-	e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, BlockSpans: blockSpans})
+	return loadedWith(b, engine.Options{BlockSpans: blockSpans})
+}
+
+// loadedWith is loaded with other engine options (Dir and Durability are set).
+func loadedWith(b *testing.B, o engine.Options) (*engine.Engine, []model.Span) {
+	b.Helper()
+	o.Dir, o.Durability = b.TempDir(), engine.DurabilityBuffered
+	e, err := engine.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,6 +97,13 @@ var (
 func BenchmarkSelectiveFilter(b *testing.B) {
 	b.Run("spans=100000", func(b *testing.B) {
 		e, _ := loaded(b, 0)
+		defer e.Close()
+		benchSelective(b, e)
+	})
+	// Without the block cache every search decodes the blocks it reads, as
+	// the first searches after a restart or a merge do.
+	b.Run("spans=100000/nocache", func(b *testing.B) {
+		e, _ := loadedWith(b, engine.Options{BlockCacheBytes: -1})
 		defer e.Close()
 		benchSelective(b, e)
 	})
