@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"testing"
 	"time"
 
@@ -35,7 +36,14 @@ func appendSealed(tb testing.TB, e *engine.Engine, spans []model.Span, batch int
 // loaded opens an engine over 100k sealed spans of the canonical corpus.
 func loaded(b *testing.B, blockSpans int) (*engine.Engine, []model.Span) {
 	b.Helper()
-	e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, BlockSpans: blockSpans})
+	return loadedWith(b, engine.Options{BlockSpans: blockSpans})
+}
+
+// loadedWith is loaded with other engine options (Dir and Durability are set).
+func loadedWith(b *testing.B, o engine.Options) (*engine.Engine, []model.Span) {
+	b.Helper()
+	o.Dir, o.Durability = b.TempDir(), engine.DurabilityBuffered
+	e, err := engine.Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,24 +82,100 @@ func BenchmarkTraceByID(b *testing.B) {
 	}
 }
 
-// BenchmarkSelectiveFilter measures a ~1% attribute filter, newest 20.
+// Flags of BenchmarkSelectiveFilter's large store (off by default: building
+// it takes tens of seconds).
+var (
+	selectiveSpans    = flag.Int("selective.spans", 0, "BenchmarkSelectiveFilter: also search a store of this many canonical spans (e.g. 6000000)")
+	selectiveSegSpans = flag.Int("selective.segspans", 200_000, "BenchmarkSelectiveFilter: spans per segment of the large store")
+)
+
+// BenchmarkSelectiveFilter measures a ~1% attribute filter, newest 20: over
+// 100k sealed spans, and with -selective.spans over a store like the
+// search-live one (issue 23): many segments, each sealed from a later
+// window of a fresh canonical corpus, so every user's value is in every
+// segment and a newest-first search should need only the newest.
 func BenchmarkSelectiveFilter(b *testing.B) {
-	e, _ := loaded(b, 0)
-	defer e.Close()
+	b.Run("spans=100000", func(b *testing.B) {
+		e, _ := loaded(b, 0)
+		defer e.Close()
+		benchSelective(b, e)
+	})
+	// Without the block cache every search decodes the blocks it reads, as
+	// the first searches after a restart or a merge do.
+	b.Run("spans=100000/nocache", func(b *testing.B) {
+		e, _ := loadedWith(b, engine.Options{BlockCacheBytes: -1})
+		defer e.Close()
+		benchSelective(b, e)
+	})
+	if *selectiveSpans > 0 {
+		b.Run("spans="+itoa(*selectiveSpans), func(b *testing.B) {
+			e := segmented(b, *selectiveSpans, *selectiveSegSpans)
+			defer e.Close()
+			benchSelective(b, e)
+		})
+	}
+}
+
+// segmented opens an engine over spans canonical spans sealed into
+// segments of segSpans, each from its own corpus (seed) one window after
+// the previous one, as live ingest seals them. Compaction is off, so the
+// segment count is what the sizes say.
+func segmented(b *testing.B, spans, segSpans int) *engine.Engine {
+	b.Helper()
+	e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, NoCompaction: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const window = time.Minute
+	n := (spans + segSpans - 1) / segSpans
+	start := time.Now().Add(-time.Duration(n+1) * window)
+	for i := 0; i < n; i++ {
+		part, err := bench.Generate("canonical", bench.CorpusOptions{Seed: uint64(i + 1), Spans: min(segSpans, spans-i*segSpans),
+			Start: start.Add(time.Duration(i) * window), Window: window})
+		if err != nil {
+			b.Fatal(err)
+		}
+		appendSealed(b, e, part, 1000)
+	}
+	st, err := e.Stats(context.Background(), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(st.Segments), "segments")
+	return e
+}
+
+// benchSelective times `{ span.user.id = "u-NNN" }`, limit 20, cycling
+// through the canonical users; every answer must be full.
+func benchSelective(b *testing.B, e *engine.Engine) {
 	users := bench.CanonicalUsers()
+	ctx := context.Background()
+	// Warm: the first search of each user reads its blocks into the cache.
+	for _, u := range users {
+		searchUser(b, e, ctx, u)
+	}
+	c0 := e.Counters()
 	b.ReportAllocs()
 	b.ResetTimer()
 	i := 0
 	for b.Loop() {
-		expr, err := query.ParseTraceQL(`{ span.user.id = "` + users[i%len(users)] + `" }`)
-		if err != nil {
-			b.Fatal(err)
-		}
-		f := query.Filter{Expr: expr}
-		if _, _, _, err := e.SearchSpans(context.Background(), "default", &f, 20, nil); err != nil {
-			b.Fatal(err)
-		}
+		searchUser(b, e, ctx, users[i%len(users)])
 		i++
+	}
+	c1 := e.Counters()
+	b.ReportMetric(float64(c1.BlocksExamined-c0.BlocksExamined)/float64(i), "blocks-read/op")
+	b.ReportMetric(float64(c1.BlocksPruned-c0.BlocksPruned)/float64(i), "blocks-pruned/op")
+}
+
+func searchUser(b *testing.B, e *engine.Engine, ctx context.Context, user string) {
+	expr, err := query.ParseTraceQL(`{ span.user.id = "` + user + `" }`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := query.Filter{Expr: expr}
+	got, _, _, err := e.SearchSpans(ctx, "default", &f, 20, nil)
+	if err != nil || len(got) != 20 {
+		b.Fatalf("search %s: %v, %d spans", user, err, len(got))
 	}
 }
 

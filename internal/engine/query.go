@@ -32,6 +32,9 @@ type segHandle struct {
 	// discovery windows that hold all of them.
 	projCats map[string]*catalog
 
+	orderOnce sync.Once
+	order     []int32 // block numbers newest first (newestFirst)
+
 	aggs aggCache // LLM aggregates read so far
 	ops  opsCache // service aggregates read so far
 
@@ -78,6 +81,22 @@ func (h *segHandle) close() {
 
 func newSegHandle(name string, r *segment.Reader) *segHandle {
 	return &segHandle{name: name, r: r, info: r.Info(), blocks: r.Blocks(), cats: map[int]*catalog{}}
+}
+
+// newestFirst returns the segment's block numbers by MaxStart, newest
+// first, the later block among equals. Blocks are only roughly
+// time-ordered (they are clustered by trace), so the order is sorted once
+// per open segment and kept.
+func (h *segHandle) newestFirst() []int32 {
+	h.orderOnce.Do(func() {
+		o := make([]int32, len(h.blocks))
+		for i := range o {
+			o[i] = int32(len(o) - 1 - i)
+		}
+		slices.SortStableFunc(o, func(a, b int32) int { return cmp.Compare(h.blocks[b].MaxStart, h.blocks[a].MaxStart) })
+		h.order = o
+	})
+	return h.order
 }
 
 // view is a consistent snapshot of what queries read: memtables newest
@@ -456,8 +475,17 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 		}
 	}
 	content := len(hints.ContentHashes) > 0
-	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, segs: make([]segContent, len(v.segs)),
-		check: rowCheckQuery(f), rv: rv}
+	cs := contentScan{e: e, res: res, hashes: hints.ContentHashes, check: rowCheckQuery(f), rv: rv}
+	if content {
+		cs.segs = make([]segContent, len(v.segs))
+	}
+	// Segments are not listed block by block: each is a cursor over its
+	// blocks newest first, merged with the others, and a block's filters
+	// are tested only when the scan reaches it, so a search that stops
+	// after the newest blocks costs nothing per block of the older
+	// segments (issue 23: listing and testing every block of 6M spans took
+	// most of a selective filter's time).
+	segs := make(segMerge, 0, len(v.segs))
 	for si, s := range v.segs {
 		// The resident summary rejects a segment without any I/O; the
 		// block filters are read only when the scan reaches the segment (a
@@ -472,54 +500,42 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			e.m.attrSegPruned.Add(1)
 			continue
 		}
-		// The token map (three small page reads per word) decides at once
-		// whether the segment is out, or which few blocks and rows may
-		// hold the words, so that such a segment adds no candidate, or a
-		// few.
-		var located []bool
-		if content && s.r.HasTokenFilters() {
-			st := &cs.segs[si]
-			cs.locate(s, st)
-			if st.pruned {
-				continue
-			}
-			if st.located {
-				located = st.may
-			}
-		}
-		// Newest block first: blocks are roughly time-ordered, so the list
-		// reaches the sort nearly in order (a stable sort of a reversed run
-		// is quadratic: 55 us for one segment's 55 blocks, measured, most
-		// of an absent word's cost when a segment's summary passes).
-		for i := len(s.blocks) - 1; i >= 0; i-- {
-			b := &s.blocks[i]
-			if b.Project != project {
-				continue
-			}
-			if located != nil && !located[i] {
-				e.m.contentBlockPruned.Add(1) // ruled out by the token map
-				continue
-			}
-			if !e.blockMayMatch(s, i, b, &hints, cursor) {
-				e.m.blocksPruned.Add(1)
-				continue
-			}
-			cands = append(cands, candidate{maxStart: b.MaxStart, seg: s, segIdx: si, block: i, rank: len(v.mems) + si})
+		if order := s.newestFirst(); len(order) > 0 {
+			segs = append(segs, segCursor{s: s, si: si, rank: len(v.mems) + si, order: order})
 		}
 	}
+	heap.Init(&segs)
 	scratch := spanDecoder{reuse: true}
 	// Newest first; memtables before segments among equals, so that the newest
 	// copy of a re-sent span is usually the one seen first.
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
-	for _, c := range cands {
+	for {
+		var c candidate
+		switch {
+		case len(cands) > 0 && (len(segs) == 0 || cands[0].maxStart >= segs.top()):
+			c, cands = cands[0], cands[1:]
+		case len(segs) > 0:
+			sc := &segs[0]
+			c = candidate{maxStart: segs.top(), seg: sc.s, segIdx: sc.si, block: int(sc.order[sc.next]), rank: sc.rank}
+			if sc.next++; sc.next == len(sc.order) {
+				segs.drop()
+			} else {
+				heap.Fix(&segs, 0)
+			}
+		default:
+			return res.ioErr // set by a failed read, or a failed trace lookup of the last block
+		}
+		if limit, ok := stopAt(); ok && c.maxStart < limit {
+			break
+		}
+		if c.seg != nil && !e.blockReached(c, project, &hints, cursor, &cs) {
+			continue
+		}
 		if res.ioErr != nil {
 			return res.ioErr // the query fails: read nothing more
 		}
 		if err := ctx.Err(); err != nil {
 			return err
-		}
-		if limit, ok := stopAt(); ok && c.maxStart < limit {
-			break
 		}
 		if c.chunk != nil {
 			// The chunk's token filter is consulted (and built, the first
@@ -548,18 +564,99 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			e.readFailed(res, c.seg.name, err)
 			continue
 		}
+		rank := c.rank // not c: a closure holding c would move it to the heap per block
 		for i := range spans {
 			if !admits(cursor, &spans[i]) {
 				continue
 			}
 			// Memtable spans never hold stored-value references; these may.
 			if sp, ok := rv.match(f, &spans[i]); ok {
-				emit(sp, func() bool { return sh.shadowed(c.rank, sp) })
+				emit(sp, func() bool { return sh.shadowed(rank, sp) })
 			}
 		}
 	}
-	return res.ioErr // set by a failed read, or a failed trace lookup of the last block
+	return res.ioErr
 }
+
+// blockReached decides whether the scan reads segment block c, which it
+// has just reached: the block must be of the project and pass its
+// metadata and filters, and, for a content search, the segment's token
+// map (consulted when the scan first reaches the segment).
+func (e *Engine) blockReached(c candidate, project string, hints *query.Hints, cursor *store.Cursor, cs *contentScan) bool {
+	s, i := c.seg, c.block
+	b := &s.blocks[i]
+	if b.Project != project {
+		return false
+	}
+	if len(hints.ContentHashes) > 0 && s.r.HasTokenFilters() {
+		// The token map (three small page reads per word) decides at
+		// once whether the segment is out, or which few blocks and rows
+		// may hold the words.
+		st := &cs.segs[c.segIdx]
+		if !st.mapped {
+			st.mapped = true
+			cs.locate(s, st)
+		}
+		if st.pruned {
+			return false
+		}
+		if st.located && !st.may[i] {
+			e.m.contentBlockPruned.Add(1) // ruled out by the token map
+			return false
+		}
+	}
+	if !e.blockMayMatch(s, i, b, hints, cursor) {
+		e.m.blocksPruned.Add(1)
+		return false
+	}
+	return true
+}
+
+// segCursor walks a segment's blocks newest first (segHandle.newestFirst).
+type segCursor struct {
+	s     *segHandle
+	si    int // the segment's index in the view
+	rank  int // its position in the view: lower is newer
+	order []int32
+	next  int // the next block in order
+}
+
+// segMerge is a heap of segment cursors: the one whose next block has the
+// newest MaxStart on top, the newer segment among equals (the order a
+// stable sort of every block, listed newest segment first, would give).
+type segMerge []segCursor
+
+func (m segMerge) Len() int { return len(m) }
+func (m segMerge) Less(i, j int) bool {
+	a, b := m[i].maxStart(), m[j].maxStart()
+	if a != b {
+		return a > b
+	}
+	return m[i].rank < m[j].rank
+}
+func (m segMerge) Swap(i, j int) { m[i], m[j] = m[j], m[i] }
+func (m *segMerge) Push(x any)   { *m = append(*m, x.(segCursor)) }
+func (m *segMerge) Pop() any {
+	old := *m
+	x := old[len(old)-1]
+	*m = old[:len(old)-1]
+	return x
+}
+
+// drop removes the cursor on top (heap.Pop would box it).
+func (m *segMerge) drop() {
+	n := len(*m) - 1
+	(*m)[0] = (*m)[n]
+	*m = (*m)[:n]
+	if n > 0 {
+		heap.Fix(m, 0)
+	}
+}
+
+// top is the MaxStart of the next block of the cursor on top.
+func (m segMerge) top() uint64 { return m[0].maxStart() }
+
+func (c *segCursor) maxStart() uint64 { return c.s.blocks[c.order[c.next]].MaxStart }
 
 // scanChunk feeds the spans of a write buffer chunk that match f and the
 // cursor to emit. The ids and times in the rows rule spans out before they
@@ -588,6 +685,7 @@ func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cur
 
 // segContent is a segment's token-filter state within one content scan.
 type segContent struct {
+	mapped  bool // the token map was consulted (locate)
 	checked bool
 	pruned  bool   // the token map (or disk summary) rejected the segment
 	may     []bool // per block: may hold the words (nil = unknown, scan)
