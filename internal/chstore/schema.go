@@ -219,7 +219,21 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 	if err != nil {
 		return 0, err
 	}
+	// On a cluster, DDL ON CLUSTER waits for every node (up to
+	// distributed_ddl_task_timeout, 180 s): a schema already in place runs
+	// none, so that a process starts while a node is down.
+	exists := false
+	if sc.cluster != "" {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'").Scan(&n); err != nil {
+			return 0, fmt.Errorf("look for schema_migrations: %w", err)
+		}
+		exists = n > 0
+	}
 	for _, stmt := range mt {
+		if exists {
+			break
+		}
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return 0, fmt.Errorf("create schema_migrations: %w", err)
 		}
