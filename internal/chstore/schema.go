@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -242,6 +243,17 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 	if err != nil {
 		return 0, err
 	}
+	// On a cluster a step's record is acknowledged once every node holds
+	// it (a quorum of all the replicas of schema_migrations): a process
+	// starting through any node afterwards reads it and runs no DDL.
+	recordCtx := ctx
+	if sc.cluster != "" {
+		var nodes uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", sc.cluster).Scan(&nodes); err != nil {
+			return 0, fmt.Errorf("read the nodes of cluster %s: %w", sc.cluster, err)
+		}
+		recordCtx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": int(nodes)}))
+	}
 	n := 0
 	for _, m := range migrations {
 		if _, ok := done[m.version]; ok {
@@ -263,7 +275,7 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 			}
 		}
-		if err := insertRow(ctx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
+		if err := insertRow(recordCtx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
 			m.version, m.name, nowSecond()); err != nil {
 			return n, fmt.Errorf("record migration %d: %w", m.version, err)
 		}
