@@ -1,8 +1,11 @@
 package chstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +14,8 @@ import (
 	"github.com/rastro-dev/rastro/internal/bench"
 	"github.com/rastro-dev/rastro/internal/chstore/chcluster"
 	"github.com/rastro-dev/rastro/internal/chstore/chtest"
+	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
@@ -43,7 +48,8 @@ func localCount(t *testing.T, c *chcluster.Cluster, db string, i int, table stri
 // replicas' local tables (spans, and spans_by_trace, filled by a view) the
 // moment Append returns; queries through the other replica answer as one
 // node does; with a replica stopped a quorum insert fails and says why,
-// while an insert without quorum succeeds; the replica, started again,
+// (over OTLP/HTTP: 503, naming it), while an insert without quorum
+// succeeds; the replica, started again,
 // catches up, and quorum inserts succeed again.
 func TestClusterReplicasQuorum(t *testing.T) {
 	c := chcluster.SharedReplicas(t)
@@ -110,6 +116,25 @@ func TestClusterReplicasQuorum(t *testing.T) {
 	err = quorum.Append(t.Context(), &store.Write{Project: "p", Spans: slices.Clone(more)})
 	if err == nil || !strings.Contains(err.Error(), "is less than requested quorum") || !strings.Contains(err.Error(), "insert_quorum=2: fewer replicas of a shard are alive") {
 		t.Fatalf("a quorum insert with a replica down: %v", err)
+	}
+	// Over OTLP/HTTP, the API answers 503 and names the cause.
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBackend(quorum)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	resp, err := http.Post("http://"+srv.HTTPAddr()+"/v1/traces", "application/x-protobuf", bytes.NewReader(otlp.EncodeProto(more)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "is less than requested quorum") || !strings.Contains(string(body), "insert_quorum=2") {
+		t.Fatalf("OTLP/HTTP with a replica down: %d %s", resp.StatusCode, body)
 	}
 	plain := openNode(t, c, db, 0, "", Options{})
 	if err := plain.Append(t.Context(), &store.Write{Project: "p", Spans: slices.Clone(more)}); err != nil {
