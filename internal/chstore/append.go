@@ -120,7 +120,7 @@ func (w *writer) insertLoop() {
 	defer w.wg.Done()
 	for batch := range w.batches {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := w.s.insert(ctx, batch)
+		err := w.s.insertQuorum(ctx, batch)
 		cancel()
 		for _, p := range batch {
 			w.queued.Add(-int64(p.size()))
@@ -208,8 +208,10 @@ type attrCols struct {
 // insert writes a batch: the trace index first, then the spans, so that a
 // failure between the two leaves at worst an index row without spans
 // (harmless), never spans a trace lookup cannot find; then the log records.
-func (s *Store) insert(ctx context.Context, batch []*pending) error {
-	if err := s.insertSpans(ctx, batch); err != nil {
+// now is the spans' ingested time (the same in a retry, so that its blocks
+// are the same: quorum.go).
+func (s *Store) insert(ctx context.Context, batch []*pending, now uint64) error {
+	if err := s.insertSpans(ctx, batch, now); err != nil {
 		return err
 	}
 	for _, p := range batch {
@@ -220,7 +222,7 @@ func (s *Store) insert(ctx context.Context, batch []*pending) error {
 	return nil
 }
 
-func (s *Store) insertSpans(ctx context.Context, batch []*pending) error {
+func (s *Store) insertSpans(ctx context.Context, batch []*pending, now uint64) error {
 	if !slices.ContainsFunc(batch, func(p *pending) bool { return len(p.spans) > 0 }) {
 		return nil
 	}
@@ -258,7 +260,6 @@ func (s *Store) insertSpans(ctx context.Context, batch []*pending) error {
 	if err != nil {
 		return fmt.Errorf("insert into ClickHouse: %w", err)
 	}
-	now := uint64(time.Now().UnixNano())
 	blk := spanBlocks.Get().(*spanBlock)
 	defer func() {
 		blk.reset()

@@ -184,6 +184,7 @@ func redact(raw string) string {
 type Store struct {
 	opts     Options
 	target   schemaTarget // the database, and the cluster if any
+	quorum   int          // the URL's insert_quorum (quorum.go)
 	conn     driver.Conn
 	features Features
 	rollups  map[string]bool // rollups and indexes that saw every span (rollup.go)
@@ -262,12 +263,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	quorum, err := quorumOf(opts.URL)
+	if err != nil {
+		return nil, err
+	}
+	if quorum > 1 {
+		opts.Inserters = 1 // one quorum insert at a time per table (quorum.go)
+	}
 	conn, err := connect(ctx, opts.URL, opts.Inserters+8, opts.Cluster)
 	if err != nil {
 		return nil, err
 	}
 	feat, err := Detect(ctx, conn)
 	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := checkQuorum(ctx, conn, opts.Cluster, quorum); err != nil {
 		conn.Close()
 		return nil, err
 	}
@@ -282,7 +294,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion(), "rollups", rollups)
-	s := &Store{opts: opts, target: sc, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
+	s := &Store{opts: opts, target: sc, quorum: quorum, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
 		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}, retStop: make(chan struct{})}
 	s.w.start(s)
 	if opts.hasRetention() {

@@ -27,8 +27,12 @@ import (
 // (erasures, retention deletes) and partition drops address the local
 // tables ON CLUSTER (onLocals): a Distributed table takes neither.
 //
-// Tested against a real cluster of 2 shards (package chcluster: ZooKeeper
-// and two clickhouse-server 18.16).
+// An insert_quorum in the URL makes each insert wait for that many
+// replicas of its shards (quorum.go). Import works on a cluster of one
+// replica per shard (import.go, importableCluster).
+//
+// Tested against real clusters of 2 shards of 1 replica and of 1 shard of
+// 2 replicas (package chcluster: ZooKeeper and clickhouse-server 18.16).
 
 // clusterSettings are the session settings of a cluster mode connection.
 var clusterSettings = clickhouse.Settings{"insert_distributed_sync": 1}

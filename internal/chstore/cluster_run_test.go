@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"reflect"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
-	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
 
 // openCluster opens a Store in a fresh database of the shared test cluster
@@ -122,101 +120,13 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 		t.Errorf("the shards hold %d spans of %d trace ids (summed per shard), want %d of %d", rows, ids, len(corpus), len(traces))
 	}
 
-	for i := 0; i < len(corpus); i += 61 {
-		id := corpus[i].TraceID
-		want, _, err1 := single.Trace(ctx, "p", id)
-		got, _, err2 := b.Trace(ctx, "p", id)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if len(got) != len(want) || len(got) == 0 {
-			t.Fatalf("trace %s: %d spans on the cluster, %d on one node", id, len(got), len(want))
-		}
-		for j := range want {
-			if g, w := spanText(&got[j]), spanText(&want[j]); g != w {
-				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, g, w)
-			}
-		}
-	}
-
-	sample := corpus[len(corpus)/2]
-	attr := sample.Attributes[0]
-	root := rootSpan(corpus, len(corpus)/2)
-	filters := map[string]url.Values{
-		"all":       {},
-		"service":   {"service": {sample.Service}},
-		"errors":    {"status": {"error"}},
-		"window":    {"since": {start.Add(20 * time.Minute).Format(time.RFC3339)}, "until": {start.Add(40 * time.Minute).Format(time.RFC3339)}},
-		"attribute": {"q": {fmt.Sprintf(`{ span.%s = %s }`, attr.Key, quoteValue(attr.Value))}},
-		"traceql":   {"q": {`{ kind = client && duration > 10ms }`}},
-		"root":      {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, root.Service)}},
-	}
-	walk := func(name string, r store.Reader, f *query.Filter) []string {
-		var out []string
-		var cur *store.Cursor
-		for page := 0; page < 1000; page++ {
-			spans, next, _, err := r.SearchSpans(ctx, "p", f, 100, cur)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			for i := range spans {
-				out = append(out, spanText(&spans[i]))
-			}
-			if next == nil {
-				return out
-			}
-			cur = next
-		}
-		t.Fatalf("%s: more than 1000 pages", name)
-		return nil
-	}
-	for name, v := range filters {
-		f, err := query.FromValues(v, time.Now())
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		got, want := walk(name, b, &f), walk(name, single, &f)
-		if len(want) == 0 || !slices.Equal(got, want) {
-			t.Errorf("search %s: %d spans on the cluster, %d on one node (first difference at %d)", name, len(got), len(want), firstDiff(got, want))
-		}
-		gt, _, err1 := b.SearchTraces(ctx, "p", &f, 15)
-		wt, _, err2 := single.SearchTraces(ctx, "p", &f, 15)
-		if err1 != nil || err2 != nil {
-			t.Fatal(name, err1, err2)
-		}
-		if fmt.Sprint(gt) != fmt.Sprint(wt) {
-			t.Errorf("trace search %s:\n got %v\nwant %v", name, gt, wt)
-		}
-	}
-
-	llmQueries := []store.LLMQuery{{}, {GroupBy: []string{"model"}}, {GroupBy: []string{"service", "operation"}}}
-	llmSame := func(when string) {
-		t.Helper()
-		for _, q := range llmQueries {
-			got, err1 := b.LLMStats(ctx, "p", &q)
-			want, err2 := single.LLMStats(ctx, "p", &q)
-			if err1 != nil || err2 != nil {
-				t.Fatal(when, err1, err2)
-			}
-			if len(want.Groups) == 0 || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: LLM statistics by %v on the cluster\n%+v\non one node\n%+v", when, q.GroupBy, got, want)
-			}
-			got, err1 = b.LLMTimeseries(ctx, "p", &q, 5*time.Minute)
-			want, err2 = single.LLMTimeseries(ctx, "p", &q, 5*time.Minute)
-			if err1 != nil || err2 != nil {
-				t.Fatal(when, err1, err2)
-			}
-			if len(want.Groups) == 0 || !reflect.DeepEqual(got, want) {
-				t.Errorf("%s: LLM time series by %v on the cluster differs from one node's", when, q.GroupBy)
-			}
-		}
-	}
-	llmSame("before the erasure")
+	sameAnswers(t, corpus, start, single, b)
 	if b.rollupReads.Load() == 0 {
 		t.Error("the cluster's LLM rollup answered nothing")
 	}
 
 	// Erase a service's traces (on both shards) through a.
+	sample := corpus[len(corpus)/2]
 	q := fmt.Sprintf(`{ resource.service.name = "%s" }`, sample.Service)
 	erased := map[model.TraceID]bool{}
 	f, err := query.FromValues(url.Values{"q": {q}}, time.Now())
@@ -244,11 +154,11 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 	if got, _, err := b.Trace(ctx, "p", sample.TraceID); err != nil || len(got) != 0 {
 		t.Fatalf("a trace erased through node 1 is served through node 2: %d spans, %v", len(got), err)
 	}
-	all := walk("after the erasure", b, &query.Filter{})
+	all := walkFilter(t, "after the erasure", b, &query.Filter{})
 	if len(all) != len(corpus)-gone {
 		t.Fatalf("after the erasure the cluster finds %d spans, want %d", len(all), len(corpus)-gone)
 	}
-	llmSame("after the erasure")
+	sameLLM(t, "after the erasure", single, b)
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		list, err := b.Erasures(ctx, "p")
 		if err != nil || len(list) != 1 {
@@ -279,6 +189,109 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 	}
 }
 
+// walkFilter is every span r finds for f in project p, page by page.
+func walkFilter(t *testing.T, name string, r store.Reader, f *query.Filter) []string {
+	t.Helper()
+	var out []string
+	var cur *store.Cursor
+	for page := 0; page < 1000; page++ {
+		spans, next, _, err := r.SearchSpans(t.Context(), "p", f, 100, cur)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for i := range spans {
+			out = append(out, spanText(&spans[i]))
+		}
+		if next == nil {
+			return out
+		}
+		cur = next
+	}
+	t.Fatalf("%s: more than 1000 pages", name)
+	return nil
+}
+
+// sameAnswers: got (a store on a cluster) answers trace by id, span search
+// walked page by page and trace search, for filters the SQL expresses and
+// ones only Go can, as single (one node) does, on corpus (project p,
+// starting at start).
+func sameAnswers(t *testing.T, corpus []model.Span, start time.Time, single, got *Store) {
+	t.Helper()
+	ctx := t.Context()
+	for i := 0; i < len(corpus); i += 61 {
+		id := corpus[i].TraceID
+		want, _, err1 := single.Trace(ctx, "p", id)
+		got, _, err2 := got.Trace(ctx, "p", id)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("trace %s: %d spans on the cluster, %d on one node", id, len(got), len(want))
+		}
+		for j := range want {
+			if g, w := spanText(&got[j]), spanText(&want[j]); g != w {
+				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, g, w)
+			}
+		}
+	}
+	sample := corpus[len(corpus)/2]
+	attr := sample.Attributes[0]
+	root := rootSpan(corpus, len(corpus)/2)
+	filters := map[string]url.Values{
+		"all":       {},
+		"service":   {"service": {sample.Service}},
+		"errors":    {"status": {"error"}},
+		"window":    {"since": {start.Add(20 * time.Minute).Format(time.RFC3339)}, "until": {start.Add(40 * time.Minute).Format(time.RFC3339)}},
+		"attribute": {"q": {fmt.Sprintf(`{ span.%s = %s }`, attr.Key, quoteValue(attr.Value))}},
+		"traceql":   {"q": {`{ kind = client && duration > 10ms }`}},
+		"root":      {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, root.Service)}},
+	}
+	for name, v := range filters {
+		f, err := query.FromValues(v, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		g, w := walkFilter(t, name, got, &f), walkFilter(t, name, single, &f)
+		if len(w) == 0 || !slices.Equal(g, w) {
+			t.Errorf("search %s: %d spans on the cluster, %d on one node (first difference at %d)", name, len(g), len(w), firstDiff(g, w))
+		}
+		gt, _, err1 := got.SearchTraces(ctx, "p", &f, 15)
+		wt, _, err2 := single.SearchTraces(ctx, "p", &f, 15)
+		if err1 != nil || err2 != nil {
+			t.Fatal(name, err1, err2)
+		}
+		if fmt.Sprint(gt) != fmt.Sprint(wt) {
+			t.Errorf("trace search %s:\n got %v\nwant %v", name, gt, wt)
+		}
+	}
+	sameLLM(t, "", single, got)
+}
+
+// sameLLM: LLM statistics and time series of project p through got equal
+// single's.
+func sameLLM(t *testing.T, when string, single, got *Store) {
+	t.Helper()
+	ctx := t.Context()
+	for _, q := range []store.LLMQuery{{}, {GroupBy: []string{"model"}}, {GroupBy: []string{"service", "operation"}}} {
+		g, err1 := got.LLMStats(ctx, "p", &q)
+		w, err2 := single.LLMStats(ctx, "p", &q)
+		if err1 != nil || err2 != nil {
+			t.Fatal(when, err1, err2)
+		}
+		if len(w.Groups) == 0 || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: LLM statistics by %v on the cluster\n%+v\non one node\n%+v", when, q.GroupBy, g, w)
+		}
+		g, err1 = got.LLMTimeseries(ctx, "p", &q, 5*time.Minute)
+		w, err2 = single.LLMTimeseries(ctx, "p", &q, 5*time.Minute)
+		if err1 != nil || err2 != nil {
+			t.Fatal(when, err1, err2)
+		}
+		if len(w.Groups) == 0 || !reflect.DeepEqual(g, w) {
+			t.Errorf("%s: LLM time series by %v on the cluster differs from one node's", when, q.GroupBy)
+		}
+	}
+}
+
 // TestClusterRetention: TestRetention on a 2-shard cluster: whole expired
 // partitions are dropped from every shard's local tables, a project's
 // other expired rows deleted from every shard (ON CLUSTER).
@@ -286,15 +299,4 @@ func TestClusterRetention(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
 	testRetention(t, func(o Options) *Store { return openClusterWith(t, c, db, 0, o) })
-}
-
-// TestClusterImportRefused: copying a backend's spans into a cluster is not
-// built, and says so rather than copying.
-func TestClusterImportRefused(t *testing.T) {
-	c := chcluster.Shared(t)
-	s := openCluster(t, c, c.Database(t), 0)
-	_, err := s.Import(t.Context(), memstore.New(memstore.Options{}), ImportOptions{Source: "test"})
-	if err == nil || !strings.Contains(err.Error(), "into a cluster") {
-		t.Fatalf("import into a cluster: %v", err)
-	}
 }

@@ -31,7 +31,10 @@ import (
 // that finds a pending position asks ClickHouse which spans of each page up
 // to it are already in spans and inserts only the others. An insert is one
 // block, so a page is either all in spans or none of it is (for a killed
-// client; see docs/clickhouse.md for a ClickHouse crash).
+// client; see docs/clickhouse.md for a ClickHouse crash). On a cluster
+// (importableCluster: one replica per shard) a page's insert is split over
+// the shards, and a failure can leave it in some: the look-up, span by
+// span, covers that as well.
 
 // importTable is the checkpoint table. Rows are versions of one
 // (source, project) position; the highest version wins. It is created by
@@ -108,10 +111,6 @@ func (s *Store) Import(ctx context.Context, src store.Reader, opts ImportOptions
 	if opts.Source == "" {
 		return nil, errors.New("import: no source name")
 	}
-	if s.target.cluster != "" {
-		// Not built: untested on a cluster (docs/clickhouse.md#cluster-mode).
-		return nil, fmt.Errorf("import: into a cluster (%s) is not built: import into a single node", s.target.cluster)
-	}
 	if opts.BatchSpans == 0 {
 		opts.BatchSpans = DefaultImportBatchSpans
 	}
@@ -121,8 +120,17 @@ func (s *Store) Import(ctx context.Context, src store.Reader, opts ImportOptions
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.conn.Exec(ctx, importTable); err != nil {
-		return nil, fmt.Errorf("import: create import_progress: %w", err)
+	if err := s.importableCluster(ctx); err != nil {
+		return nil, err
+	}
+	stmts, err := s.target.statements(importTable)
+	if err != nil {
+		return nil, err
+	}
+	for _, stmt := range stmts {
+		if err := s.conn.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("import: create import_progress: %w", err)
+		}
 	}
 	var out []ImportProgress
 	for _, project := range opts.Projects {
@@ -231,6 +239,33 @@ func (s *Store) importProject(ctx context.Context, src store.Reader, project str
 			return prog, err
 		}
 	}
+}
+
+// importableCluster refuses an import into a cluster whose shards have
+// more than one replica. On a cluster of one replica per shard the import
+// is what it is on one node: import_progress is a Distributed table like
+// the others, an insert into a Distributed table returns once every shard
+// holds its rows (insert_distributed_sync), and a read of one reaches the
+// only replica of every shard, so a resumed run, through any node, reads
+// every checkpoint and every span acknowledged before. With replicas a
+// read may reach a replica that has not fetched an insert yet: a resumed
+// run could miss a page an interrupted run inserted (its quorum, if any,
+// not reached) and copy it again, which the rollups would count twice.
+func (s *Store) importableCluster(ctx context.Context) error {
+	if s.target.cluster == "" {
+		return nil
+	}
+	var most uint64
+	err := s.conn.QueryRow(ctx, "SELECT toUInt64(max(n)) FROM (SELECT shard_num, count() AS n FROM system.clusters WHERE cluster = ? GROUP BY shard_num)", s.target.cluster).Scan(&most)
+	if err != nil {
+		return fmt.Errorf("import: read the replicas of cluster %s: %w", s.target.cluster, err)
+	}
+	if most > 1 {
+		return fmt.Errorf("import: into cluster %s, whose shards have up to %d replicas, is not built: a resumed import could read a replica that has not "+
+			"fetched what the interrupted one inserted, and copy those spans twice (docs/clickhouse.md#cluster-mode); import into a cluster of one replica per shard, "+
+			"or into a single node", s.target.cluster, most)
+	}
+	return nil
 }
 
 // cursorBefore reports whether a sorts before b in the store's result

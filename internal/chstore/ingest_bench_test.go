@@ -149,7 +149,7 @@ func BenchmarkInsertBlock(b *testing.B) {
 				at := (i * n) % len(spans)
 				batch := []*pending{{project: "p", spans: slices.Clone(spans[at:min(at+n, len(spans))])}}
 				total += len(batch[0].spans)
-				if err := s.insert(b.Context(), batch); err != nil {
+				if err := s.insert(b.Context(), batch, uint64(time.Now().UnixNano())); err != nil {
 					b.Fatal(err)
 				}
 			}

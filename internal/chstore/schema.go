@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -219,7 +220,21 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 	if err != nil {
 		return 0, err
 	}
+	// On a cluster, DDL ON CLUSTER waits for every node (up to
+	// distributed_ddl_task_timeout, 180 s): a schema already in place runs
+	// none, so that a process starts while a node is down.
+	exists := false
+	if sc.cluster != "" {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'").Scan(&n); err != nil {
+			return 0, fmt.Errorf("look for schema_migrations: %w", err)
+		}
+		exists = n > 0
+	}
 	for _, stmt := range mt {
+		if exists {
+			break
+		}
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return 0, fmt.Errorf("create schema_migrations: %w", err)
 		}
@@ -227,6 +242,17 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 	done, err := applied(ctx, conn)
 	if err != nil {
 		return 0, err
+	}
+	// On a cluster a step's record is acknowledged once every node holds
+	// it (a quorum of all the replicas of schema_migrations): a process
+	// starting through any node afterwards reads it and runs no DDL.
+	recordCtx := ctx
+	if sc.cluster != "" {
+		var nodes uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", sc.cluster).Scan(&nodes); err != nil {
+			return 0, fmt.Errorf("read the nodes of cluster %s: %w", sc.cluster, err)
+		}
+		recordCtx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": int(nodes)}))
 	}
 	n := 0
 	for _, m := range migrations {
@@ -249,7 +275,7 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 			}
 		}
-		if err := insertRow(ctx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
+		if err := insertRow(recordCtx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
 			m.version, m.name, nowSecond()); err != nil {
 			return n, fmt.Errorf("record migration %d: %w", m.version, err)
 		}

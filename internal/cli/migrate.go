@@ -16,7 +16,7 @@ func init() {
 func runMigrate(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "migrate", "--clickhouse-url URL")
 	url := fs.String("clickhouse-url", "", "the database, clickhouse://user:password@host:9000/database (native protocol)")
-	cluster := fs.String("clickhouse-cluster", "", "the schema for this cluster (remote_servers): Replicated*MergeTree local tables and Distributed tables ON CLUSTER; printed for review, applied with --apply (docs/clickhouse.md#cluster-mode)")
+	cluster := fs.String("clickhouse-cluster", "", "the schema for this cluster (remote_servers): Replicated*MergeTree local tables and Distributed tables ON CLUSTER; printed for review, applied with --apply (docs/clickhouse.md#cluster-mode); with --from-data-dir, copy into this cluster (one replica per shard)")
 	apply := fs.Bool("apply", false, "with --clickhouse-cluster: create the cluster schema ON CLUSTER through the URL's node (versioned and idempotent, as serve --clickhouse-cluster does at start) instead of printing it")
 	asJSON := fs.Bool("json", false, "print the ClickHouse version and the migrations (or, with --from-data-dir, what was copied) as JSON")
 	fromDir := fs.String("from-data-dir", "", "copy every project's spans from this data directory of the embedded engine (its server stopped) into ClickHouse; interrupted, the same command goes on where it stopped (docs/clickhouse.md)")
@@ -34,13 +34,10 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: give --clickhouse-url", errUsage)
 	}
 	if *fromDir != "" {
-		if *cluster != "" {
-			return fmt.Errorf("%w: --from-data-dir copies into a single node, not a cluster (--clickhouse-cluster)", errUsage)
-		}
 		if *batch < 1 || *batch > 100000 {
 			return fmt.Errorf("%w: --batch-spans %d: give 1..100000", errUsage, *batch)
 		}
-		return migrateDataDir(ctx, env, *url, *fromDir, *batch, *asJSON)
+		return migrateDataDir(ctx, env, *url, *cluster, *fromDir, *batch, *asJSON)
 	}
 	if *apply && *cluster == "" {
 		return fmt.Errorf("%w: --apply is for --clickhouse-cluster (without it, migrate applies the single-node schema)", errUsage)

@@ -12,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/chstore/chcluster"
 	"github.com/rastro-dev/rastro/internal/chstore/chtest"
 	"github.com/rastro-dev/rastro/internal/engine"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // TestMigrateAppliesOnce: rastro migrate applies the schema's steps once
@@ -157,7 +160,7 @@ func TestMigratePrintsClusterSchema(t *testing.T) {
 }
 
 // TestMigrateFromDataDirRefusesBadInput: a directory that is not a data
-// directory, a batch size out of range, a cluster, or a data directory a
+// directory, a batch size out of range, or a data directory a
 // server holds are refused with the reason, before anything is copied.
 func TestMigrateFromDataDirRefusesBadInput(t *testing.T) {
 	url := "clickhouse://127.0.0.1:1/obsdb" // never reached: refused before
@@ -169,7 +172,6 @@ func TestMigrateFromDataDirRefusesBadInput(t *testing.T) {
 		{[]string{"--from-data-dir", empty}, "not a rastro data directory"},
 		{[]string{"--from-data-dir", empty + "/absent"}, "--from-data-dir"},
 		{[]string{"--from-data-dir", empty, "--batch-spans", "0"}, "--batch-spans 0"},
-		{[]string{"--from-data-dir", empty, "--clickhouse-cluster", "c1"}, "single node"},
 	} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), append([]string{"migrate", "--clickhouse-url", url}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
@@ -186,5 +188,45 @@ func TestMigrateFromDataDirRefusesBadInput(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url, "--from-data-dir", dir}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "in use by another rastro process") {
 		t.Errorf("data directory in use: exit %d %q", code, errb.String())
+	}
+}
+
+// TestMigrateFromDataDirIntoCluster: migrate --from-data-dir
+// --clickhouse-cluster copies a data directory's spans through node 1 of a
+// real 2-shard cluster; node 2 reads every one of them, spread over both
+// shards; a second run copies nothing more.
+func TestMigrateFromDataDirIntoCluster(t *testing.T) {
+	c := chcluster.Shared(t)
+	db := c.Database(t)
+	dir := t.TempDir()
+	eng, err := engine.Open(engine.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 3, Spans: 1200, Start: time.Now().Add(-2 * time.Hour), Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Append(t.Context(), &store.Write{Project: "p", Spans: corpus}); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		var out, errb bytes.Buffer
+		args := []string{"migrate", "--clickhouse-url", c.URL(0, db), "--clickhouse-cluster", c.Name, "--from-data-dir", dir, "--batch-spans", "500"}
+		if code := Main(t.Context(), args, &out, &errb); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", run+1, code, errb.String())
+		}
+		n, err := c.Nodes[1].QueryUint(t.Context(), "SELECT count() FROM "+db+".spans")
+		if err != nil || n != uint64(len(corpus)) {
+			t.Fatalf("run %d: node 2 reads %d spans (%v), want %d", run+1, n, err, len(corpus))
+		}
+	}
+	for i, n := range c.Nodes {
+		if got, err := n.QueryUint(t.Context(), "SELECT count() FROM "+db+".spans_local"); err != nil || got == 0 || got == uint64(len(corpus)) {
+			t.Errorf("shard %d holds %d of %d spans (%v): not spread", i+1, got, len(corpus), err)
+		}
 	}
 }

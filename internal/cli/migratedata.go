@@ -16,9 +16,10 @@ import (
 // migrateDataDir is `rastro migrate --from-data-dir DIR`: it opens the data
 // directory with the embedded engine (which takes its lock: the server
 // using it must be stopped), applies the ClickHouse schema, and copies every
-// project's spans with chstore.Import. Interrupted (Ctrl-C, a kill, a
+// project's spans with chstore.Import (into a cluster with --clickhouse-cluster:
+// one replica per shard). Interrupted (Ctrl-C, a kill, a
 // failure), the same command goes on from the last acknowledged page.
-func migrateDataDir(ctx context.Context, env *Env, url, dir string, batch int, asJSON bool) error {
+func migrateDataDir(ctx context.Context, env *Env, url, cluster, dir string, batch int, asJSON bool) error {
 	abs, err := filepath.Abs(dir)
 	if err == nil {
 		abs, err = filepath.EvalSymlinks(abs)
@@ -47,7 +48,7 @@ func migrateDataDir(ctx context.Context, env *Env, url, dir string, batch int, a
 		projects = append(projects, p.Name)
 		stored[p.Name] = p.Spans
 	}
-	ch, err := chstore.Open(ctx, chstore.Options{URL: url})
+	ch, err := chstore.Open(ctx, chstore.Options{URL: url, Cluster: cluster})
 	if err != nil {
 		return err
 	}

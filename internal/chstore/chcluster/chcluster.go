@@ -1,9 +1,10 @@
 // Package chcluster runs a real ClickHouse cluster for tests: one ZooKeeper
-// (Debian's zookeeper package, run with java) and two clickhouse-server
-// processes (package chserver) configured as one cluster of 2 shards of 1
-// replica each, all on free loopback ports, with data directories under the
+// (Debian's zookeeper package, run with java) and clickhouse-server
+// processes (package chserver) configured as one cluster of shards of
+// replicas, all on free loopback ports, with data directories under the
 // system's temporary directory that are removed when they stop. A test
-// binary shares one cluster (Shared). Every process is started under a
+// binary shares one cluster of 2 shards of 1 replica (Shared) and, for the
+// tests of replication only, one of 1 shard of 2 replicas (SharedReplicas). Every process is started under a
 // small shell that stops it when a pipe from this process closes, so it
 // stops however the test binary exits. Nothing waits blindly: start-up
 // waits for ZooKeeper to say it serves, each server to answer SELECT 1 and
@@ -49,11 +50,17 @@ var ErrNoZooKeeper = errors.New("a ClickHouse cluster needs ZooKeeper: run .ci/r
 
 // Cluster is a ZooKeeper and the servers of one ClickHouse cluster.
 type Cluster struct {
-	Name   string
-	Nodes  []*chserver.Server // node i is shard i+1 (macros shard=i+1, replica=node{i+1})
-	ZKPort int
-	zk     *process
-	zkDir  string
+	Name string
+	// Nodes are the servers, shard by shard: node i is replica
+	// i%Replicas+1 of shard i/Replicas+1 (macros shard, and replica
+	// node{i+1}: unique in the cluster, as the tables replicated to every
+	// node need).
+	Nodes    []*chserver.Server
+	Shards   int
+	Replicas int
+	ZKPort   int
+	zk       *process
+	zkDir    string
 }
 
 // process is a child started under the stop-on-pipe-close shell.
@@ -194,33 +201,41 @@ func tail(b []byte) string {
 	return strings.TrimSpace(string(b))
 }
 
-// nodeXML is the cluster part of node shard's configuration.
-func nodeXML(name string, zkPort, interserver int, ports []int, shard int) string {
+// nodeXML is the cluster part of node i's configuration; ports are every
+// node's, replicas per shard.
+func nodeXML(name string, zkPort, interserver int, ports []int, replicas, i int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<interserver_http_port>%d</interserver_http_port>\n<interserver_http_host>127.0.0.1</interserver_http_host>\n", interserver)
 	fmt.Fprintf(&b, "<remote_servers><%s>\n", name)
-	for _, p := range ports {
-		fmt.Fprintf(&b, "<shard><internal_replication>true</internal_replication><replica><host>127.0.0.1</host><port>%d</port></replica></shard>\n", p)
+	for first := 0; first < len(ports); first += replicas {
+		// internal_replication: the Distributed table writes each row to
+		// one replica of its shard, and the replicated local tables copy
+		// it to the others (false would write every replica itself).
+		b.WriteString("<shard><internal_replication>true</internal_replication>")
+		for _, p := range ports[first : first+replicas] {
+			fmt.Fprintf(&b, "<replica><host>127.0.0.1</host><port>%d</port></replica>", p)
+		}
+		b.WriteString("</shard>\n")
 	}
 	fmt.Fprintf(&b, "</%s></remote_servers>\n", name)
 	fmt.Fprintf(&b, "<zookeeper><node><host>127.0.0.1</host><port>%d</port></node><session_timeout_ms>10000</session_timeout_ms></zookeeper>\n", zkPort)
-	fmt.Fprintf(&b, "<macros><shard>%d</shard><replica>node%d</replica></macros>\n", shard, shard)
+	fmt.Fprintf(&b, "<macros><shard>%d</shard><replica>node%d</replica></macros>\n", i/replicas+1, i+1)
 	b.WriteString("<distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>\n")
 	return b.String()
 }
 
-// Start starts a ZooKeeper and a cluster of shards servers (1 replica
-// each) and waits until every server reads ZooKeeper.
-func Start(shards int) (*Cluster, error) {
-	if shards < 1 {
-		return nil, fmt.Errorf("a cluster of %d shards", shards)
+// Start starts a ZooKeeper and a cluster of shards x replicas servers and
+// waits until every server reads ZooKeeper.
+func Start(shards, replicas int) (*Cluster, error) {
+	if shards < 1 || replicas < 1 {
+		return nil, fmt.Errorf("a cluster of %d shards of %d replicas", shards, replicas)
 	}
 	zk, zkPort, zkDir, err := startZooKeeper()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Name: Name, ZKPort: zkPort, zk: zk, zkDir: zkDir}
-	ports := make([]int, shards)
+	c := &Cluster{Name: Name, Shards: shards, Replicas: replicas, ZKPort: zkPort, zk: zk, zkDir: zkDir}
+	ports := make([]int, shards*replicas)
 	for i := range ports {
 		if ports[i], err = chserver.FreePort(); err != nil {
 			c.Stop()
@@ -233,29 +248,37 @@ func Start(shards int) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
-		s, err := chserver.StartConfig(chserver.Config{Port: port, ExtraXML: nodeXML(Name, zkPort, inter, ports, i+1)})
+		s, err := chserver.StartConfig(chserver.Config{Port: port, ExtraXML: nodeXML(Name, zkPort, inter, ports, replicas, i)})
 		if err != nil {
 			c.Stop()
-			return nil, fmt.Errorf("start shard %d: %w", i+1, err)
+			return nil, fmt.Errorf("start node %d: %w", i+1, err)
 		}
 		c.Nodes = append(c.Nodes, s)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i, s := range c.Nodes {
-		for {
-			_, err := s.QueryUint(ctx, "SELECT count() FROM system.zookeeper WHERE path = '/'")
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				c.Stop()
-				return nil, fmt.Errorf("shard %d does not read ZooKeeper: %w", i+1, err)
-			}
-			time.Sleep(100 * time.Millisecond)
+	for i := range c.Nodes {
+		if err := c.WaitZooKeeper(ctx, i); err != nil {
+			c.Stop()
+			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// WaitZooKeeper waits until node i reads ZooKeeper (after Start, or after
+// its server's Up).
+func (c *Cluster) WaitZooKeeper(ctx context.Context, i int) error {
+	for {
+		_, err := c.Nodes[i].QueryUint(ctx, "SELECT count() FROM system.zookeeper WHERE path = '/'")
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("node %d does not read ZooKeeper: %w", i+1, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // URL is the DSN of database db on node i.
@@ -279,16 +302,34 @@ var shared struct {
 	err  error
 }
 
-// Shared returns the test binary's cluster of 2 shards, starting it on
-// first use; it stops when the binary exits. A missing java, ZooKeeper or
-// clickhouse-server fails t (never skips it).
+var sharedReplicas struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Shared returns the test binary's cluster of 2 shards of 1 replica,
+// starting it on first use; it stops when the binary exits. A missing
+// java, ZooKeeper or clickhouse-server fails t (never skips it).
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
-	shared.once.Do(func() { shared.c, shared.err = Start(2) })
+	shared.once.Do(func() { shared.c, shared.err = Start(2, 1) })
 	if shared.err != nil {
 		t.Fatalf("ClickHouse cluster tests need a real cluster: %v", shared.err)
 	}
 	return shared.c
+}
+
+// SharedReplicas returns the test binary's cluster of 1 shard of 2
+// replicas (its own ZooKeeper and two more servers), starting it on first
+// use, as Shared does: only the tests of replication start it.
+func SharedReplicas(t testing.TB) *Cluster {
+	t.Helper()
+	sharedReplicas.once.Do(func() { sharedReplicas.c, sharedReplicas.err = Start(1, 2) })
+	if sharedReplicas.err != nil {
+		t.Fatalf("ClickHouse replication tests need a real cluster: %v", sharedReplicas.err)
+	}
+	return sharedReplicas.c
 }
 
 var dbs atomic.Int64

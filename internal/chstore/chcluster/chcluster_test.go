@@ -70,7 +70,7 @@ func TestCluster(t *testing.T) {
 // cluster fails (it is never skipped) with what to install.
 func TestMissingJavaSaysWhatToInstall(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := Start(2)
+	_, err := Start(2, 1)
 	if !errors.Is(err, ErrNoZooKeeper) || !strings.Contains(err.Error(), "apt-get install zookeeper") || !strings.Contains(err.Error(), "no java") {
 		t.Fatalf("without java: %v", err)
 	}

@@ -293,6 +293,15 @@ func (s *Server) reaped() bool {
 // Restart stops the server process, keeping its data, and starts it again
 // on the same port; it returns once the server answers again.
 func (s *Server) Restart() error {
+	if err := s.Down(); err != nil {
+		return err
+	}
+	return s.Up()
+}
+
+// Down stops the server process and keeps its data, for Up to start it
+// again (a node of a cluster that is down for a while).
+func (s *Server) Down() error {
 	keep := filepath.Join(s.dir, "keep")
 	if err := os.WriteFile(keep, nil, 0o644); err != nil {
 		return err
@@ -300,11 +309,12 @@ func (s *Server) Restart() error {
 	if err := s.Stop(); err != nil {
 		return err
 	}
-	if err := os.Remove(keep); err != nil {
-		return err
-	}
-	return s.launch()
+	return os.Remove(keep)
 }
+
+// Up starts a server stopped by Down on its data and port; it returns once
+// the server answers again.
+func (s *Server) Up() error { return s.launch() }
 
 // Stop stops the server and removes its directory; it waits up to 30 s.
 func (s *Server) Stop() error {
