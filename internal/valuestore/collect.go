@@ -1,6 +1,7 @@
 package valuestore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -141,7 +142,7 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		s.active = nil
 	}
 	var drop, rewrite, small []*pack
-	var liveTotal int64
+	var outBytes int64
 	s.mu.RLock()
 	for _, p := range s.packs {
 		if p == s.active || p.damaged {
@@ -153,7 +154,6 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 			drop = append(drop, p)
 		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body || (purge && (float64(p.liveBytes) < body || p.liveCount < p.total)):
 			rewrite = append(rewrite, p)
-			liveTotal += p.liveBytes
 		case p.size < s.opts.PackBytes/4:
 			small = append(small, p)
 		}
@@ -161,7 +161,6 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 	if len(small) >= 2 {
 		for _, p := range small {
 			rewrite = append(rewrite, p)
-			liveTotal += p.liveBytes
 		}
 	}
 	rewriting := map[uint32]bool{}
@@ -173,16 +172,20 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		for r, l := range s.index {
 			if rewriting[l.pack] {
 				moves = append(moves, move{ref: r, from: l})
+				// A value written again in a smaller frame may compress less
+				// than its share of the old one, but takes at most its raw
+				// bytes and a header.
+				outBytes += max(l.recordBytes(), int64(l.rawLen)+2*binary.MaxVarintLen32+frameFixedSize)
 			}
 		}
 	}
 	s.mu.RUnlock()
-	// Reserve sequences for the output packs: one per PackBytes of live bytes,
+	// Reserve sequences for the output packs: one per PackBytes of output,
 	// plus one for the record that crosses each boundary.
 	firstSeq := s.nextSeq
 	reserved := uint32(0)
 	if len(moves) > 0 {
-		reserved = uint32(liveTotal/s.opts.PackBytes) + 2
+		reserved = uint32(outBytes/s.opts.PackBytes) + 2
 	}
 	s.nextSeq += reserved
 	s.wmu.Unlock()

@@ -207,3 +207,40 @@ func TestDamagedFrameIsIsolated(t *testing.T) {
 		t.Fatalf("%d values lost, want those of one 1 KiB frame", lost)
 	}
 }
+
+// Values that compress well only together take more room once the frame is
+// written again without its dead values: Purge must still find pack
+// sequences for all of them.
+func TestPurgeRewritesFramesThatGrow(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir, PackBytes: 1 << 10})
+	defer s.Close()
+	base := randomBytes(1, 400)
+	var keep [][]byte
+	for i := range 100 {
+		v := bytes.Clone(base)
+		v[i] ^= 0xff
+		if _, _, err := s.Put(v); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			keep = append(keep, v)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Purge(func(yield func(Ref) bool) {
+		for _, v := range keep {
+			yield(RefOf(v))
+		}
+	})
+	// The kept values' shares of their frames add up to less than one pack;
+	// written alone they fill four.
+	if err != nil || st.Deleted != 90 || st.PacksWritten < 3 {
+		t.Fatalf("purge: %+v, %v", st, err)
+	}
+	for _, v := range keep {
+		mustGet(t, s, RefOf(v), v)
+	}
+}
