@@ -244,3 +244,48 @@ func TestPurgeRewritesFramesThatGrow(t *testing.T) {
 		mustGet(t, s, RefOf(v), v)
 	}
 }
+
+// A Reader returns what Get returns, for values in frames it has decoded,
+// pending values and values moved by a Purge since it decoded their frame.
+func TestReaderReusesFrames(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	defer s.Close()
+	var vals [][]byte
+	for i := range 60 {
+		vals = append(vals, text(uint64(i), 150+i))
+		if _, _, err := s.Put(vals[i]); err != nil {
+			t.Fatal(err)
+		}
+		if i == 49 {
+			if err := s.Sync(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r := s.NewReader()
+	for range 2 {
+		for _, v := range vals {
+			got, err := r.Get(RefOf(v))
+			if err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("reader get: %v", err)
+			}
+		}
+	}
+	if _, err := s.Purge(func(yield func(Ref) bool) {
+		for _, v := range vals[1:] {
+			yield(RefOf(v))
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vals[1:] {
+		got, err := r.Get(RefOf(v))
+		if err != nil || !bytes.Equal(got, v) {
+			t.Fatalf("reader get after purge: %v", err)
+		}
+	}
+	if _, err := r.Get(RefOf(vals[0])); err == nil {
+		t.Fatal("reader returned a purged value")
+	}
+}

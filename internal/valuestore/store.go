@@ -763,7 +763,42 @@ func (s *Store) Has(ref Ref) bool {
 // It returns ErrNotFound for an unknown ref and a *CorruptionError (with the
 // pack file and record offset) when the stored bytes are damaged. The result
 // is a fresh slice owned by the caller; nothing is cached.
-func (s *Store) Get(ref Ref) ([]byte, error) {
+func (s *Store) Get(ref Ref) ([]byte, error) { return s.get(ref, nil) }
+
+// Reader reads values for one short-lived reader (a query), keeping the last
+// few frames it decompressed, so that values written together (the messages
+// of one call) cost one decompression. It holds their bytes until it is
+// dropped; it is not safe for concurrent use.
+type Reader struct {
+	s      *Store
+	frames [readerFrames]readerFrame
+	next   int
+}
+
+const readerFrames = 8
+
+type readerFrame struct {
+	pack, off uint32
+	raw       []byte
+}
+
+// NewReader returns a Reader of s.
+func (s *Store) NewReader() *Reader { return &Reader{s: s} }
+
+// Get is Store.Get, reusing the frames r decompressed last. The result may
+// share memory with other results of r; it must not be modified.
+func (r *Reader) Get(ref Ref) ([]byte, error) { return r.s.get(ref, r) }
+
+func (r *Reader) frame(l loc) []byte {
+	for _, f := range r.frames {
+		if f.raw != nil && f.pack == l.pack && f.off == l.off {
+			return f.raw
+		}
+	}
+	return nil
+}
+
+func (s *Store) get(ref Ref, r *Reader) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -788,6 +823,13 @@ func (s *Store) Get(ref Ref) ([]byte, error) {
 	bad := func(format string, args ...any) error {
 		return &CorruptionError{File: p.path, Offset: off, Msg: fmt.Sprintf(format, args...)}
 	}
+	if r != nil && p.version != 1 {
+		if raw := r.frame(l); raw != nil && uint64(l.rawOff)+uint64(l.rawLen) <= uint64(len(raw)) {
+			if v := raw[l.rawOff : l.rawOff+l.rawLen]; RefOf(v) == ref {
+				return v, nil
+			}
+		}
+	}
 	buf := make([]byte, l.size)
 	n, err := p.f.ReadAt(buf, off)
 	if n < len(buf) {
@@ -800,7 +842,12 @@ func (s *Store) Get(ref Ref) ([]byte, error) {
 	if p.version == 1 {
 		raw, err = valueV1(buf, ref)
 	} else {
-		raw, err = valueV2(buf, l)
+		var frame []byte
+		raw, frame, err = valueV2(buf, l, r != nil)
+		if frame != nil {
+			r.frames[r.next] = readerFrame{pack: l.pack, off: l.off, raw: frame}
+			r.next = (r.next + 1) % readerFrames
+		}
 	}
 	if err != nil {
 		return nil, bad("%v", err)
@@ -829,31 +876,36 @@ func valueV1(buf []byte, ref Ref) ([]byte, error) {
 	return decodeBody(h, body)
 }
 
-// valueV2 decodes the frame buf and returns the value l locates in it, in a
-// slice of its own.
-func valueV2(buf []byte, l loc) ([]byte, error) {
+// valueV2 decodes the frame buf and returns the value l locates in it: in a
+// slice of its own, or, when share is set and the frame holds several values,
+// a slice of the frame's raw bytes, which it returns too.
+func valueV2(buf []byte, l loc, share bool) (v, frame []byte, err error) {
 	h, err := parseFrameHeader(buf)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case h.size() != int64(len(buf)):
-		return nil, fmt.Errorf("record of %d bytes, index says %d", h.size(), len(buf))
+		return nil, nil, fmt.Errorf("record of %d bytes, index says %d", h.size(), len(buf))
 	case uint64(l.rawOff)+uint64(l.rawLen) > h.rawLen:
-		return nil, fmt.Errorf("index places the value at %d+%d of a record of %d raw bytes", l.rawOff, l.rawLen, h.rawLen)
+		return nil, nil, fmt.Errorf("index places the value at %d+%d of a record of %d raw bytes", l.rawOff, l.rawLen, h.rawLen)
 	}
 	body := buf[h.hdrLen:]
 	if crc(body) != h.bodyCRC {
-		return nil, errors.New("record body checksum mismatch")
+		return nil, nil, errors.New("record body checksum mismatch")
 	}
 	raw, err := decodeFrame(h, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	v := raw[l.rawOff : l.rawOff+l.rawLen]
-	if len(h.lens) > 1 {
+	v = raw[l.rawOff : l.rawOff+l.rawLen]
+	switch {
+	case len(h.lens) == 1:
+	case share:
+		frame = raw
+	default:
 		v = slices.Clone(v) // do not pin the whole frame
 	}
-	return v, nil
+	return v, frame, nil
 }
 
 // Corruptions returns the damage Open found (and isolated): the rest of the
