@@ -45,7 +45,9 @@ type resolver struct {
 }
 
 func (e *Engine) newResolver(res *store.Result) *resolver {
-	return &resolver{get: e.values.Get, res: res, onFail: func(ref valuestore.Ref, err error) {
+	// A query's reader decompresses a frame once for the pieces it holds
+	// (the messages of one call are written together).
+	return &resolver{get: e.values.NewReader().Get, res: res, onFail: func(ref valuestore.Ref, err error) {
 		e.m.valueErrors.Add(1)
 		e.log.Error("stored value unreadable; placeholder returned", "ref", ref.String(), "err", err)
 	}}
@@ -99,7 +101,7 @@ func (rv *resolver) piece(h [32]byte) (string, bool) {
 		rv.fail(h, err)
 		return "", false
 	}
-	s := unsafe.String(unsafe.SliceData(b), len(b)) // Get returns a fresh slice, never reused
+	s := unsafe.String(unsafe.SliceData(b), len(b)) // Get results are never modified
 	if rv.bytes+len(s) <= resolveCacheBytes {
 		if rv.cache == nil {
 			rv.cache = map[[32]byte]string{}

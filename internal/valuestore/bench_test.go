@@ -117,3 +117,32 @@ func BenchmarkOpen100k(b *testing.B) {
 	}
 	b.ReportMetric(perEntry, "resident-B/value")
 }
+
+// BenchmarkGetMessage reads message-sized values (445 bytes, the mean piece
+// of the llm-sessions corpus) put one after the other, as a seal puts the new
+// messages of a segment; disk-B/value is what each one costs on disk.
+func BenchmarkGetMessage(b *testing.B) {
+	s := mustOpen(b, Options{Dir: b.TempDir()})
+	defer s.Close()
+	refs := make([]Ref, 4096)
+	for i := range refs {
+		v := fmt.Appendf(nil, `{"role":"user","content":"%d %s"}`, i, text(uint64(i), 400))
+		var err error
+		if refs[i], _, err = s.Put(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	st := s.Stats()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := s.Get(refs[(i*2654435761)%len(refs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(st.DiskBytes)/float64(st.Values), "disk-B/value")
+}

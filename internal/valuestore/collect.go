@@ -1,6 +1,7 @@
 package valuestore
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -107,6 +108,13 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		s.wmu.Unlock()
 		return st, err
 	}
+	// The pending frame is written first, so that every value swept lies in a
+	// pack.
+	if err := s.flushLocked(); err != nil {
+		err = s.failLocked(fmt.Errorf("collect: %w", err))
+		s.wmu.Unlock()
+		return st, err
+	}
 	deadIn := map[uint32]bool{}
 	s.mu.Lock()
 	for r, l := range s.index {
@@ -119,8 +127,12 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 			st.Deleted++
 		}
 	}
+	a := s.active
+	// Purge also seals an active pack that holds values found dead by an
+	// earlier Collect (kept since, across a restart too).
+	sealActive := a != nil && (deadIn[a.seq] || purge && (a.liveBytes < a.size-packHeaderSize || a.liveCount < a.total))
 	s.mu.Unlock()
-	if a := s.active; a != nil && deadIn[a.seq] {
+	if sealActive {
 		// The active pack holds dead values: seal it so it can be rewritten.
 		if err := s.sealLocked(a); err != nil {
 			err = s.failLocked(fmt.Errorf("collect: seal pack %s: %w", a.path, err))
@@ -130,7 +142,7 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		s.active = nil
 	}
 	var drop, rewrite, small []*pack
-	var liveTotal int64
+	var outBytes int64
 	s.mu.RLock()
 	for _, p := range s.packs {
 		if p == s.active || p.damaged {
@@ -140,9 +152,8 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		switch {
 		case p.liveCount == 0:
 			drop = append(drop, p)
-		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body || (purge && float64(p.liveBytes) < body):
+		case float64(p.liveBytes) < s.opts.RewriteLiveFraction*body || (purge && (float64(p.liveBytes) < body || p.liveCount < p.total)):
 			rewrite = append(rewrite, p)
-			liveTotal += p.liveBytes
 		case p.size < s.opts.PackBytes/4:
 			small = append(small, p)
 		}
@@ -150,7 +161,6 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 	if len(small) >= 2 {
 		for _, p := range small {
 			rewrite = append(rewrite, p)
-			liveTotal += p.liveBytes
 		}
 	}
 	rewriting := map[uint32]bool{}
@@ -162,16 +172,20 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		for r, l := range s.index {
 			if rewriting[l.pack] {
 				moves = append(moves, move{ref: r, from: l})
+				// A value written again in a smaller frame may compress less
+				// than its share of the old one, but takes at most its raw
+				// bytes and a header.
+				outBytes += max(l.recordBytes(), int64(l.rawLen)+2*binary.MaxVarintLen32+frameFixedSize)
 			}
 		}
 	}
 	s.mu.RUnlock()
-	// Reserve sequences for the output packs: one per PackBytes of live bytes,
+	// Reserve sequences for the output packs: one per PackBytes of output,
 	// plus one for the record that crosses each boundary.
 	firstSeq := s.nextSeq
 	reserved := uint32(0)
 	if len(moves) > 0 {
-		reserved = uint32(liveTotal/s.opts.PackBytes) + 2
+		reserved = uint32(outBytes/s.opts.PackBytes) + 2
 	}
 	s.nextSeq += reserved
 	s.wmu.Unlock()
@@ -182,7 +196,10 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		if a.from.pack != b.from.pack {
 			return int(int64(a.from.pack) - int64(b.from.pack))
 		}
-		return int(int64(a.from.off) - int64(b.from.off))
+		if a.from.off != b.from.off {
+			return int(int64(a.from.off) - int64(b.from.off))
+		}
+		return int(int64(a.from.rawOff) - int64(b.from.rawOff))
 	})
 	outs, kept, err := s.copyLive(moves, firstSeq, reserved, &st)
 	if err != nil {
@@ -238,7 +255,7 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 		if kept[m.from.pack] || m.to.pack == 0 {
 			continue
 		}
-		if cur, ok := s.index[m.ref]; ok && cur.pack == m.from.pack && cur.off == m.from.off {
+		if cur, ok := s.index[m.ref]; ok && cur.pack == m.from.pack && cur.off == m.from.off && cur.rawOff == m.from.rawOff {
 			m.to.gen = cur.gen
 			s.index[m.ref] = m.to
 			s.packs[m.from.pack].liveBytes -= m.from.recordBytes()
@@ -285,10 +302,13 @@ func (s *Store) collect(live func(yield func(Ref) bool), purge bool) (CollectSta
 	return st, nil
 }
 
-// copyLive copies the records of moves into new packs numbered from firstSeq,
-// fills in each move's destination, and makes the new packs durable with
-// their indexes (not yet published). A source pack with a record that fails
-// verification is kept as it is (kept[seq]) and its moves are abandoned.
+// copyLive copies the live values of moves into new packs numbered from
+// firstSeq, fills in each move's destination, and makes the new packs durable
+// with their indexes (not yet published). A record whose values are all live
+// is copied as it is; the live values of any other record (and of a
+// version-1 record) are written again as a new frame, so a dead value's bytes
+// are not copied. A source pack with a record that fails verification is kept
+// as it is (kept[seq]) and its moves are abandoned.
 func (s *Store) copyLive(moves []move, firstSeq, reserved uint32, st *CollectStats) ([]*pack, map[uint32]bool, error) {
 	kept := map[uint32]bool{}
 	var outs []*pack
@@ -319,27 +339,30 @@ func (s *Store) copyLive(moves []move, firstSeq, reserved uint32, st *CollectSta
 		}
 	}()
 	var buf []byte
-	for i := range moves {
-		m := &moves[i]
-		if kept[m.from.pack] {
+	for i := 0; i < len(moves); {
+		j := i + 1
+		for j < len(moves) && moves[j].from.pack == moves[i].from.pack && moves[j].from.off == moves[i].from.off {
+			j++
+		}
+		group := moves[i:j]
+		i = j
+		from := group[0].from
+		if kept[from.pack] {
 			continue
 		}
-		src := srcs[m.from.pack]
-		n := int(m.from.recordBytes())
+		src := srcs[from.pack]
+		n := int(from.size)
 		if cap(buf) < n {
 			buf = make([]byte, n)
 		}
 		buf = buf[:n]
-		if k, err := src.f.ReadAt(buf, int64(m.from.off)); k < n {
-			return outs, kept, fmt.Errorf("read pack %s at %d: %w", src.path, m.from.off, err)
+		if k, err := src.f.ReadAt(buf, int64(from.off)); k < n {
+			return outs, kept, fmt.Errorf("read pack %s at %d: %w", src.path, from.off, err)
 		}
-		h, err := parseRecordHeader(buf)
-		if err == nil && (h.ref != m.ref || h.storedLen != m.from.stored || crc(buf[recordHeaderSize:]) != h.bodyCRC) {
-			err = errors.New("record does not match its index entry or its checksum")
-		}
+		rec, lens, err := s.recopy(src.version, buf, group)
 		if err != nil {
-			st.Corrupt = append(st.Corrupt, &CorruptionError{File: src.path, Offset: int64(m.from.off), Msg: err.Error() + "; pack kept as is"})
-			kept[m.from.pack] = true
+			st.Corrupt = append(st.Corrupt, &CorruptionError{File: src.path, Offset: int64(from.off), Msg: err.Error() + "; pack kept as is"})
+			kept[from.pack] = true
 			continue
 		}
 		if out == nil || out.size >= s.opts.PackBytes {
@@ -356,12 +379,26 @@ func (s *Store) copyLive(moves []move, firstSeq, reserved uint32, st *CollectSta
 			out.sealed = true
 			outs = append(outs, out)
 		}
-		if _, err := out.f.WriteAt(buf, out.size); err != nil {
+		if _, err := out.f.WriteAt(rec, out.size); err != nil {
 			return outs, kept, fmt.Errorf("write pack %s: %w", out.path, err)
 		}
-		m.to = loc{pack: out.seq, off: uint32(out.size), stored: m.from.stored}
-		out.size += int64(n)
-		st.BytesCopied += int64(n)
+		if lens == nil {
+			for k := range group {
+				m := &group[k]
+				m.to = loc{pack: out.seq, off: uint32(out.size), size: uint32(len(rec)), rawOff: m.from.rawOff, rawLen: m.from.rawLen, share: m.from.share}
+			}
+		} else {
+			sh := shares(int64(len(rec)), lens)
+			var rawOff uint32
+			for k := range group {
+				m := &group[k]
+				m.to = loc{pack: out.seq, off: uint32(out.size), size: uint32(len(rec)), rawOff: rawOff, rawLen: lens[k], share: sh[k]}
+				rawOff += lens[k]
+			}
+		}
+		out.total += len(group)
+		out.size += int64(len(rec))
+		st.BytesCopied += int64(len(rec))
 	}
 	if err := finish(); err != nil {
 		return outs, kept, err
@@ -371,17 +408,66 @@ func (s *Store) copyLive(moves []move, firstSeq, reserved uint32, st *CollectSta
 	byPack := map[uint32][]idxEntry{}
 	for _, m := range moves {
 		if m.to.pack != 0 && !kept[m.from.pack] {
-			byPack[m.to.pack] = append(byPack[m.to.pack], idxEntry{ref: m.ref, off: uint64(m.to.off), storedLen: m.to.stored})
+			byPack[m.to.pack] = append(byPack[m.to.pack], idxEntry{ref: m.ref, off: uint64(m.to.off), size: m.to.size, rawOff: m.to.rawOff, rawLen: m.to.rawLen})
 		}
 	}
 	for _, p := range outs {
-		b := encodeIndex(p.seq, p.size, byPack[p.seq])
+		es := byPack[p.seq]
+		sortEntries(es)
+		b := encodeIndex(p.seq, p.size, p.total, es)
 		if err := s.writeFileAtomic(idxName(p.seq), b); err != nil {
 			return outs, kept, fmt.Errorf("write index of pack %s: %w", p.path, err)
 		}
 		p.indexed, p.idxSize = p.size, int64(len(b))
 	}
 	return outs, kept, nil
+}
+
+// recopy returns the record to write for the live values group of the
+// record buf (of a pack of the given version), with the raw length of each
+// value in it, or nil lengths when it is buf itself (every value of a
+// version-2 record is live). It verifies the record's checksums, and the
+// SHA-256 of each value it writes again.
+func (s *Store) recopy(version uint8, buf []byte, group []move) ([]byte, []uint32, error) {
+	if version == 1 {
+		raw, err := valueV1(buf, group[0].ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		if RefOf(raw) != group[0].ref {
+			return nil, nil, errors.New("value does not hash to its SHA-256")
+		}
+		return encodeFrame(s.enc, [][]byte{raw}), []uint32{uint32(len(raw))}, nil
+	}
+	h, err := parseFrameHeader(buf)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case h.size() != int64(len(buf)):
+		return nil, nil, fmt.Errorf("record of %d bytes, index says %d", h.size(), len(buf))
+	case crc(buf[h.hdrLen:]) != h.bodyCRC:
+		return nil, nil, errors.New("record body checksum mismatch")
+	}
+	if len(group) == len(h.lens) {
+		return buf, nil, nil
+	}
+	raw, err := decodeFrame(h, buf[h.hdrLen:])
+	if err != nil {
+		return nil, nil, err
+	}
+	vals := make([][]byte, len(group))
+	lens := make([]uint32, len(group))
+	for k, m := range group {
+		if uint64(m.from.rawOff)+uint64(m.from.rawLen) > uint64(len(raw)) {
+			return nil, nil, fmt.Errorf("index places value %s outside the record", m.ref)
+		}
+		vals[k] = raw[m.from.rawOff : m.from.rawOff+m.from.rawLen]
+		lens[k] = m.from.rawLen
+		if RefOf(vals[k]) != m.ref {
+			return nil, nil, fmt.Errorf("value %s does not hash to its SHA-256", m.ref)
+		}
+	}
+	return encodeFrame(s.enc, vals), lens, nil
 }
 
 // discard closes and removes output packs of a Collect that was not published.

@@ -18,7 +18,7 @@ type corruptFixture struct {
 
 func newCorruptFixture(t *testing.T) *corruptFixture {
 	f := &corruptFixture{dir: t.TempDir()}
-	s := mustOpen(t, Options{Dir: f.dir, PackBytes: 4 << 10})
+	s := mustOpen(t, Options{Dir: f.dir, PackBytes: 4 << 10, FrameBytes: 1})
 	for i := range 20 {
 		v := randomBytes(uint64(i), 1200)
 		if _, _, err := s.Put(v); err != nil {
@@ -89,7 +89,11 @@ func TestCorruptionTable(t *testing.T) {
 			name:   "bit flip in a pack index",
 			mutate: func(t *testing.T, f *corruptFixture) { flipByte(t, f.file(idxName(2)), idxHeaderSize+idxEntrySize+3) },
 			open: func(f *corruptFixture) []damage {
-				return []damage{{idxName(2), idxHeaderSize + 4*idxEntrySize}} // the checksum field
+				fi, err := os.Stat(f.file(idxName(2)))
+				if err != nil {
+					panic(err)
+				}
+				return []damage{{idxName(2), fi.Size() - 4}} // the checksum field
 			},
 		},
 		{

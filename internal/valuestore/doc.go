@@ -1,7 +1,10 @@
 // Package valuestore stores large attribute values (prompts, completions) once,
-// content-addressed by SHA-256, zstd-compressed, in append-only pack files, so
-// that segments can reference them by hash and read them only when a result
-// includes them.
+// content-addressed by SHA-256, in append-only pack files, so that segments
+// can reference them by hash and read them only when a result includes them.
+// Consecutive Puts are gathered into frames of about 4 KiB
+// (Options.FrameBytes), zstd-compressed together: short messages that share
+// vocabulary compress far better together than alone. A Get decompresses its
+// value's frame; Collect and Purge rewrite a frame without its dead values.
 //
 // Usage:
 //
@@ -11,8 +14,9 @@
 //	v, err := s.Get(ref)              // read from disk, checked, decompressed, SHA-256 verified
 //	st, err := s.Collect(func(yield func(valuestore.Ref) bool) { /* every ref of every published segment */ })
 //
-// Only an index of 16-byte locations per distinct value is resident (about
-// 75-80 bytes per value with the map's overhead); values are never cached.
+// Only an index of 28-byte locations per distinct value is resident (about
+// 85-90 bytes per value with the map's overhead) and the frame being gathered;
+// values are never cached.
 //
 // # Collect contract
 //

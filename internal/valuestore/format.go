@@ -10,9 +10,12 @@ import (
 	"strings"
 )
 
-// On-disk format version 1; docs/format/values.md is the specification.
+// On-disk format: packs and indexes are written in version 2 (frames of
+// values, varint index entries) and read in versions 1 and 2; the manifest is
+// unchanged (version 1). docs/format/values.md is the specification.
 const (
-	formatVersion = 1
+	formatVersion   = 2
+	manifestVersion = 1
 
 	packMagic     = "RVPK"
 	idxMagic      = "RVIX"
@@ -20,8 +23,9 @@ const (
 
 	packHeaderSize     = 16
 	recordHeaderSize   = 52
-	idxHeaderSize      = 24
-	idxEntrySize       = 44
+	idxHeaderSize      = 24 // version 1
+	idxEntrySize       = 44 // version 1
+	idxHeaderSizeV2    = 28
 	manifestHeaderSize = 24
 
 	codecNone = 0
@@ -80,7 +84,7 @@ func checkPackHeader(b []byte, seq uint32) (int64, error) {
 	if crc(b[:12]) != le.Uint32(b[12:]) {
 		return 12, errors.New("header checksum mismatch")
 	}
-	if b[4] != formatVersion {
+	if b[4] != 1 && b[4] != formatVersion {
 		return 4, fmt.Errorf("%w %d", errVersion, b[4])
 	}
 	if b[5]|b[6]|b[7] != 0 {
@@ -146,37 +150,125 @@ func parseRecordHeader(b []byte) (recordHeader, error) {
 
 // --- pack index --------------------------------------------------------------
 
-// idxEntry locates one record of a pack.
+// idxEntry locates one value of a pack: its record (offset and size in
+// bytes, header included) and its place in the record's raw bytes. Version 1
+// records hold one value each; their entries have rawOff and rawLen 0.
 type idxEntry struct {
-	ref       Ref
-	off       uint64
-	storedLen uint32
+	ref    Ref
+	off    uint64
+	size   uint32
+	rawOff uint32
+	rawLen uint32
+	at     int64 // where the entry lies in the index file (set by decodeIndex)
 }
 
-func encodeIndex(seq uint32, covered int64, entries []idxEntry) []byte {
-	b := make([]byte, 0, idxHeaderSize+len(entries)*idxEntrySize+4)
+// maxRecordBytes bounds a record's size (header and body).
+const maxRecordBytes = MaxValueBytes + maxFrameHeader
+
+// encodeIndex encodes a version-2 index of entries (sorted by offset, then
+// raw offset); total is the number of values in the covered records, live or
+// not.
+func encodeIndex(seq uint32, covered int64, total int, entries []idxEntry) []byte {
+	b := make([]byte, 0, idxHeaderSizeV2+len(entries)*40+4)
 	b = append(b, idxMagic...)
 	b = append(b, formatVersion, 0, 0, 0)
 	b = le.AppendUint32(b, seq)
 	b = le.AppendUint32(b, uint32(len(entries)))
 	b = le.AppendUint64(b, uint64(covered))
+	b = le.AppendUint32(b, uint32(total))
+	var prev uint64
 	for _, e := range entries {
 		b = append(b, e.ref[:]...)
-		b = le.AppendUint64(b, e.off)
-		b = le.AppendUint32(b, e.storedLen)
+		b = binary.AppendUvarint(b, e.off-prev)
+		b = binary.AppendUvarint(b, uint64(e.size))
+		b = binary.AppendUvarint(b, uint64(e.rawOff))
+		b = binary.AppendUvarint(b, uint64(e.rawLen))
+		prev = e.off
 	}
 	return le.AppendUint32(b, crc(b))
 }
 
-// decodeIndex decodes a pack index file. On damage it returns the offset of the
-// damaged part and a description (errVersion for an unknown version).
-func decodeIndex(b []byte, seq uint32) (covered int64, entries []idxEntry, badOff int64, err error) {
+// decodeIndex decodes a pack index file of either version; total is the
+// number of values in the covered records (-1 when a version-1 index does not
+// say). On damage it returns the offset of the damaged part and a description
+// (errVersion for an unknown version).
+func decodeIndex(b []byte, seq uint32) (covered int64, total int, entries []idxEntry, badOff int64, err error) {
 	if len(b) < idxHeaderSize+4 {
-		return 0, nil, 0, fmt.Errorf("file is %d bytes, shorter than header and checksum", len(b))
+		return 0, 0, nil, 0, fmt.Errorf("file is %d bytes, shorter than header and checksum", len(b))
 	}
 	if string(b[:4]) != idxMagic {
-		return 0, nil, 0, errors.New("bad magic")
+		return 0, 0, nil, 0, errors.New("bad magic")
 	}
+	if b[4] == formatVersion {
+		return decodeIndexV2(b, seq)
+	}
+	covered, entries, badOff, err = decodeIndexV1(b, seq)
+	return covered, -1, entries, badOff, err
+}
+
+func decodeIndexV2(b []byte, seq uint32) (covered int64, total int, entries []idxEntry, badOff int64, err error) {
+	if len(b) < idxHeaderSizeV2+4 {
+		return 0, 0, nil, 0, fmt.Errorf("file is %d bytes, shorter than header and checksum", len(b))
+	}
+	end := len(b) - 4
+	if crc(b[:end]) != le.Uint32(b[end:]) {
+		return 0, 0, nil, int64(end), errors.New("index checksum mismatch")
+	}
+	if b[5]|b[6]|b[7] != 0 {
+		return 0, 0, nil, 5, errors.New("reserved bytes are not zero")
+	}
+	if got := le.Uint32(b[8:]); got != seq {
+		return 0, 0, nil, 8, fmt.Errorf("index names pack %d, file name says %d", got, seq)
+	}
+	count := uint64(le.Uint32(b[12:]))
+	if count > uint64(end)/33 {
+		return 0, 0, nil, 12, fmt.Errorf("entry count %d does not fit in %d bytes", count, len(b))
+	}
+	cov := le.Uint64(b[16:])
+	if cov < packHeaderSize || cov > 1<<40 {
+		return 0, 0, nil, 16, fmt.Errorf("covered length %d is impossible", cov)
+	}
+	total = int(le.Uint32(b[24:]))
+	if uint64(total) < count {
+		return 0, 0, nil, 24, fmt.Errorf("%d values in the pack, fewer than the %d entries", total, count)
+	}
+	entries = make([]idxEntry, count)
+	p := idxHeaderSizeV2
+	var prev uint64
+	for i := range entries {
+		start := p
+		e := &entries[i]
+		e.at = int64(start)
+		if end-p < 32 {
+			return 0, 0, nil, int64(start), fmt.Errorf("entry %d is truncated", i)
+		}
+		copy(e.ref[:], b[p:p+32])
+		p += 32
+		var v [4]uint64
+		for j := range v {
+			x, n := binary.Uvarint(b[p:end])
+			if n <= 0 {
+				return 0, 0, nil, int64(start), fmt.Errorf("entry %d is truncated", i)
+			}
+			v[j], p = x, p+n
+		}
+		e.off = prev + v[0]
+		prev = e.off
+		if v[1] > maxRecordBytes || v[2] > MaxValueBytes || v[3] > MaxValueBytes || v[2]+v[3] > MaxValueBytes {
+			return 0, 0, nil, int64(start), fmt.Errorf("entry %d has impossible lengths", i)
+		}
+		e.size, e.rawOff, e.rawLen = uint32(v[1]), uint32(v[2]), uint32(v[3])
+		if e.off < packHeaderSize || e.off > cov || uint64(e.size) > cov-e.off {
+			return 0, 0, nil, int64(start), fmt.Errorf("entry %d (offset %d, %d bytes) lies outside the covered %d bytes", i, e.off, e.size, cov)
+		}
+	}
+	if p != end {
+		return 0, 0, nil, int64(p), fmt.Errorf("%d bytes after the last entry", end-p)
+	}
+	return int64(cov), total, entries, 0, nil
+}
+
+func decodeIndexV1(b []byte, seq uint32) (covered int64, entries []idxEntry, badOff int64, err error) {
 	count := uint64(le.Uint32(b[12:]))
 	want := uint64(idxHeaderSize) + count*idxEntrySize + 4
 	if want != uint64(len(b)) {
@@ -186,7 +278,7 @@ func decodeIndex(b []byte, seq uint32) (covered int64, entries []idxEntry, badOf
 	if crc(b[:end]) != le.Uint32(b[end:]) {
 		return 0, nil, int64(end), errors.New("index checksum mismatch")
 	}
-	if b[4] != formatVersion {
+	if b[4] != 1 {
 		return 0, nil, 4, fmt.Errorf("%w %d", errVersion, b[4])
 	}
 	if b[5]|b[6]|b[7] != 0 {
@@ -204,11 +296,13 @@ func decodeIndex(b []byte, seq uint32) (covered int64, entries []idxEntry, badOf
 		p := idxHeaderSize + i*idxEntrySize
 		e := &entries[i]
 		copy(e.ref[:], b[p:p+32])
+		e.at = int64(p)
 		e.off = le.Uint64(b[p+32:])
-		e.storedLen = le.Uint32(b[p+40:])
-		if e.off < packHeaderSize || e.off+recordHeaderSize+uint64(e.storedLen) > cov || e.storedLen > MaxValueBytes {
-			return 0, nil, int64(p), fmt.Errorf("entry %d (offset %d, stored %d) lies outside the covered %d bytes", i, e.off, e.storedLen, cov)
+		stored := le.Uint32(b[p+40:])
+		if e.off < packHeaderSize || e.off+recordHeaderSize+uint64(stored) > cov || stored > MaxValueBytes {
+			return 0, nil, int64(p), fmt.Errorf("entry %d (offset %d, stored %d) lies outside the covered %d bytes", i, e.off, stored, cov)
 		}
+		e.size = recordHeaderSize + stored
 	}
 	return int64(cov), entries, 0, nil
 }
@@ -225,7 +319,7 @@ type manifest struct {
 func encodeManifest(m manifest) []byte {
 	b := make([]byte, 0, manifestHeaderSize+4*len(m.packs)+4)
 	b = append(b, manifestMagic...)
-	b = append(b, formatVersion, 0, 0, 0)
+	b = append(b, manifestVersion, 0, 0, 0)
 	b = le.AppendUint64(b, m.gen)
 	b = le.AppendUint32(b, m.nextSeq)
 	b = le.AppendUint32(b, uint32(len(m.packs)))
@@ -250,7 +344,7 @@ func decodeManifest(b []byte) (m manifest, badOff int64, err error) {
 	if crc(b[:end]) != le.Uint32(b[end:]) {
 		return m, int64(end), errors.New("manifest checksum mismatch")
 	}
-	if b[4] != formatVersion {
+	if b[4] != manifestVersion {
 		return m, 4, fmt.Errorf("%w %d", errVersion, b[4])
 	}
 	if b[5]|b[6]|b[7] != 0 {

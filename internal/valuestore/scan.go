@@ -59,32 +59,84 @@ type scanDamage struct {
 	msg          string
 }
 
-// recordAt validates the record at off: header checksum, fit in the file, body
-// checksum. It returns the header, or an error describing the damage (a read
-// error other than running past the end is returned wrapped in ioError).
-func recordAt(w *window, off int64) (recordHeader, error) {
+// member is one value of a record: its hash and its place in the record's
+// raw bytes (0 and the raw length for a version-1 record).
+type member struct {
+	ref            Ref
+	rawOff, rawLen uint32
+	share          uint32 // the record bytes accounted to this value
+}
+
+// record is a record found intact by a scan.
+type record struct {
+	size int64
+	vals []member
+}
+
+// recordAt validates the record at off of a pack of the given version. For
+// version 1: header checksum, fit in the file, body checksum. For version 2
+// also decompression, and the hash of each value is computed. It returns the
+// record, or an error describing the damage (a read error other than running
+// past the end is returned wrapped in ioError).
+func recordAt(w *window, off int64, version uint8) (record, error) {
+	if version == 1 {
+		return recordAtV1(w, off)
+	}
+	b, err := w.read(off, int(min(maxFrameHeader, w.size-off)))
+	if err != nil {
+		return record{}, ioError{err}
+	}
+	h, err := parseFrameHeader(b)
+	if err != nil {
+		return record{}, err
+	}
+	if off+h.size() > w.size {
+		return record{}, fmt.Errorf("record of %d bytes extends past the end of the file", h.size())
+	}
+	body, err := w.read(off+int64(h.hdrLen), int(h.storedLen))
+	if err != nil {
+		return record{}, ioError{err}
+	}
+	if crc(body) != h.bodyCRC {
+		return record{}, errors.New("record body checksum mismatch")
+	}
+	raw, err := decodeFrame(h, body)
+	if err != nil {
+		return record{}, err
+	}
+	rec := record{size: h.size()}
+	sh := shares(h.size(), h.lens)
+	i := 0
+	h.members(func(rawOff, rawLen uint32) {
+		rec.vals = append(rec.vals, member{ref: RefOf(raw[rawOff : rawOff+rawLen]), rawOff: rawOff, rawLen: rawLen, share: sh[i]})
+		i++
+	})
+	return rec, nil
+}
+
+func recordAtV1(w *window, off int64) (record, error) {
 	b, err := w.read(off, recordHeaderSize)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return recordHeader{}, errors.New("truncated record header")
+			return record{}, errors.New("truncated record header")
 		}
-		return recordHeader{}, ioError{err}
+		return record{}, ioError{err}
 	}
 	h, err := parseRecordHeader(b)
 	if err != nil {
-		return h, err
+		return record{}, err
 	}
 	if off+h.size() > w.size {
-		return h, fmt.Errorf("record of %d bytes extends past the end of the file", h.size())
+		return record{}, fmt.Errorf("record of %d bytes extends past the end of the file", h.size())
 	}
 	body, err := w.read(off+recordHeaderSize, int(h.storedLen))
 	if err != nil {
-		return h, ioError{err}
+		return record{}, ioError{err}
 	}
 	if crc(body) != h.bodyCRC {
-		return h, errors.New("record body checksum mismatch")
+		return record{}, errors.New("record body checksum mismatch")
 	}
-	return h, nil
+	return record{size: h.size(), vals: []member{{ref: h.ref, rawLen: h.rawLen, share: uint32(h.size())}}}, nil
 }
 
 // ioError marks an environment failure met during a scan.
@@ -98,15 +150,15 @@ func (e ioError) Unwrap() error { return e.err }
 // record starts (header checksum, then body checksum) and resumes there; the
 // skipped range is reported in damaged. Bytes after the last intact record
 // from which no intact record can be found are reported as tail.
-func scanPack(r io.ReaderAt, start, size int64, fn func(off int64, h recordHeader)) (scanResult, error) {
+func scanPack(r io.ReaderAt, start, size int64, version uint8, fn func(off int64, rec record)) (scanResult, error) {
 	w := &window{r: r, size: size}
 	res := scanResult{end: start}
 	off := start
 	for off < size {
-		h, err := recordAt(w, off)
+		rec, err := recordAt(w, off, version)
 		if err == nil {
-			fn(off, h)
-			off += h.size()
+			fn(off, rec)
+			off += rec.size
 			res.end = off
 			continue
 		}
@@ -114,7 +166,7 @@ func scanPack(r io.ReaderAt, start, size int64, fn func(off int64, h recordHeade
 		if errors.As(err, &ioe) {
 			return res, fmt.Errorf("read at offset %d: %w", off, ioe.err)
 		}
-		next, ferr := resync(w, off+1)
+		next, ferr := resync(w, off+1, version)
 		if ferr != nil {
 			return res, ferr
 		}
@@ -128,17 +180,32 @@ func scanPack(r io.ReaderAt, start, size int64, fn func(off int64, h recordHeade
 	return res, nil
 }
 
-// resync returns the first offset >= from where an intact record starts, or -1.
-func resync(w *window, from int64) (int64, error) {
-	for p := from; p+recordHeaderSize <= w.size; p++ {
-		b, err := w.read(p, recordHeaderSize)
-		if err != nil {
-			return 0, fmt.Errorf("read at offset %d: %w", p, err)
+// resync returns the first offset >= from where an intact record starts, or
+// -1. A candidate offset is first tested by its header checksum alone.
+func resync(w *window, from int64, version uint8) (int64, error) {
+	minHeader := int64(recordHeaderSize)
+	if version != 1 {
+		minHeader = frameFixedSize + 3
+	}
+	for p := from; p+minHeader <= w.size; p++ {
+		if version == 1 {
+			b, err := w.read(p, recordHeaderSize)
+			if err != nil {
+				return 0, fmt.Errorf("read at offset %d: %w", p, err)
+			}
+			if crc(b[:48]) != le.Uint32(b[48:]) {
+				continue
+			}
+		} else {
+			b, err := w.read(p, int(min(maxFrameHeader, w.size-p)))
+			if err != nil {
+				return 0, fmt.Errorf("read at offset %d: %w", p, err)
+			}
+			if _, err := parseFrameHeader(b); err != nil {
+				continue
+			}
 		}
-		if crc(b[:48]) != le.Uint32(b[48:]) {
-			continue
-		}
-		if _, err := recordAt(w, p); err == nil {
+		if _, err := recordAt(w, p, version); err == nil {
 			return p, nil
 		} else if ioe := (ioError{}); errors.As(err, &ioe) {
 			return 0, fmt.Errorf("read at offset %d: %w", p, ioe.err)

@@ -173,6 +173,7 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 		problem(name, off, "%v; no value of this pack is readable", err)
 		return nil
 	}
+	version := hdr[4]
 	damaged := false
 	var covered int64
 	var entries []idxEntry
@@ -184,7 +185,7 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 			return fmt.Errorf("read pack index %s: %w", filepath.Join(v.Dir, iname), err)
 		}
 		var off int64
-		covered, entries, off, err = decodeIndex(b, seq)
+		covered, _, entries, off, err = decodeIndex(b, seq)
 		switch {
 		case errors.Is(err, errVersion):
 			return fmt.Errorf("pack index %s: %w: %v", filepath.Join(v.Dir, iname), ErrUnsupportedVersion, err)
@@ -199,20 +200,32 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 		}
 	}
 
-	// Read every record: header and body checksums, then the value's hash.
+	// Read every record: header and body checksums, then the values' hashes
+	// (a version-2 record names its values by their hashes only through the
+	// index, so an intact one is intact by construction).
 	w := &window{r: f, size: size}
+	type place struct {
+		off    int64
+		rawOff uint32
+	}
 	type rec struct {
 		ref    Ref
-		stored uint32
+		size   uint32
+		rawLen uint32
 	}
-	records := map[int64]rec{}
+	records := map[place]rec{}
 	var damagedRanges [][2]int64
 	off := int64(packHeaderSize)
 	end := off
 	var tail int64
 	for off < size {
-		h, err := recordAt(w, off)
-		if err == nil {
+		r, err := recordAt(w, off, version)
+		if err == nil && version == 1 {
+			hb, rerr := w.read(off, recordHeaderSize)
+			if rerr != nil {
+				return fmt.Errorf("read pack %s at offset %d: %w", path, off, rerr)
+			}
+			h, _ := parseRecordHeader(hb)
 			body, rerr := w.read(off+recordHeaderSize, int(h.storedLen))
 			if rerr != nil {
 				return fmt.Errorf("read pack %s at offset %d: %w", path, off, rerr)
@@ -222,14 +235,19 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 			case derr != nil:
 				problem(name, off, "record of value %s: %v", h.ref, derr)
 				damaged = true
+				r.vals = nil
 			case RefOf(raw) != h.ref:
 				problem(name, off, "record of value %s: value does not hash to its SHA-256", h.ref)
 				damaged = true
-			default:
-				v.intact[h.ref] = struct{}{}
-				records[off] = rec{h.ref, h.storedLen}
+				r.vals = nil
 			}
-			off += h.size()
+		}
+		if err == nil {
+			for _, m := range r.vals {
+				v.intact[m.ref] = struct{}{}
+				records[place{off, m.rawOff}] = rec{m.ref, uint32(r.size), m.rawLen}
+			}
+			off += r.size
 			end = off
 			continue
 		}
@@ -237,7 +255,7 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 		if errors.As(err, &ioe) {
 			return fmt.Errorf("read pack %s at offset %d: %w", path, off, ioe.err)
 		}
-		next, ferr := resync(w, off+1)
+		next, ferr := resync(w, off+1, version)
 		if ferr != nil {
 			return fmt.Errorf("scan pack %s: %w", path, ferr)
 		}
@@ -260,9 +278,9 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 		}
 	}
 	if idxOK {
-		for i, e := range entries {
-			r, ok := records[int64(e.off)]
-			if ok && r.ref == e.ref && r.stored == e.storedLen {
+		for _, e := range entries {
+			r, ok := records[place{int64(e.off), e.rawOff}]
+			if ok && r.ref == e.ref && r.size == e.size && (version == 1 || r.rawLen == e.rawLen) {
 				continue
 			}
 			inDamage := false
@@ -270,9 +288,9 @@ func (v *DirVerification) pack(seq uint32, hasIdx bool, problem func(string, int
 				inDamage = inDamage || (int64(e.off) >= d[0] && int64(e.off) < d[1])
 			}
 			if !inDamage && !ok {
-				problem(idxName(seq), int64(idxHeaderSize+i*idxEntrySize), "entry for value %s points at offset %d where no intact record starts", e.ref, e.off)
+				problem(idxName(seq), e.at, "entry for value %s points at offset %d where no intact record starts", e.ref, e.off)
 			} else if ok {
-				problem(idxName(seq), int64(idxHeaderSize+i*idxEntrySize), "entry for value %s points at a record of value %s", e.ref, r.ref)
+				problem(idxName(seq), e.at, "entry for value %s points at a record of value %s", e.ref, r.ref)
 			}
 		}
 	}
