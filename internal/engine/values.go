@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"unsafe"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -103,6 +104,11 @@ func (rv *resolver) piece(h [32]byte) (string, bool) {
 	}
 	s := unsafe.String(unsafe.SliceData(b), len(b)) // Get results are never modified
 	if rv.bytes+len(s) <= resolveCacheBytes {
+		// A Reader's value may be a window on a whole decompressed frame:
+		// the cache keeps a copy of the value alone, so that its bound is
+		// what it holds (a scan that resolved every span's messages kept
+		// up to 8 MiB of values and every frame around them alive).
+		s = strings.Clone(s)
 		if rv.cache == nil {
 			rv.cache = map[[32]byte]string{}
 		}
