@@ -55,6 +55,8 @@ func (e docExample) key() string {
 // stale).
 var skipExamples = map[string]string{
 	"docs/clickhouse.md: apt-get install clickhouse-server": "needs a ClickHouse server (internal/chstore's tests run these steps against one)",
+	"docs/clickhouse.md: rastro serve --storage clickhouse --clickhouse-cluster rastro_cluster \\": "needs a ClickHouse cluster with replicas " +
+		"(internal/chstore's TestClusterReplicasQuorum runs insert_quorum=2 against one)",
 	"docs/clickhouse.md: rastro migrate --clickhouse-url clickhouse://127.0.0.1:9000/rastro --from-data-dir /var/lib/rastro": "needs a ClickHouse server and a stopped server's " +
 		"data directory (TestMigrateFromDataDirKilledAndResumed runs this command against both)",
 	"docs/grafana.md: rastro serve --zipkin-addr 127.0.0.1:9411": "starts a second server on Zipkin's fixed port 9411",
