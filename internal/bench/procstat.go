@@ -64,3 +64,21 @@ func auxvValue(auxv []byte, key uint64, wordSize int, order binary.ByteOrder) (u
 	}
 	return 0, false
 }
+
+// parseProcStatNice returns the nice value (field 19) of a /proc stat line.
+func parseProcStatNice(stat string) (int, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, errors.New("parse process stat: no command name in parentheses")
+	}
+	f := strings.Fields(stat[end+1:])
+	const nice = 19 - 3
+	if len(f) <= nice {
+		return 0, fmt.Errorf("parse process stat: %d fields after the command name, want at least %d", len(f), nice+1)
+	}
+	n, err := strconv.Atoi(f[nice])
+	if err != nil {
+		return 0, fmt.Errorf("parse process stat: nice %q: %w", f[nice], err)
+	}
+	return n, nil
+}

@@ -37,3 +37,31 @@ var clockTick = sync.OnceValue(func() uint64 {
 	}
 	return 100
 })
+
+// readThreadsNice returns the lowest nice value (the highest priority) of
+// the threads of process pid.
+func readThreadsNice(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("read threads of process %d: %w", pid, err)
+	}
+	lowest, seen := 0, false
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		n, err := parseProcStatNice(string(b))
+		if err != nil {
+			return 0, fmt.Errorf("thread %s of process %d: %w", t.Name(), pid, err)
+		}
+		if !seen || n < lowest {
+			lowest, seen = n, true
+		}
+	}
+	if !seen {
+		return 0, fmt.Errorf("process %d has no thread left", pid)
+	}
+	return lowest, nil
+}

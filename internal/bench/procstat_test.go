@@ -37,6 +37,17 @@ func TestParseProcStatCPU(t *testing.T) {
 	}
 }
 
+func TestParseProcStatNice(t *testing.T) {
+	// Field 18 is the priority (20 + nice for normal threads), 19 the nice value.
+	const line = "25851 (my (load) gen) S 25849 25849 21242 0 -1 4194304 100 0 0 0 7 5 0 0 30 10 1 0 2451772 3133440 388\n"
+	if got, err := parseProcStatNice(line); err != nil || got != 10 {
+		t.Errorf("got %d, %v; want nice 10", got, err)
+	}
+	if got, err := parseProcStatNice("25851 (cat) S 1 1 1 0 -1 0 0 0 0 0 7 5 0 0 30"); err == nil {
+		t.Errorf("a line without field 19 read as nice %d", got)
+	}
+}
+
 func TestAuxvValue(t *testing.T) {
 	vec := func(order binary.AppendByteOrder, size int, words ...uint64) []byte {
 		var b []byte

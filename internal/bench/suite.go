@@ -29,11 +29,19 @@ type Config struct {
 	Rate float64
 	// IngestFor is how long such a suite ingests; 0 = the suite's default.
 	IngestFor time.Duration
+	// Harness is the rastro binary whose `rastro load` such a suite runs as
+	// its load process (default Binary).
+	Harness string
+	// LoadNice is the nice value of that process (0-19).
+	LoadNice int
 	// Log receives progress lines (which run, which scenario); may be nil.
 	Log io.Writer
 }
 
 func (c *Config) defaults() {
+	if c.Harness == "" {
+		c.Harness = c.Binary
+	}
 	if c.Runs <= 0 {
 		c.Runs = 5
 	}

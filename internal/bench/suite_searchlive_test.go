@@ -67,6 +67,11 @@ func TestBenchSearchLiveEndToEnd(t *testing.T) {
 	if v := sc.Summary["live_target_spans_per_s"].Median; v != 4000 {
 		t.Errorf("live target %v spans/s, want the --rate 4000", v)
 	}
+	// The live ingest ran in a process of its own at the default nice 10,
+	// as read from its threads.
+	if v := sc.Summary["live_load_nice"].Median; v != 10 {
+		t.Errorf("the load process ran at nice %v, want 10", v)
+	}
 	if v := sc.Summary["live_accepted_spans"].Median; v < 4000 {
 		t.Errorf("%v spans accepted during a 2 s ingest at 4000 spans/s", v)
 	}

@@ -34,6 +34,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	tmp := fs.String("tmp-dir", "", "parent directory of the per-run data directories (default: the system temp dir)")
 	rate := fs.Float64("rate", 0, "search-live: open-loop ingest rate in spans/s while querying (0 = half the saturation rate measured by the preload)")
 	ingestFor := fs.Duration("ingest-for", 0, "search-live: how long to ingest while querying (0 = 60s)")
+	loadNice := fs.Int("load-nice", 10, "search-live: nice value (0-19) of the process that sends the live ingest; it stands for senders on other machines")
 	quiet := fs.Bool("quiet", false, "no progress line (shown on stderr when it is a terminal: which run, which scenario)")
 	var names []string
 	rest := args
@@ -73,16 +74,19 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if *rate < 0 || *ingestFor < 0 {
 		return fmt.Errorf("%w: --rate and --ingest-for must be >= 0, got %g and %s", errUsage, *rate, *ingestFor)
 	}
+	if *loadNice < 0 || *loadNice > 19 {
+		return fmt.Errorf("%w: --load-nice must be 0-19, got %d", errUsage, *loadNice)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the rastro binary: %w", err)
+	}
 	bin := *binary
 	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the rastro binary: %w (pass --binary)", err)
-		}
 		bin = exe
 	}
 	cfg := bench.Config{Binary: bin, Runs: *runs, Spans: *spans, Batch: *batch, Samples: *samples, Seed: *seed, TempDir: *tmp,
-		Rate: *rate, IngestFor: *ingestFor}
+		Rate: *rate, IngestFor: *ingestFor, Harness: exe, LoadNice: *loadNice}
 	for _, o := range strings.Split(*only, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.Only = append(cfg.Only, o)

@@ -19,9 +19,9 @@ func runCLI(t *testing.T, name string, args ...string) (string, string, error) {
 
 func TestHarnessCommandsDocumentEveryFlag(t *testing.T) {
 	for name, flags := range map[string][]string{
-		"load":  {"endpoint", "protocol", "corpus", "concurrency", "batch", "rate", "spans", "duration", "gzip", "keepalive", "project", "seed", "window", "json", "progress"},
+		"load":  {"endpoint", "protocol", "corpus", "concurrency", "batch", "rate", "spans", "duration", "gzip", "keepalive", "project", "seed", "window", "json", "progress", "start", "fresh-ids", "retry-429", "nice"},
 		"demo":  {"server", "endpoint", "hours", "spans-per-hour", "rate", "live", "live-rate", "live-for", "project", "seed"},
-		"bench": {"binary", "runs", "spans", "batch", "samples", "seed", "only", "out-dir", "no-write", "json", "list", "tmp-dir", "quiet"},
+		"bench": {"binary", "runs", "spans", "batch", "samples", "seed", "only", "out-dir", "no-write", "json", "list", "tmp-dir", "quiet", "load-nice"},
 	} {
 		_, stderr, err := runCLI(t, name, "--help")
 		if !errors.Is(err, flag.ErrHelp) {
@@ -64,5 +64,27 @@ func TestLoadAndDemoRefuseRemoteEndpoints(t *testing.T) {
 	}
 	if _, _, err := runCLI(t, "load", "--protocol", "thrift"); !errors.Is(err, errUsage) {
 		t.Errorf("load --protocol thrift: err = %v", err)
+	}
+}
+
+func TestLoadRefusesBadGeneratorSettings(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fresh-ids"}, "--duration"},                                                // nothing is re-sent without one
+		{[]string{"--fresh-ids", "--duration", "1s", "--gzip"}, "without --gzip"},              // ids are patched in the raw body
+		{[]string{"--fresh-ids", "--duration", "1s", "--protocol", "otlp-json"}, "otlp-proto"}, // and only in protobuf
+		{[]string{"--nice", "-5"}, "0-19"},                                                     // a generator may not raise its priority
+		{[]string{"--nice", "20"}, "0-19"},
+		{[]string{"--start", "yesterday"}, "RFC 3339"},
+	} {
+		_, _, err := runCLI(t, "load", append([]string{"--spans", "10", "--progress", "0"}, c.args...)...)
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("load %v: err = %v, want a usage error naming %q", c.args, err, c.want)
+		}
+	}
+	if _, _, err := runCLI(t, "bench", "search-live", "--load-nice", "25"); !errors.Is(err, errUsage) {
+		t.Errorf("bench --load-nice 25: err = %v, want a usage error", err)
 	}
 }

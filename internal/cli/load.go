@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/process"
 )
 
 func init() {
@@ -35,7 +36,11 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	registerToken(fs, env, &token)
 	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file (default: RASTRO_TOKEN)"
 	seed := fs.Uint64("seed", 1, "corpus seed: the same seed sends the same bytes")
-	window := fs.Duration("window", time.Hour, "span start times are spread over the window ending now")
+	window := fs.Duration("window", time.Hour, "span start times are spread over the window ending now (or beginning at --start)")
+	startAt := fs.String("start", "", "start time of the first span (RFC 3339); default: now minus --window")
+	freshIDs := fs.Bool("fresh-ids", false, "with --duration: every pass after the first sends new spans (the pass number mixed into each trace id, times moved one --window later a pass), so the store keeps growing as under live traffic; otlp-proto without gzip only")
+	retry429 := fs.Bool("retry-429", false, "re-send a batch answered 429 (gRPC RESOURCE_EXHAUSTED) after a backoff until it is accepted, as OTLP exporters do; such answers are counted apart")
+	nice := fs.Int("nice", 0, "run at this nice value (1-19, Linux): a generator on the server's own machine yields the CPU to the server and to other clients")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	progress := fs.Duration("progress", time.Second, "interval of the progress line, shown on stderr when it is a terminal; 0 = none")
 	if err := parseFlags(fs, args); err != nil {
@@ -54,6 +59,25 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if *concurrency < 1 || *batch < 1 || *spans < 1 || *rate < 0 || *duration < 0 {
 		return fmt.Errorf("%w: --concurrency, --batch and --spans must be >= 1; --rate and --duration >= 0", errUsage)
 	}
+	if *freshIDs && (*duration == 0 || p != bench.ProtoOTLPProto || *gz) {
+		return fmt.Errorf("%w: --fresh-ids needs --duration (it changes the passes that re-send the corpus) and --protocol otlp-proto without --gzip", errUsage)
+	}
+	if *nice < 0 || *nice > 19 {
+		return fmt.Errorf("%w: --nice must be 0-19 (a generator may only lower its priority), got %d", errUsage, *nice)
+	}
+	start := time.Now().Add(-*window)
+	if *startAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, *startAt)
+		if err != nil {
+			return fmt.Errorf("%w: --start %q: want an RFC 3339 time such as 2026-12-03T14:00:00Z", errUsage, *startAt)
+		}
+		start = t
+	}
+	if *nice > 0 {
+		if err := process.LowerPriority(*nice); err != nil {
+			return fmt.Errorf("--nice %d: %w", *nice, err)
+		}
+	}
 	ep := *endpoint
 	if ep == "" {
 		ep = "http://127.0.0.1:4318"
@@ -64,7 +88,7 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if err := bench.CheckLoopback(ep); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	s, err := bench.Generate(*corpus, bench.CorpusOptions{Seed: *seed, Spans: *spans, Start: time.Now().Add(-*window), Window: *window})
+	s, err := bench.Generate(*corpus, bench.CorpusOptions{Seed: *seed, Spans: *spans, Start: start, Window: *window})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -75,6 +99,10 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	o := bench.LoadOptions{
 		Endpoint: ep, Protocol: p, Concurrency: *concurrency, Rate: *rate, Duration: *duration, Loop: *duration > 0,
 		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, Token: token, ProgressEvery: *progress,
+		FreshIDs: *freshIDs, Retry429: *retry429,
+	}
+	if *freshIDs {
+		o.PassShift = *window
 	}
 	var pl *progressLine
 	if *progress > 0 {
@@ -82,6 +110,9 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 			o.Progress = pl
 		}
 	}
+	// The clock starts now: a parent process (rastro bench) waits for this
+	// line before it times anything against the load.
+	fmt.Fprintf(env.Stderr, "%s %d spans in %d requests\n", bench.LoadStartLine, len(s), len(payloads))
 	res, err := bench.Load(ctx, o, payloads)
 	if pl != nil {
 		pl.Close()

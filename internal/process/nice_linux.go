@@ -1,10 +1,41 @@
 package process
 
-import "syscall"
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+)
 
 // lowerThreadPriority sets the calling OS thread's nice value (Linux nice
 // values are per thread). The caller must have locked its goroutine to the
 // thread, and must let the thread exit with the goroutine.
 func lowerThreadPriority(nice int) error {
 	return syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
+}
+
+// LowerPriority sets the nice value of every thread of the process, and so of
+// every thread created from them later (a new thread inherits its creator's).
+// It is for a process that must yield the CPU to others on the same machine,
+// such as a load generator beside the server it loads.
+func LowerPriority(nice int) error {
+	// Twice: a thread the runtime starts while the first pass runs, from a
+	// thread not yet lowered, is caught by the second.
+	for range 2 {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return fmt.Errorf("lower priority: %w", err)
+		}
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			// A thread that ended since the listing is no error.
+			if err := syscall.Setpriority(syscall.PRIO_PROCESS, tid, nice); err != nil && err != syscall.ESRCH {
+				return fmt.Errorf("lower priority of thread %d to nice %d: %w", tid, nice, err)
+			}
+		}
+	}
+	return nil
 }
