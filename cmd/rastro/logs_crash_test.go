@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sync"
@@ -71,29 +69,16 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 	}
 	crashRounds(t, dir, iterations, 2, []string{"--seal-bytes", "256KiB"}, verify,
 		func(ctx context.Context, client *http.Client, c *child, it, w, n int) (bool, error) {
-			recs := make([]model.LogRecord, 50)
-			res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
-			for i := range recs {
-				recs[i] = model.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano()), SeverityNumber: 9,
-					Body: model.StringValue(fmt.Sprintf("crashlog it%d w%d n%d i%d", it, w, n, i)), Resource: res, Scope: &model.Scope{}}
+			recs := logBatch(it, w, n)
+			ok, err := postOTLP(ctx, client, c, "/v1/logs", "", otlp.EncodeLogsProto(recs))
+			if ok {
+				ackedMu.Lock()
+				for i := range recs {
+					acked[recs[i].Body.Str] = true
+				}
+				ackedMu.Unlock()
 			}
-			req, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/logs", bytes.NewReader(otlp.EncodeLogsProto(recs)))
-			req.Header.Set("Content-Type", "application/x-protobuf")
-			resp, err := client.Do(req)
-			if err != nil {
-				return false, err
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return false, nil
-			}
-			ackedMu.Lock()
-			for i := range recs {
-				acked[recs[i].Body.Str] = true
-			}
-			ackedMu.Unlock()
-			return true, nil
+			return ok, err
 		}, "a sealed log segment", func(*child) bool { return filesWithSuffix(dir+"/logs", ".rlog") > 0 })
 	c := startChild(t, dir)
 	verify(c)
@@ -107,4 +92,16 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 	c.cmd.Process.Kill()
 	c.cmd.Wait()
 	t.Logf("%d iterations, %d acknowledged records verified, %d segments", iterations, len(acked), segments)
+}
+
+// logBatch builds 50 log records whose bodies are unique to (iteration,
+// worker, n).
+func logBatch(it, worker, n int) []model.LogRecord {
+	res := &model.Resource{Attributes: []model.KeyValue{{Key: "service.name", Value: model.StringValue("crash")}}}
+	recs := make([]model.LogRecord, 50)
+	for i := range recs {
+		recs[i] = model.LogRecord{TimeUnixNano: uint64(time.Now().UnixNano()), SeverityNumber: 9,
+			Body: model.StringValue(fmt.Sprintf("crashlog it%d w%d n%d i%d", it, worker, n, i)), Resource: res, Scope: &model.Scope{}}
+	}
+	return recs
 }

@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -83,33 +82,14 @@ func TestCrashKeepsEveryAcknowledgedMetricPoint(t *testing.T) {
 			t0 := max(time.Now().UnixMilli(), last[series]+1)
 			last[series] = t0 + 19
 			lastMu.Unlock()
-			var pts []*metricspb.NumberDataPoint
-			for i := range 20 {
-				pts = append(pts, &metricspb.NumberDataPoint{
-					Attributes:   []*commonpb.KeyValue{{Key: "w", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: series}}}},
-					TimeUnixNano: uint64(t0+int64(i)) * 1e6, Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: float64(n*100 + i)},
-				})
+			body, points := gaugeBatch(series, t0, n)
+			ok, err := postOTLP(ctx, client, c, "/v1/metrics", "", body)
+			if ok {
+				ackedMu.Lock()
+				maps.Copy(acked, points)
+				ackedMu.Unlock()
 			}
-			req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{
-				Metrics: []*metricspb.Metric{{Name: "crash.points", Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{DataPoints: pts}}}}}}}}}
-			body, _ := proto.Marshal(req)
-			hreq, _ := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/metrics", bytes.NewReader(body))
-			hreq.Header.Set("Content-Type", "application/x-protobuf")
-			resp, err := client.Do(hreq)
-			if err != nil {
-				return false, err
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return false, nil
-			}
-			ackedMu.Lock()
-			for i := range 20 {
-				acked[fmt.Sprintf("%s@%d", series, t0+int64(i))] = float64(n*100 + i)
-			}
-			ackedMu.Unlock()
-			return true, nil
+			return ok, err
 		}, "a sealed metrics block", func(*child) bool { return filesWithSuffix(dir+"/metrics", ".rmet") > 0 })
 	c := startChild(t, dir)
 	verify(c)
@@ -123,4 +103,28 @@ func TestCrashKeepsEveryAcknowledgedMetricPoint(t *testing.T) {
 	c.cmd.Process.Kill()
 	c.cmd.Wait()
 	t.Logf("%d iterations, %d acknowledged points verified, %d blocks", iterations, len(acked), blocks)
+}
+
+// gaugeBatch builds an OTLP metrics request of 20 points of the gauge
+// crash.points in series (its label w), a millisecond apart from t0 (Unix
+// milliseconds), point i valued 100n+i. points maps "series@ms" to each
+// value, as verify reads them back.
+func gaugeBatch(series string, t0 int64, n int) (body []byte, points map[string]float64) {
+	points = map[string]float64{}
+	var pts []*metricspb.NumberDataPoint
+	for i := range 20 {
+		v := float64(n*100 + i)
+		pts = append(pts, &metricspb.NumberDataPoint{
+			Attributes:   []*commonpb.KeyValue{{Key: "w", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: series}}}},
+			TimeUnixNano: uint64(t0+int64(i)) * 1e6, Value: &metricspb.NumberDataPoint_AsDouble{AsDouble: v},
+		})
+		points[fmt.Sprintf("%s@%d", series, t0+int64(i))] = v
+	}
+	req := &colmetrics.ExportMetricsServiceRequest{ResourceMetrics: []*metricspb.ResourceMetrics{{ScopeMetrics: []*metricspb.ScopeMetrics{{
+		Metrics: []*metricspb.Metric{{Name: "crash.points", Data: &metricspb.Metric_Gauge{Gauge: &metricspb.Gauge{DataPoints: pts}}}}}}}}}
+	body, err := proto.Marshal(req)
+	if err != nil {
+		panic(fmt.Sprintf("encode a metrics request: %v", err)) // a fixed, valid message: a broken invariant
+	}
+	return body, points
 }

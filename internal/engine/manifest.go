@@ -2,12 +2,10 @@ package engine
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -106,50 +104,24 @@ func decodeFramed(path, what string, b []byte, v any) error {
 	return nil
 }
 
+// writeFileAtomic publishes data as dir/name with vfs.WriteFileAtomic:
+// temporary file, fsync, rename, fsync of dir. renamed reports whether the
+// rename happened, as writeManifest's does.
 func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) (renamed bool, err error) {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
-	if err != nil {
-		return false, fmt.Errorf("write %s: %w", name, err)
+	err = vfs.WriteFileAtomic(fsys, filepath.Join(dir, name), data)
+	var notSynced *vfs.DirSyncError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &notSynced):
+		return true, err
 	}
-	if n, err := f.WriteAt(data, 0); err != nil || n < len(data) {
-		f.Close()
-		fsys.Remove(tmp)
-		return false, fmt.Errorf("write %s: %w", name, cmp.Or(err, io.ErrShortWrite))
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		fsys.Remove(tmp)
-		return false, fmt.Errorf("fsync %s: %w", name, err)
-	}
-	if err := f.Close(); err != nil {
-		fsys.Remove(tmp)
-		return false, fmt.Errorf("close %s: %w", name, err)
-	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		fsys.Remove(tmp)
-		return false, fmt.Errorf("publish %s: %w", name, err)
-	}
-	return true, fsys.SyncDir(dir)
+	return false, fmt.Errorf("write %s: %w", name, err)
 }
 
-// readFile reads a whole file from fsys.
-func readFile(fsys vfs.FS, path string) ([]byte, error) {
-	f, err := fsys.OpenFile(path, os.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !(errors.Is(err, io.EOF) && n == 0) {
-		return nil, err
-	}
-	return b, nil
-}
+// readFile reads a whole file from fsys (vfs.ReadFile: a missing file is
+// fs.ErrNotExist, an empty one reads as empty).
+func readFile(fsys vfs.FS, path string) ([]byte, error) { return vfs.ReadFile(fsys, path) }
 
 // fileExists reports whether path exists on fsys (an error other than
 // "does not exist" counts as existing: the caller will meet it).

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
 // Ref identifies a value: the SHA-256 of its raw bytes.
@@ -213,7 +215,7 @@ func (s *Store) load() error {
 		s.corrupt(manifestName, 0, "manifest missing; adopting the %d pack files found", len(diskPacks))
 		publish = true
 	default:
-		b, err := readFile(s.fs, s.path(manifestName))
+		b, err := vfs.ReadFile(s.fs, s.path(manifestName))
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.path(manifestName), err)
 		}
@@ -348,7 +350,7 @@ func (s *Store) loadPack(seq uint32, hasIdx bool) (*pack, error) {
 	idxOK := false
 	if hasIdx {
 		iname := idxName(seq)
-		b, err := readFile(s.fs, s.path(iname))
+		b, err := vfs.ReadFile(s.fs, s.path(iname))
 		if err != nil {
 			p.release()
 			return nil, fmt.Errorf("read pack index %s: %w", s.path(iname), err)
@@ -445,49 +447,10 @@ func (s *Store) addLoaded(p *pack, ref Ref, l loc) {
 	p.liveCount++
 }
 
-func readFile(fs FS, path string) ([]byte, error) {
-	f, err := fs.OpenFile(path, os.O_RDONLY)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, size)
-	if n, err := f.ReadAt(b, 0); n < len(b) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFileAtomic publishes data under name: temporary file, fsync, rename,
-// fsync of the directory.
+// writeFileAtomic publishes data under name with vfs.WriteFileAtomic:
+// temporary file, fsync, rename, fsync of the directory.
 func (s *Store) writeFileAtomic(name string, data []byte) error {
-	tmp := s.path(name + tmpSuffix)
-	f, err := s.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := s.fs.Rename(tmp, s.path(name)); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	if err := s.fs.SyncDir(s.dir); err != nil {
-		return fmt.Errorf("sync value store dir %s: %w", s.dir, err)
-	}
-	return nil
+	return vfs.WriteFileAtomic(s.fs, s.path(name), data)
 }
 
 // publishManifestLocked makes packs the published list. Callers hold wmu (or

@@ -1,23 +1,30 @@
 package vfs
 
 import (
+	"cmp"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"strings"
 )
 
-// WriteFileAtomic replaces path with data so that a crash leaves either the
-// old file or the new one, never a mix: it writes path+".tmp", syncs it,
-// renames it over path and syncs the directory. On an error the temporary
-// file is removed (best effort) and path is as it was.
+// WriteFileAtomic replaces name with data so that a crash leaves either the
+// old file or the new one, never a mix: it writes name+".tmp", syncs it,
+// renames it over name and syncs the directory, in that order. An error
+// before the rename removes the temporary file (best effort) and leaves name
+// as it was. An error of the directory sync is a *DirSyncError: name already
+// holds the new data, but a power cut may bring back the old.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	tmp := name + ".tmp"
 	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteAt(data, 0)
+	n, err := f.WriteAt(data, 0)
+	if err == nil && n < len(data) {
+		err = io.ErrShortWrite
+	}
 	if err == nil {
 		err = f.Sync()
 	}
@@ -27,14 +34,27 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 	if err == nil {
 		err = fsys.Rename(tmp, name)
 	}
-	if err == nil {
-		err = fsys.SyncDir(path.Dir(name))
-	}
 	if err != nil {
 		fsys.Remove(tmp)
+		return err
 	}
-	return err
+	if err := fsys.SyncDir(path.Dir(name)); err != nil {
+		return &DirSyncError{Err: err}
+	}
+	return nil
 }
+
+// DirSyncError is WriteFileAtomic's error when the file was renamed into
+// place but the sync of its directory failed: readers see the new content
+// from then on, while a power cut may still bring back the old. A caller
+// that must know whether the replacement happened tests for it with
+// errors.As.
+type DirSyncError struct{ Err error }
+
+func (e *DirSyncError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the directory sync's error.
+func (e *DirSyncError) Unwrap() error { return e.Err }
 
 // ReadFile returns the whole of name; a missing file is an error
 // satisfying errors.Is(err, fs.ErrNotExist).
@@ -49,8 +69,10 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	b := make([]byte, size)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
+	// A ReaderAt may answer a read that reaches the end with io.EOF: only a
+	// short read is an error (an empty file reads as empty).
+	if n, err := f.ReadAt(b, 0); n < len(b) {
+		return nil, fmt.Errorf("read %s: %w", name, cmp.Or(err, io.ErrUnexpectedEOF))
 	}
 	return b, nil
 }
