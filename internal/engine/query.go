@@ -516,6 +516,14 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			c, cands = cands[0], cands[1:]
 		case len(segs) > 0:
 			sc := &segs[0]
+			if content && cs.segs[sc.si].pruned {
+				// The token map ruled the segment out when the scan
+				// reached its first block: its other blocks are not
+				// walked one by one (a word its resident summary passes
+				// but no span holds would visit every block).
+				segs.drop()
+				continue
+			}
 			c = candidate{maxStart: segs.top(), seg: sc.s, segIdx: sc.si, block: int(sc.order[sc.next]), rank: sc.rank}
 			if sc.next++; sc.next == len(sc.order) {
 				segs.drop()

@@ -142,8 +142,9 @@ func tokenReader(b *testing.B, corpus []model.Span) *segment.Reader {
 	return r
 }
 
-// BenchmarkTokenLookup measures the two lookups on a 50,000-span "llm"
-// segment: the resident summary rejecting an absent word, and one block's
+// BenchmarkTokenLookup measures the lookups on a 50,000-span "llm"
+// segment: the resident summary rejecting an absent word, the token map
+// rejecting one the summary passes, and one block's
 // filter read from disk (pread, checksum, probes) for an absent and a
 // present word. It also reports the measured rates at which random absent
 // hashes pass the summary and the block filters, and the resident bytes.
@@ -183,6 +184,28 @@ func BenchmarkTokenLookup(b *testing.B) {
 		}
 		b.ReportMetric(float64(passed)/float64(b.N), "pass-rate")
 		b.ReportMetric(float64(r.TokenStats().BlockFilterBytes)/float64(nb), "B/filter")
+	})
+	b.Run("map-absent", func(b *testing.B) {
+		// The token map of a word no span holds but the resident summary
+		// passes: what such a word costs per segment.
+		var passing [][]uint64
+		for len(passing) < 1024 {
+			if h := []uint64{rng.Uint64()}; r.SegmentMayContainTokens(h) {
+				passing = append(passing, h)
+			}
+		}
+		located := 0
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			loc, err := r.LocateTokens(passing[i%len(passing)])
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !loc.Absent {
+				located++
+			}
+		}
+		b.ReportMetric(float64(located)/float64(b.N), "pass-rate")
 	})
 	b.Run("block-present", func(b *testing.B) {
 		b.ReportAllocs()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // The token map (section 11 written as a binary fuse map, flag bit 1 of
@@ -513,22 +514,43 @@ func intersectPlaces(a, b []TokenPlace) []TokenPlace {
 	return out
 }
 
-// tokenMapCode reads the three slots of h (one checksummed page each).
+// maxTokenMapRead bounds one read of token map pages: a key's three slots
+// lie in three consecutive fuse segments, and pages that close are read
+// together (one read of a few KiB costs less than three of 68 bytes: 1.2
+// against 3 x 0.8 us for 14 KiB from the page cache on a 2-core VM).
+const maxTokenMapRead = 16 << 10
+
+// tokenMapBufs are buffers of maxTokenMapRead bytes for tokenMapCode.
+var tokenMapBufs = sync.Pool{New: func() any { return new([maxTokenMapRead]byte) }}
+
+// tokenMapCode reads the three slots of h (one checksummed page each; pages
+// within maxTokenMapRead of each other in one read).
 func (r *Reader) tokenMapCode(h uint64) (uint32, error) {
 	s := &r.grp.shape
-	mixed, pos := s.positions(h)
-	var buf [diskPageStride]byte
-	var v [3]uint32
+	mixed, pos := s.positions(h) // ascending: one position per fuse segment
+	var pg [3]int
+	var bit, v [3]uint32
 	for j, k := range pos {
-		pg, bit := s.slotAt(k)
-		off := r.grp.diskOff + int64(pg)*diskPageStride
-		if err := r.readFull(buf[:], off); err != nil {
+		pg[j], bit[j] = s.slotAt(k)
+	}
+	buf := tokenMapBufs.Get().(*[maxTokenMapRead]byte)
+	defer tokenMapBufs.Put(buf)
+	for j := 0; j < len(pg); {
+		first, e := pg[j], j+1
+		for e < len(pg) && (pg[e]-first+1)*diskPageStride <= maxTokenMapRead {
+			e++
+		}
+		off := r.grp.diskOff + int64(first)*diskPageStride
+		if err := r.readFull(buf[:(pg[e-1]-first+1)*diskPageStride], off); err != nil {
 			return 0, err
 		}
-		if crc(buf[:diskPageBytes]) != le.Uint32(buf[diskPageBytes:]) {
-			return 0, r.corrupt(off, "token map page %d: checksum mismatch", pg)
+		for ; j < e; j++ {
+			page := buf[(pg[j]-first)*diskPageStride:][:diskPageStride]
+			if crc(page[:diskPageBytes]) != le.Uint32(page[diskPageBytes:]) {
+				return 0, r.corrupt(r.grp.diskOff+int64(pg[j])*diskPageStride, "token map page %d: checksum mismatch", pg[j])
+			}
+			v[j] = getBits(page[:diskPageBytes], bit[j], s.w)
 		}
-		v[j] = getBits(buf[:diskPageBytes], bit, s.w)
 	}
 	return s.value(mixed, v[0], v[1], v[2]), nil
 }

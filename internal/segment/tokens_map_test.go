@@ -442,3 +442,69 @@ func TestTokenMapFixtureWithoutPlaces(t *testing.T) {
 		t.Fatalf("a writer without places writes %d bytes that differ from the fixture's %d", len(got), len(old))
 	}
 }
+
+// TestTokenMapReadsNearAndFarPages: a token's three slots lie in three
+// consecutive fuse segments; pages within maxTokenMapRead of each other
+// are read at once, pages further apart separately. In a segment large
+// enough to have both, every token is located at its own row either way,
+// and a damaged page is reported at its own offset, never as "absent".
+func TestTokenMapReadsNearAndFarPages(t *testing.T) {
+	const perSpan = 10
+	path, _ := writeCorpus(t, genCorpus(74, 1, 4000, 8), WriterOptions{BlockSpans: 1000, ContentTokens: syntheticTokens(perSpan)})
+	r := openT(t, path)
+	if !r.grp.isMap {
+		t.Fatal("segment written without a token map")
+	}
+	pages := func(h uint64) (pg [3]int) {
+		_, pos := r.grp.shape.positions(h)
+		for j, k := range pos {
+			pg[j], _ = r.grp.shape.slotAt(k)
+		}
+		return pg
+	}
+	near, far := 0, 0
+	var farTok uint64
+	for b := range r.Blocks() {
+		spans, err := r.ReadBlock(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for row := range spans {
+			for _, h := range spanTokens(syntheticTokens(perSpan), &spans[row]) {
+				loc, err := r.LocateTokens([]uint64{h})
+				want := []TokenPlace{{b, RowRange{row, row + 1}}}
+				if err != nil || !slices.Equal(loc.Places, want) {
+					t.Fatalf("token %x of block %d row %d: %+v, %v; want %v", h, b, row, loc, err, want)
+				}
+				if pg := pages(h); (pg[2]-pg[0]+1)*diskPageStride > maxTokenMapRead {
+					far, farTok = far+1, h
+				} else {
+					near++
+				}
+			}
+		}
+	}
+	if near < 1000 || far < 1000 {
+		t.Fatalf("%d tokens with their pages near, %d far: the segment does not test both reads", near, far)
+	}
+	t.Logf("%d tokens with their pages within %d bytes, %d further apart", near, maxTokenMapRead, far)
+
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j, pg := range pages(farTok) {
+		at := r.grp.diskOff + int64(pg)*diskPageStride
+		bad := slices.Clone(data)
+		bad[at+7] ^= 0x04
+		p := filepath.Join(t.TempDir(), fmt.Sprintf("bad%d.rseg", j))
+		if err := os.WriteFile(p, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		loc, err := openT(t, p).LocateTokens([]uint64{farTok})
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || ce.Offset != at || loc.Absent || loc.Places != nil {
+			t.Fatalf("page %d of a far token damaged: %+v, %v; want anywhere and a CorruptionError at %d", j, loc, err, at)
+		}
+	}
+}

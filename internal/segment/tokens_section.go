@@ -65,7 +65,18 @@ func summaryStats(distinct int, saturated bool, words, k, blocks int) TokenStats
 const (
 	summarySaturated  = 1 // the summary holds no bits and passes everything
 	summaryFuseBlocks = 2 // section 7 parts are binary fuse filters, not bloom filters
+	// summarySalted: the summary holds fuseMix(hash + salt) of each token,
+	// with the segment's salt (u64 LE) after the flags. Segments of one
+	// store share most of their vocabulary, so unsalted summaries of one
+	// size set nearly the same bits and pass the same absent words: a word
+	// one passes, all pass, and it costs a token map lookup in every
+	// segment. Salted, their false positives are independent.
+	summarySalted = 4
 )
+
+// writeUnsaltedSummary is a test hook: set, writers write the summary
+// unsalted, as writers before summarySalted did.
+var writeUnsaltedSummary bool
 
 // tokenWriter builds the token index of a segment while it is written: one
 // filter per block as the block is flushed (appended to data, section 7),
@@ -242,16 +253,32 @@ func (t *tokenWriter) groups() (disk, dir []byte) {
 //	uvarint flags | filter (appendTokenBloom) | uvarint n blocks | n x (uvarint length | crc32c u32 LE)
 func (t *tokenWriter) summary() ([]byte, TokenStats) {
 	// Both directories (sections 8 and 13) are resident.
-	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens) - groupDirResident(len(t.glens)) - 8) / 8
+	// Files of the older formats the hooks write predate the salt.
+	salted := !writeUnsaltedSummary && !writeTokenMapWithoutPlaces
+	fixed := 8 // resident beyond the summary's bits and the directories
+	if salted {
+		fixed += 8
+	}
+	budget := (residentTokenBudget - tokenDirEntryBytes*len(t.lens) - groupDirResident(len(t.glens)) - fixed) / 8
 	var f tokenBloom
 	saturated := t.saturated || t.segCount > summaryMaxTokens
+	var salt uint64
 	if !saturated && t.segCount > 0 {
 		w := min(bloomWordsFor(t.segCount, summaryFP), budget)
 		if budget < summaryMinWords {
 			saturated = true
 		} else {
 			f = newTokenBloom(w, bloomK(t.segCount, w))
-			t.seg.eachKey(f.add)
+			if salted {
+				// From the segment's tokens: segments with other tokens
+				// get other salts, and the file stays deterministic.
+				salt = uint64(t.segCount)
+				t.seg.eachKey(func(h uint64) { salt += fuseMix(h) })
+				salt = fuseMix(salt)
+				t.seg.eachKey(func(h uint64) { f.add(fuseMix(h + salt)) })
+			} else {
+				t.seg.eachKey(f.add)
+			}
 		}
 	}
 	var flags uint64
@@ -259,7 +286,13 @@ func (t *tokenWriter) summary() ([]byte, TokenStats) {
 		flags = summarySaturated
 	}
 	flags |= summaryFuseBlocks // bloom parts are only read, in files of older writers
+	if salted {
+		flags |= summarySalted
+	}
 	b := appendUvarints(nil, flags)
+	if salted {
+		b = le.AppendUint64(b, salt)
+	}
 	b = appendTokenBloom(b, t.segCount, &f)
 	b = appendUvarints(b, uint64(len(t.lens)))
 	for i, n := range t.lens {
@@ -279,7 +312,9 @@ type tokenIndex struct {
 	present   bool  // the segment was written with token filters
 	err       error // set when the index is unusable; returned by every block lookup
 	saturated bool
-	fuse      bool      // section 7 parts are binary fuse filters
+	fuse      bool // section 7 parts are binary fuse filters
+	salted    bool // the summary holds fuseMix(hash + salt) (summarySalted)
+	salt      uint64
 	summary   bloomView // bits cloned out of the section
 	stats     TokenStats
 	offset    int64    // of section 7 in the file
@@ -293,11 +328,14 @@ func decodeTokenSummary(s string, nBlocks int, sectionLen uint64) (tokenIndex, e
 	d := dec{s: s}
 	var ti tokenIndex
 	flags := d.uvarint()
-	if d.err == nil && flags&^(summarySaturated|summaryFuseBlocks) != 0 {
+	if d.err == nil && flags&^(summarySaturated|summaryFuseBlocks|summarySalted) != 0 {
 		d.failf(fmt.Sprintf("unknown summary flags %#x", flags))
 	}
 	ti.saturated = flags&summarySaturated != 0
 	ti.fuse = flags&summaryFuseBlocks != 0
+	if ti.salted = flags&summarySalted != 0; ti.salted {
+		ti.salt = d.u64le()
+	}
 	distinct, f := decodeTokenBloom(&d, maxSummaryWords)
 	if d.err == nil && ti.saturated && len(f.bits) > 0 {
 		d.failf("saturated summary holds bits")
@@ -391,7 +429,15 @@ func (r *Reader) SegmentMayContainTokens(hashes []uint64) bool {
 	if !r.tok.present || r.tok.err != nil || r.tok.saturated {
 		return true
 	}
-	return r.tok.summary.testAll(hashes)
+	if !r.tok.salted {
+		return r.tok.summary.testAll(hashes)
+	}
+	for _, h := range hashes {
+		if !r.tok.summary.test(fuseMix(h + r.tok.salt)) {
+			return false
+		}
+	}
+	return true
 }
 
 // BlockMayContainTokens reads block i's token filter (one ReadAt, checksum

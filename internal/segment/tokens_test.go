@@ -521,3 +521,79 @@ func FuzzDecodeTokenFilter(f *testing.F) {
 		v.testAll([]uint64{h, ^h})
 	})
 }
+
+// TestTokenSummariesIndependent: two segments over nearly the same tokens
+// (a store's segments share most of their vocabulary) have summaries of
+// one size. Unsalted, they set nearly the same bits and pass the same
+// absent tokens, so a word one passes costs a token map lookup in every
+// segment; salted (summarySalted), a token passes both about as often as
+// the product of the two rates.
+func TestTokenSummariesIndependent(t *testing.T) {
+	const vocab, perSpan = 60_000, 10
+	// Span k of a corpus holds tokens k*perSpan .. k*perSpan+perSpan-1 of
+	// the vocabulary (its index in attribute "k"); extra adds one token of
+	// its own, so the two segments' token sets differ by one.
+	tokens := func(extra uint64) func(*model.Span, func(uint64)) {
+		return func(s *model.Span, emit func(uint64)) {
+			k := uint64(s.Attributes[0].Value.Int)
+			for j := range uint64(perSpan) {
+				emit(probeStep(k*perSpan + j))
+			}
+			if k == 0 {
+				emit(extra)
+			}
+		}
+	}
+	corpus := func(seed uint64) map[string][]model.Span {
+		c := genCorpus(seed, 1, vocab/perSpan/4, 8)
+		for p, ss := range c {
+			for i := range ss {
+				ss[i].Attributes = []model.KeyValue{{Key: "k", Value: model.IntValue(int64(i % (vocab / perSpan)))}}
+			}
+			c[p] = ss
+		}
+		return c
+	}
+	measure := func(salted bool) (pa, pb, both float64) {
+		writeUnsaltedSummary = !salted
+		defer func() { writeUnsaltedSummary = false }()
+		pathA, _ := writeCorpus(t, corpus(81), WriterOptions{BlockSpans: 1000, ContentTokens: tokens(1)})
+		pathB, _ := writeCorpus(t, corpus(82), WriterOptions{BlockSpans: 1000, ContentTokens: tokens(2)})
+		a, b := openT(t, pathA), openT(t, pathB)
+		if a.tok.salted != salted || b.tok.salted != salted || a.tok.saturated || b.tok.saturated {
+			t.Fatalf("summaries salted %v and %v, saturated %v and %v; want salted %v, not saturated",
+				a.tok.salted, b.tok.salted, a.tok.saturated, b.tok.saturated, salted)
+		}
+		for k := range uint64(vocab) { // no false negative
+			if h := []uint64{probeStep(k)}; !a.SegmentMayContainTokens(h) || !b.SegmentMayContainTokens(h) {
+				t.Fatalf("salted %v: token %d of both segments rejected", salted, k)
+			}
+		}
+		const probes = 200_000
+		var na, nb, n2 int
+		for i := range uint64(probes) {
+			h := []uint64{probeStep(vocab + 1_000_000 + i)} // in neither
+			okA, okB := a.SegmentMayContainTokens(h), b.SegmentMayContainTokens(h)
+			if okA {
+				na++
+			}
+			if okB {
+				nb++
+			}
+			if okA && okB {
+				n2++
+			}
+		}
+		return float64(na) / probes, float64(nb) / probes, float64(n2) / probes
+	}
+	pa, pb, both := measure(false)
+	t.Logf("unsalted: pass rates %.4f and %.4f, both %.4f", pa, pb, both)
+	if pa < 0.05 || both < 0.8*min(pa, pb) {
+		t.Fatalf("unsalted summaries: pass rates %.4f and %.4f, both %.4f; want crowded summaries passing the same tokens", pa, pb, both)
+	}
+	pa, pb, both = measure(true)
+	t.Logf("salted: pass rates %.4f and %.4f, both %.4f (independent: %.4f)", pa, pb, both, pa*pb)
+	if pa < 0.05 || both > 1.5*pa*pb {
+		t.Fatalf("salted summaries: pass rates %.4f and %.4f, both %.4f; want about %.4f", pa, pb, both, pa*pb)
+	}
+}
