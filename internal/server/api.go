@@ -62,6 +62,8 @@ func (s *Server) failure(err error) (code int, msg string, retry bool) {
 		return http.StatusServiceUnavailable, "query cancelled: " + err.Error(), false
 	case errors.Is(err, store.ErrClosed):
 		return http.StatusServiceUnavailable, "the store is closing: " + err.Error(), true
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable, "the store cannot serve this now; retry later: " + err.Error(), true
 	}
 	s.log.Error("query failed", "err", err)
 	return http.StatusInternalServerError, "query failed: " + err.Error(), false

@@ -665,6 +665,7 @@ func TestAPIMapsBackendErrors(t *testing.T) {
 		{fmt.Errorf("I/O error reading segment 7.seg: %w", errors.New("input/output error")), 500, 503, "query failed: I/O error", "could not store"},
 		{fmt.Errorf("nope: %w", store.ErrBadRequest), 400, 400, "nope", "nope"},
 		{store.ErrClosed, 503, 503, "closing", "could not store"},
+		{fmt.Errorf("insert_quorum=2: too few replicas: %w", store.ErrUnavailable), 503, 503, "retry later: insert_quorum=2", "nothing was stored"},
 		{fmt.Errorf("full: %w", store.ErrOverloaded), 500, 429, "query failed", "write buffer is full"},
 	} {
 		ts := startWith(t, failing{memstore.New(memstore.Options{}), c.err})
@@ -673,8 +674,8 @@ func TestAPIMapsBackendErrors(t *testing.T) {
 		code, hdr, body = ts.request("POST", "/v1/spans", []byte(`[{"trace_id":"5b8efff798038103d269b633813fc60c","span_id":"eee19b7ec3c1b174","name":"x","start_time":1}]`),
 			"Content-Type", "application/json")
 		wantError(t, fmt.Sprintf("ingest failing with %v", c.err), code, hdr, body, c.ingest, c.ingestMsgs)
-		if c.ingest == 429 && hdr.Get("Retry-After") == "" {
-			t.Errorf("429 without Retry-After")
+		if (c.ingest == 429 || errors.Is(c.err, store.ErrUnavailable)) && hdr.Get("Retry-After") == "" {
+			t.Errorf("%d for %v without Retry-After", c.ingest, c.err)
 		}
 	}
 }

@@ -46,6 +46,10 @@ var (
 	// fsync error (fail-stop); a restart, once the disk is checked, is
 	// needed. Every such error satisfies errors.Is(err, ErrStopped).
 	ErrStopped = durable.ErrStopped
+	// ErrUnavailable: the backend cannot serve the request now, through no
+	// fault of the request (for example fewer live replicas than the insert
+	// quorum); the client should retry later (HTTP 503 with Retry-After).
+	ErrUnavailable = errors.New("store: unavailable")
 	// ErrTooManyTails: no more live tails can be opened now (HTTP 503).
 	ErrTooManyTails = errors.New("store: too many live tails open")
 	// ErrCorruption marks damaged bytes found on disk, in any on-disk
