@@ -50,6 +50,7 @@ type serveConfig struct {
 	compaction                    bool
 	compactionMax                 byteSize
 	mergeHeadroom                 byteSize
+	ingestNice                    int
 	valueThreshold                byteSize
 	compactionFanout              int
 	retention                     days
@@ -109,6 +110,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
+	fs.IntVar(&c.ingestNice, "ingest-nice", process.DefaultIngestNice, "nice value (0-19, Linux) of the threads that decode span requests and seal the write buffer: queries keep their latency while spans arrive (0 = normal priority)")
 	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
 	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
@@ -224,6 +226,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 
+	if c.ingestNice < 0 || c.ingestNice > 19 {
+		return fmt.Errorf("%w: --ingest-nice must be 0-19, got %d", errUsage, c.ingestNice)
+	}
+	bg := &process.Background{MergeHeadroom: offIfZero(c.mergeHeadroom), MergeNice: process.DefaultMergeNice, IngestNice: c.ingestNice}
+	defer bg.Close() // after the server below has stopped (deferred later, run earlier)
 	opts := engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
@@ -232,7 +239,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 		// The process's runtime policy: merges on a low-priority thread, with
 		// the memory guard holding the soft limit near the live heap.
-		Background: &process.Background{MergeHeadroom: offIfZero(c.mergeHeadroom), MergeNice: process.DefaultMergeNice},
+		Background: bg,
 	}
 	// Settings are checked before anything listens: a bad one is a usage
 	// error, not a server that starts and then exits.
@@ -268,6 +275,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
 		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
 		ProjectRate: c.projectRate, ProjectBurst: c.projectBurst, ProjectBufferShare: c.projectShare, MaxConcurrentIngest: c.maxIngest,
+		RunIngest: bg.RunIngest,
 	})
 	if err != nil {
 		// Bad settings, an auth file or certificate that does not load:

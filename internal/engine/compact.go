@@ -290,6 +290,15 @@ func (e *Engine) runMerge(merge func()) {
 	merge()
 }
 
+// runSeal runs seal through the process's policy, or as it is without one.
+func (e *Engine) runSeal(seal func()) {
+	if b := e.opts.Background; b != nil {
+		b.RunSeal(seal)
+		return
+	}
+	seal()
+}
+
 // mergesDone tells the process's policy that a run of merges has ended.
 func (e *Engine) mergesDone() {
 	if b := e.opts.Background; b != nil {

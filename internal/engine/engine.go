@@ -220,6 +220,9 @@ type Background interface {
 	RunMerge(busy func() bool, merge func())
 	// MergesDone is called after a run of merges.
 	MergesDone()
+	// RunSeal runs seal (one seal of a write buffer) and returns when it
+	// has returned.
+	RunSeal(seal func())
 }
 
 var _ interface {
@@ -667,7 +670,9 @@ func (e *Engine) sealLoop() {
 		if !due {
 			continue
 		}
-		if err := e.Seal(); err != nil {
+		var err error
+		e.runSeal(func() { err = e.Seal() })
+		if err != nil {
 			e.log.Error("seal failed; data stays in the WAL and the write buffer", "err", err)
 			e.m.sealErrors.Add(1)
 			e.sealErr.Store(&err)

@@ -60,6 +60,8 @@ func (o *overlapping) RunMerge(busy func() bool, merge func()) {
 
 func (o *overlapping) MergesDone() { o.bg.MergesDone() }
 
+func (o *overlapping) RunSeal(seal func()) { o.bg.RunSeal(seal) }
+
 // TestTwoEnginesMergingAtOnceLeaveNoStaleLimit: two engines in one process
 // share the process's merge policy and compact at the same moment (a traces
 // engine and a logs engine, say). While they merge the soft memory limit is

@@ -17,12 +17,16 @@ package process
 import (
 	"runtime"
 	"runtime/debug"
+	"sync"
 )
 
 // DefaultMergeNice is the default of Background.MergeNice: under full ingest
 // load a merge yields the CPU (CFS weight 110 against 1024 for ingest's
 // threads), and uses it all when the machine is otherwise idle.
 const DefaultMergeNice = 10
+
+// DefaultIngestNice is the default of Background.IngestNice.
+const DefaultIngestNice = 10
 
 // Background is the process's policy for heavy background work. The zero
 // value runs merges as they come, with neither memory guard nor lowered
@@ -37,6 +41,16 @@ type Background struct {
 	// MergeNice is the nice value of the OS thread a merge runs on (Linux;
 	// 0 leaves the priority alone).
 	MergeNice int
+	// IngestNice is the nice value of the OS threads that seal write
+	// buffers and decode ingest requests (RunSeal, RunIngest; Linux; 0
+	// leaves the priority alone): queries, at normal priority, keep their
+	// latency while spans arrive, and ingest still has every CPU cycle the
+	// queries leave.
+	IngestNice int
+
+	decodeMu   sync.Mutex
+	decodeJobs chan func() // the ingest worker's jobs; nil until the first
+	decodeDone chan struct{}
 }
 
 // RunMerge runs merge under the policy and returns when it has returned. busy
@@ -49,14 +63,76 @@ func (b *Background) RunMerge(busy func() bool, merge func()) {
 		merge()
 		return
 	}
+	onLoweredThread(b.MergeNice, merge)
+}
+
+// RunSeal runs seal (one seal of a write buffer) under the policy: on an OS
+// thread of its own at IngestNice.
+func (b *Background) RunSeal(seal func()) {
+	if b.IngestNice == 0 {
+		seal()
+		return
+	}
+	onLoweredThread(b.IngestNice, seal)
+}
+
+// RunIngest runs the CPU-bound part of storing a request (decoding it) under
+// the policy: on the one worker thread at IngestNice, shared by every
+// request, so that ingest holds at most one P while that thread waits for a
+// CPU (serve runs with a P more than the CPUs: a query finds one free).
+// A caller that arrives while the worker is busy waits its turn.
+func (b *Background) RunIngest(work func()) {
+	if b.IngestNice == 0 {
+		work()
+		return
+	}
+	b.decodeMu.Lock()
+	if b.decodeJobs == nil {
+		jobs, exited := make(chan func()), make(chan struct{})
+		b.decodeJobs, b.decodeDone = jobs, exited
+		go func() { // until Close
+			defer close(exited)
+			runtime.LockOSThread()
+			_ = lowerThreadPriority(b.IngestNice)
+			for job := range jobs {
+				job()
+			}
+		}()
+	}
+	jobs := b.decodeJobs
+	b.decodeMu.Unlock()
+	done := make(chan struct{})
+	jobs <- func() {
+		defer close(done)
+		work()
+	}
+	<-done
+}
+
+// Close ends the ingest worker once the work given to it has run; no
+// RunIngest may be under way or follow (a later one starts a new worker).
+func (b *Background) Close() {
+	b.decodeMu.Lock()
+	jobs, exited := b.decodeJobs, b.decodeDone
+	b.decodeJobs, b.decodeDone = nil, nil
+	b.decodeMu.Unlock()
+	if jobs != nil {
+		close(jobs)
+		<-exited
+	}
+}
+
+// onLoweredThread runs fn on a new OS thread at nice and returns when fn has
+// returned. The thread is not unlocked: it ends with its goroutine, never
+// handed back to the scheduler with its priority lowered (an unprivileged
+// process cannot raise it again).
+func onLoweredThread(nice int, fn func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		// Not unlocked: the thread ends with this goroutine, never handed
-		// back to the scheduler with its priority lowered.
 		runtime.LockOSThread()
-		_ = lowerThreadPriority(b.MergeNice)
-		merge()
+		_ = lowerThreadPriority(nice)
+		fn()
 	}()
 	<-done
 }

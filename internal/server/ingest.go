@@ -236,7 +236,9 @@ func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordT
 // store decodes body and appends it to the backend; shared by HTTP and gRPC.
 func (s *Server) store(ctx context.Context, be store.Backend, project, protocol string, rt otlp.RecordType, body []byte) (otlp.Batch, *ingestError) {
 	t0 := time.Now()
-	b, err := otlp.Decode(rt, body)
+	var b otlp.Batch
+	var err error
+	s.runIngest(func() { b, err = otlp.Decode(rt, body) })
 	s.met.decodeNanos.WithLabelValues(protocol).Add(float64(time.Since(t0).Nanoseconds()))
 	if err != nil {
 		return b, badRequest("decode %s request: %v", protocol, err)
@@ -252,6 +254,8 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 				"the write buffer is full while sealing catches up; retry after the Retry-After delay", 0}
 		case errors.Is(err, store.ErrBadRequest):
 			return b, badRequest("%v", err)
+		case errors.Is(err, store.ErrUnavailable):
+			return b, &ingestError{http.StatusServiceUnavailable, "unavailable", "the store cannot take this request now (nothing was stored); retry after the Retry-After delay: " + err.Error(), 1}
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			// The client went away or gave up before the write started:
 			// nothing was stored, and nothing is wrong with the store.
@@ -277,6 +281,15 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		s.met.rejectedSpans.Add(float64(b.Rejected))
 	}
 	return b, nil
+}
+
+// runIngest runs work through Options.RunIngest, or at once without one.
+func (s *Server) runIngest(work func()) {
+	if s.opts.RunIngest != nil {
+		s.opts.RunIngest(work)
+		return
+	}
+	work()
 }
 
 func (s *Server) admit(n int64) bool {

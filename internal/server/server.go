@@ -114,6 +114,10 @@ type Options struct {
 	// once, so an overloaded server refuses instead of queueing and its
 	// acknowledgements stay fast. Default DefaultMaxConcurrentIngest.
 	MaxConcurrentIngest int
+	// RunIngest runs the CPU-bound part of storing a request (decoding it)
+	// under the process's policy (process.Background.RunIngest); nil runs it
+	// in the request's goroutine.
+	RunIngest func(work func())
 	// ProjectBufferShare is the part of the backend's write buffer one
 	// project may hold while the buffer is more than half full; beyond it
 	// the project's requests get 429, the others' still go in. 0 selects
