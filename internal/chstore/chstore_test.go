@@ -633,3 +633,75 @@ func TestClickHouseRestartDuringIngest(t *testing.T) {
 		t.Fatalf("only %d of %d spans acknowledged: writes did not resume after the restart", len(acked), len(spans))
 	}
 }
+
+// TestErasureResumesPending: an Erase that failed after recording its
+// request (pending), having hidden some of its traces (as one shard of a
+// cluster may have before the other refused), is carried out, under its
+// id, by the same request sent again: every trace of the query hidden and
+// then removed, one erasure listed. Another request starts its own.
+func TestErasureResumesPending(t *testing.T) {
+	s := open(t, Options{})
+	ctx := t.Context()
+	spans := benchSpans(t, 1000)
+	appendAll(t, s, "p", spans)
+	q := fmt.Sprintf(`{ resource.service.name = "%s" }`, spans[1].Service)
+	f, err := query.FromValues(url.Values{"q": {q}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, rows := map[model.TraceID]bool{}, 0
+	var first model.TraceID
+	for i := range spans {
+		if f.Match(&spans[i]) {
+			traces[spans[i].TraceID], first = true, spans[i].TraceID
+		}
+	}
+	for i := range spans {
+		if traces[spans[i].TraceID] {
+			rows++
+		}
+	}
+	// The failed attempt: recorded, one of its traces hidden.
+	at := time.Now().Add(-time.Minute).UTC()
+	failed := store.Erasure{ID: uint64(at.UnixMicro()), Project: "p", Query: q, State: store.ErasePending, RequestedAt: at}
+	if err := s.saveErasure(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRow(ctx, s.conn, 0, "INSERT INTO erased_traces (project, trace_id, erasure)", "p", string(first[:]), failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.Erasures(ctx, "p"); err != nil || len(list) != 1 || list[0].State != store.ErasePending {
+		t.Fatalf("a pending erasure is listed as pending (not done: nothing of it is removed): %+v %v", list, err)
+	}
+	e, err := s.Erase(ctx, store.EraseRequest{Project: "p", Query: q})
+	if err != nil || e.ID != failed.ID || e.State != store.EraseHidden || e.Traces != len(traces) || len(e.TraceIDs) != len(traces) || e.SpansErased != int64(rows) {
+		t.Fatalf("the same request again: %+v %v, want erasure %d hidden, %d traces, %d spans", e, err, failed.ID, len(traces), rows)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		list, err := s.Erasures(ctx, "p")
+		if err != nil || len(list) != 1 || list[0].ID != failed.ID {
+			t.Fatalf("erasures: %+v %v, want erasure %d alone", list, err, failed.ID)
+		}
+		if list[0].State == store.EraseDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("erasure not done after 20s: %+v", list[0])
+		}
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != uint64(len(spans)-rows) {
+		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
+	}
+	var other model.TraceID
+	for i := range spans {
+		if !traces[spans[i].TraceID] {
+			other = spans[i].TraceID
+			break
+		}
+	}
+	e2, err := s.Erase(ctx, store.EraseRequest{Project: "p", TraceID: &other})
+	if err != nil || e2.ID == failed.ID || e2.Traces != 1 {
+		t.Fatalf("another request: %+v %v, want a new erasure of 1 trace", e2, err)
+	}
+}
