@@ -127,24 +127,6 @@ func TestAgreesWithEngine(t *testing.T) {
 	appendAll(t, eng, "p", corpus)
 	appendAll(t, ch, "p", corpus)
 	appendAll(t, ch, "p", corpus[:200]) // re-sent spans: each is answered once
-	ctx := t.Context()
-
-	for i := 0; i < len(corpus); i += 97 {
-		id := corpus[i].TraceID
-		want, _, err1 := eng.Trace(ctx, "p", id)
-		got, _, err2 := ch.Trace(ctx, "p", id)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("trace %s: %d spans, engine %d", id, len(got), len(want))
-		}
-		for j := range want {
-			if a, b := spanText(&got[j]), spanText(&want[j]); a != b {
-				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, a, b)
-			}
-		}
-	}
 
 	sample := corpus[len(corpus)/2]
 	attr := sample.Attributes[0]
@@ -162,44 +144,7 @@ func TestAgreesWithEngine(t *testing.T) {
 		"trace-root": {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, rootSpan(corpus, len(corpus)/2).Service)}},
 		"content":    {"content": {"the"}},
 	}
-	for name, v := range filters {
-		f, err := query.FromValues(v, time.Now())
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		walk := func(b store.Reader) []string {
-			var out []string
-			var cur *store.Cursor
-			for page := 0; page < 1000; page++ {
-				spans, next, _, err := b.SearchSpans(ctx, "p", &f, 50, cur)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				for i := range spans {
-					out = append(out, spanText(&spans[i]))
-				}
-				if next == nil {
-					return out
-				}
-				cur = next
-			}
-			t.Fatalf("%s: more than 1000 pages", name)
-			return nil
-		}
-		got, want := walk(ch), walk(eng)
-		t.Logf("%s: %d spans", name, len(want))
-		if !slices.Equal(got, want) {
-			t.Errorf("search %s: %d spans, engine %d (first difference at %d)", name, len(got), len(want), firstDiff(got, want))
-		}
-		gt, _, err1 := ch.SearchTraces(ctx, "p", &f, 15)
-		wt, _, err2 := eng.SearchTraces(ctx, "p", &f, 15)
-		if err1 != nil || err2 != nil {
-			t.Fatal(name, err1, err2)
-		}
-		if fmt.Sprint(gt) != fmt.Sprint(wt) {
-			t.Errorf("trace search %s:\n got %v\nwant %v", name, gt, wt)
-		}
-	}
+	agree(t, corpus, 97, filters, eng, ch)
 }
 
 func quoteValue(v model.Value) string {
