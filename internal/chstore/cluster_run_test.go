@@ -60,8 +60,9 @@ func clusterCorpus(t *testing.T, seed uint64, n int) ([]model.Span, time.Time) {
 }
 
 // downNode stops node i of c, keeping its data; the function it returns
-// starts it again and waits until it reads ZooKeeper (done at the test's
-// end if the test does not).
+// starts it again and waits until it reads ZooKeeper and every replicated
+// table on it is writable with all its replicas active (so that a quorum
+// insert can succeed); done at the test's end if the test does not.
 func downNode(t *testing.T, c *chcluster.Cluster, i int) (up func()) {
 	t.Helper()
 	if err := c.Nodes[i].Down(); err != nil {
@@ -76,7 +77,21 @@ func downNode(t *testing.T, c *chcluster.Cluster, i int) (up func()) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			err = c.WaitZooKeeper(ctx, i)
+			if err = c.WaitZooKeeper(ctx, i); err != nil {
+				return
+			}
+			for {
+				var n uint64
+				n, err = c.Nodes[i].QueryUint(ctx, "SELECT count() FROM system.replicas WHERE is_readonly OR active_replicas < total_replicas")
+				if err == nil && n == 0 {
+					return
+				}
+				if ctx.Err() != nil {
+					err = fmt.Errorf("%d replicated tables not all active a minute after the start (%v)", n, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		})
 		if err != nil {
 			t.Fatalf("node %d up again: %v\n%s", i+1, err, c.Logs())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -296,4 +297,113 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 			t.Errorf("replica %d holds %d spans after the erasures, want %d", i+1, n, left)
 		}
 	}
+}
+
+// TestClusterShardsOfReplicas, on its own real cluster of 2 shards of 2
+// replicas: spans ingested through one node with insert_quorum=2 are, once
+// acknowledged, on both replicas of their shard (each trace on one shard);
+// a node of the other shard answers as one node does; with a replica of
+// shard 2 stopped, inserts fail over OTLP/HTTP with 503, naming the quorum,
+// those whose rows go to shard 2 and (on 18.16, see below) those whose rows
+// all go to shard 1, while the store keeps answering reads; once the
+// replica is back the same spans are stored on both replicas.
+func TestClusterShardsOfReplicas(t *testing.T) {
+	t0 := time.Now()
+	c := chcluster.StartFor(t, 2, 2)
+	t.Logf("cluster of 2 shards of 2 replicas started in %v", time.Since(t0).Round(time.Millisecond))
+	db := c.Database(t)
+	corpus, start := clusterCorpus(t, 13, 600)
+	single := open(t, Options{})
+	appendAll(t, single, "p", slices.Clone(corpus))
+	quorum := openNode(t, c, db, 0, "?insert_quorum=2", Options{})
+	appendAll(t, quorum, "p", slices.Clone(corpus))
+
+	// Nodes 1 and 2 are shard 1's replicas, 3 and 4 shard 2's.
+	counts := func(table string) [4]uint64 {
+		var n [4]uint64
+		for i := range n {
+			n[i] = localCount(t, c, db, i, table)
+		}
+		return n
+	}
+	for _, table := range []string{"spans", "spans_by_trace"} {
+		n := counts(table)
+		if n[0] != n[1] || n[2] != n[3] || n[0] == 0 || n[2] == 0 || n[0]+n[2] != uint64(len(corpus)) {
+			t.Fatalf("%s_local rows on nodes 1-4 once acknowledged: %v; want each shard's two replicas equal, both shards some, %d in all", table, n, len(corpus))
+		}
+	}
+	var ids [2]uint64 // distinct trace ids of each shard
+	for k, node := range []int{0, 2} {
+		d, err := c.Nodes[node].QueryUint(t.Context(), "SELECT uniqExact(trace_id) FROM "+db+".spans_local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[k] = d
+	}
+	traces := map[model.TraceID]bool{}
+	for i := range corpus {
+		traces[corpus[i].TraceID] = true
+	}
+	if ids[0]+ids[1] != uint64(len(traces)) {
+		t.Errorf("the shards hold %d + %d trace ids, want %d: a trace split over shards", ids[0], ids[1], len(traces))
+	}
+	t.Logf("ingested with quorum 2 after %v", time.Since(t0).Round(time.Millisecond))
+	sameAnswers(t, corpus, start, single, openNode(t, c, db, 3, "", Options{}))
+	t.Logf("a node of shard 2 answers as one node does, after %v", time.Since(t0).Round(time.Millisecond))
+
+	// New traces, sorted by the shard their rows go to (the Distributed
+	// table's key: cityHash64(trace_id) % 2, shard 1 for 0).
+	var to [2][]model.Span
+	slots := map[model.TraceID]uint64{}
+	for _, sp := range bench.Moved(corpus[:300], time.Minute) {
+		sp.TraceID[0] ^= 0xff
+		slot, ok := slots[sp.TraceID]
+		if !ok {
+			var err error
+			slot, err = c.Nodes[0].QueryUint(t.Context(), fmt.Sprintf("SELECT toUInt64(cityHash64(toFixedString(unhex('%s'), 16)) %% 2)", sp.TraceID))
+			if err != nil {
+				t.Fatalf("the shard of trace %s: %v", sp.TraceID, err)
+			}
+			slots[sp.TraceID] = slot
+		}
+		to[slot] = append(to[slot], sp)
+	}
+	if len(to[0]) == 0 || len(to[1]) == 0 {
+		t.Fatalf("new spans by shard: %d, %d", len(to[0]), len(to[1]))
+	}
+
+	up := downNode(t, c, 3)
+	addr := serve(t, quorum)
+	post := func(spans []model.Span) (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+"/v1/traces", "application/x-protobuf", bytes.NewReader(otlp.EncodeProto(spans)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	// ClickHouse 18.16 sends an insert into a Distributed table to every
+	// shard, a shard its rows miss an empty block: that is a quorum insert
+	// too, refused by a shard short of replicas. So every quorum insert
+	// fails while any shard is short, whichever shards its rows go to.
+	for k, spans := range to {
+		if code, body := post(spans); code != http.StatusServiceUnavailable || !strings.Contains(body, "insert_quorum=2: fewer replicas of a shard are alive") {
+			t.Fatalf("spans of shard %d with a replica of shard 2 down: %d %.600s, want 503 naming the quorum", k+1, code, body)
+		}
+	}
+	tm := time.Now()
+	sameAnswers(t, corpus, start, single, openNode(t, c, db, 2, "", Options{}))
+	t.Logf("reads through shard 2's live replica answer as one node does (%v)", time.Since(tm).Round(time.Millisecond))
+
+	// Back: the same requests are stored, on both replicas of their shard.
+	up()
+	for k := range to {
+		appendAll(t, quorum, "p", slices.Clone(to[k]))
+	}
+	if n := counts("spans"); n[0] != n[1] || n[2] != n[3] || n[0]+n[2] != uint64(len(corpus)+len(to[0])+len(to[1])) {
+		t.Fatalf("spans_local rows on nodes 1-4 after the replica's return: %v, want %d in all", n, len(corpus)+len(to[0])+len(to[1]))
+	}
+	t.Logf("test took %v", time.Since(t0).Round(time.Millisecond))
 }
