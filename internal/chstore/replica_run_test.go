@@ -289,7 +289,14 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("erasures not done after 60s: %+v\nreplica 1:\n%s\nreplica 2:\n%s", list, mutationsOf(others[0]), mutationsOf(others[1]))
+			var rows []string
+			for i, n := range c.Nodes {
+				for _, table := range erasedTables {
+					k, err := n.QueryUint(ctx, fmt.Sprintf("SELECT count() FROM %s.%s_local WHERE trace_id IN (SELECT trace_id FROM %s.erased_traces_local)", db, table, db))
+					rows = append(rows, fmt.Sprintf("replica %d %s_local: %d erased rows (%v)", i+1, table, k, err))
+				}
+			}
+			t.Fatalf("erasures not done after 60s: %+v\n%s\nreplica 1:\n%s\nreplica 2:\n%s", list, strings.Join(rows, "\n"), mutationsOf(others[0]), mutationsOf(others[1]))
 		}
 	}
 	for i := range c.Nodes {
