@@ -272,11 +272,11 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 			t.Errorf("an erased trace is served through replica %d: %d spans", i+1, n)
 		}
 	}
-	// ClickHouse 18.16 neither merges nor mutates the newest part a quorum
-	// insert wrote in a partition (the quorum's last part; seen here: the
+	// ClickHouse neither merges nor mutates the newest part a quorum insert
+	// wrote into a replicated table (the quorum's last part; seen here: the
 	// mutations wait with parts_to_do=1 until then): the rows of erased
-	// traces in it go once a later quorum insert into the partition writes
-	// a newer one, as ingest does.
+	// traces in it go once a later quorum insert writes a newer one, as
+	// ingest does.
 	next := bench.Moved(corpus[:1], time.Second)
 	next[0].TraceID[0] ^= 0xff
 	appendAll(t, quorum, "p", next)
