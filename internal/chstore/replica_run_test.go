@@ -277,9 +277,10 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	// mutations wait with parts_to_do=1 until then): the rows of erased
 	// traces in it go once a later quorum insert writes a newer one, as
 	// ingest does.
-	// Sent again every 2 s while the test waits, as ingest goes on: once
-	// in about seven runs one later insert was not enough (the mutations
-	// reported done and rows were left; cause not found).
+	// Sent again every 2 s while the test waits, as ingest goes on. Once
+	// in about seven runs the mutations reported done with rows of the
+	// trace left on both replicas (cause not found); Erasures then starts
+	// the removal again, and this waits for that to finish too.
 	extra := 0
 	sendNext := func() {
 		next := bench.Moved(corpus[:1], time.Duration(extra+1)*time.Second)
