@@ -64,17 +64,20 @@ const byTraceView = `CREATE MATERIALIZED VIEW IF NOT EXISTS spans_by_trace_mv TO
 // copied twice (by the view and by the backfill), as may every span when
 // two processes migrate at once: the copies are identical, and reads keep
 // one (the newest by ingested, as for a re-sent span).
-func backfillByTrace(ctx context.Context, conn driver.Conn) error {
+func backfillByTrace(ctx context.Context, conn driver.Conn, quorum int) error {
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil {
 		return err
 	}
 	if n > 0 {
-		if err := conn.Exec(ctx, "INSERT INTO spans_by_trace ("+byTraceColumns+") SELECT "+byTraceColumns+" FROM spans"); err != nil {
+		copyAll := func() error {
+			return conn.Exec(ctx, "INSERT INTO spans_by_trace ("+byTraceColumns+") SELECT "+byTraceColumns+" FROM spans")
+		}
+		if err := withQuorum(ctx, quorum, copyAll); err != nil {
 			return fmt.Errorf("copy %d spans into spans_by_trace: %w", n, err)
 		}
 	}
-	return insertRow(ctx, conn, "INSERT INTO rollups (name, complete, at)", "by_trace", uint8(1), nowSecond())
+	return insertRow(ctx, conn, quorum, "INSERT INTO rollups (name, complete, at)", "by_trace", uint8(1), nowSecond())
 }
 
 // bodyTable is the table whole spans are read from by key: spans_by_trace

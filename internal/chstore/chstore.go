@@ -283,7 +283,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		conn.Close()
 		return nil, err
 	}
-	applied, err := migrate(ctx, conn, feat, sc)
+	applied, err := migrate(ctx, conn, feat, sc, quorum)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -127,24 +127,6 @@ func TestAgreesWithEngine(t *testing.T) {
 	appendAll(t, eng, "p", corpus)
 	appendAll(t, ch, "p", corpus)
 	appendAll(t, ch, "p", corpus[:200]) // re-sent spans: each is answered once
-	ctx := t.Context()
-
-	for i := 0; i < len(corpus); i += 97 {
-		id := corpus[i].TraceID
-		want, _, err1 := eng.Trace(ctx, "p", id)
-		got, _, err2 := ch.Trace(ctx, "p", id)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if len(got) != len(want) {
-			t.Fatalf("trace %s: %d spans, engine %d", id, len(got), len(want))
-		}
-		for j := range want {
-			if a, b := spanText(&got[j]), spanText(&want[j]); a != b {
-				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, a, b)
-			}
-		}
-	}
 
 	sample := corpus[len(corpus)/2]
 	attr := sample.Attributes[0]
@@ -162,44 +144,7 @@ func TestAgreesWithEngine(t *testing.T) {
 		"trace-root": {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, rootSpan(corpus, len(corpus)/2).Service)}},
 		"content":    {"content": {"the"}},
 	}
-	for name, v := range filters {
-		f, err := query.FromValues(v, time.Now())
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		walk := func(b store.Reader) []string {
-			var out []string
-			var cur *store.Cursor
-			for page := 0; page < 1000; page++ {
-				spans, next, _, err := b.SearchSpans(ctx, "p", &f, 50, cur)
-				if err != nil {
-					t.Fatalf("%s: %v", name, err)
-				}
-				for i := range spans {
-					out = append(out, spanText(&spans[i]))
-				}
-				if next == nil {
-					return out
-				}
-				cur = next
-			}
-			t.Fatalf("%s: more than 1000 pages", name)
-			return nil
-		}
-		got, want := walk(ch), walk(eng)
-		t.Logf("%s: %d spans", name, len(want))
-		if !slices.Equal(got, want) {
-			t.Errorf("search %s: %d spans, engine %d (first difference at %d)", name, len(got), len(want), firstDiff(got, want))
-		}
-		gt, _, err1 := ch.SearchTraces(ctx, "p", &f, 15)
-		wt, _, err2 := eng.SearchTraces(ctx, "p", &f, 15)
-		if err1 != nil || err2 != nil {
-			t.Fatal(name, err1, err2)
-		}
-		if fmt.Sprint(gt) != fmt.Sprint(wt) {
-			t.Errorf("trace search %s:\n got %v\nwant %v", name, gt, wt)
-		}
-	}
+	agree(t, corpus, 97, filters, eng, ch)
 }
 
 func quoteValue(v model.Value) string {
@@ -631,5 +576,77 @@ func TestClickHouseRestartDuringIngest(t *testing.T) {
 	}
 	if len(acked) < len(spans)/2 {
 		t.Fatalf("only %d of %d spans acknowledged: writes did not resume after the restart", len(acked), len(spans))
+	}
+}
+
+// TestErasureResumesPending: an Erase that failed after recording its
+// request (pending), having hidden some of its traces (as one shard of a
+// cluster may have before the other refused), is carried out, under its
+// id, by the same request sent again: every trace of the query hidden and
+// then removed, one erasure listed. Another request starts its own.
+func TestErasureResumesPending(t *testing.T) {
+	s := open(t, Options{})
+	ctx := t.Context()
+	spans := benchSpans(t, 1000)
+	appendAll(t, s, "p", spans)
+	q := fmt.Sprintf(`{ resource.service.name = "%s" }`, spans[1].Service)
+	f, err := query.FromValues(url.Values{"q": {q}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	traces, rows := map[model.TraceID]bool{}, 0
+	var first model.TraceID
+	for i := range spans {
+		if f.Match(&spans[i]) {
+			traces[spans[i].TraceID], first = true, spans[i].TraceID
+		}
+	}
+	for i := range spans {
+		if traces[spans[i].TraceID] {
+			rows++
+		}
+	}
+	// The failed attempt: recorded, one of its traces hidden.
+	at := time.Now().Add(-time.Minute).UTC()
+	failed := store.Erasure{ID: uint64(at.UnixMicro()), Project: "p", Query: q, State: store.ErasePending, RequestedAt: at}
+	if err := s.saveErasure(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if err := insertRow(ctx, s.conn, 0, "INSERT INTO erased_traces (project, trace_id, erasure)", "p", string(first[:]), failed.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := s.Erasures(ctx, "p"); err != nil || len(list) != 1 || list[0].State != store.ErasePending {
+		t.Fatalf("a pending erasure is listed as pending (not done: nothing of it is removed): %+v %v", list, err)
+	}
+	e, err := s.Erase(ctx, store.EraseRequest{Project: "p", Query: q})
+	if err != nil || e.ID != failed.ID || e.State != store.EraseHidden || e.Traces != len(traces) || len(e.TraceIDs) != len(traces) || e.SpansErased != int64(rows) {
+		t.Fatalf("the same request again: %+v %v, want erasure %d hidden, %d traces, %d spans", e, err, failed.ID, len(traces), rows)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		list, err := s.Erasures(ctx, "p")
+		if err != nil || len(list) != 1 || list[0].ID != failed.ID {
+			t.Fatalf("erasures: %+v %v, want erasure %d alone", list, err, failed.ID)
+		}
+		if list[0].State == store.EraseDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("erasure not done after 20s: %+v", list[0])
+		}
+	}
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != uint64(len(spans)-rows) {
+		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
+	}
+	var other model.TraceID
+	for i := range spans {
+		if !traces[spans[i].TraceID] {
+			other = spans[i].TraceID
+			break
+		}
+	}
+	e2, err := s.Erase(ctx, store.EraseRequest{Project: "p", TraceID: &other})
+	if err != nil || e2.ID == failed.ID || e2.Traces != 1 {
+		t.Fatalf("another request: %+v %v, want a new erasure of 1 trace", e2, err)
 	}
 }

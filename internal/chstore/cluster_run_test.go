@@ -1,10 +1,13 @@
 package chstore
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"reflect"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,26 +15,128 @@ import (
 	"github.com/rastro-dev/rastro/internal/chstore/chcluster"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
-// openCluster opens a Store in a fresh database of the shared test cluster
-// (2 shards) through node i.
-func openCluster(t *testing.T, c *chcluster.Cluster, db string, node int) *Store {
-	t.Helper()
-	return openClusterWith(t, c, db, node, Options{})
-}
+// The set-up of the tests on real clusters (package chcluster), shared by
+// this file and replica_run_test.go.
 
-// openClusterWith is openCluster with options.
-func openClusterWith(t *testing.T, c *chcluster.Cluster, db string, node int, opts Options) *Store {
+// openNode opens a Store on database db of cluster c through node i, with
+// query the URL's query string ("" or "?insert_quorum=2").
+func openNode(t *testing.T, c *chcluster.Cluster, db string, i int, query string, opts Options) *Store {
 	t.Helper()
-	opts.URL, opts.Cluster, opts.BatchWindow = c.URL(node, db), c.Name, time.Millisecond
+	opts.URL, opts.Cluster, opts.BatchWindow = c.URL(i, db)+query, c.Name, time.Millisecond
 	s, err := Open(t.Context(), opts)
 	if err != nil {
-		t.Fatalf("open on cluster through node %d: %v\n%s", node+1, err, c.Logs())
+		t.Fatalf("open on cluster through node %d: %v\n%s", i+1, err, c.Logs())
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// localCount is the rows of table's local table on node i.
+func localCount(t *testing.T, c *chcluster.Cluster, db string, i int, table string) uint64 {
+	t.Helper()
+	n, err := c.Nodes[i].QueryUint(t.Context(), "SELECT count() FROM "+db+"."+table+"_local")
+	if err != nil {
+		t.Fatalf("count %s_local on node %d: %v", table, i+1, err)
+	}
+	return n
+}
+
+// clusterCorpus is an LLM corpus of n spans over one hour, generated at a
+// fixed start (what the corpus holds depends on the hour it starts at) and
+// moved to start two hours ago; it returns the corpus and its start.
+func clusterCorpus(t *testing.T, seed uint64, n int) ([]model.Span, time.Time) {
+	t.Helper()
+	fixed := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	corpus, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: seed, Spans: n, Start: fixed, Window: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	return bench.Moved(corpus, start.Sub(fixed)), start
+}
+
+// downNode stops node i of c, keeping its data; the function it returns
+// starts it again and waits until it reads ZooKeeper and every replicated
+// table on it is writable with all its replicas active (so that a quorum
+// insert can succeed); done at the test's end if the test does not.
+func downNode(t *testing.T, c *chcluster.Cluster, i int) (up func()) {
+	t.Helper()
+	if err := c.Nodes[i].Down(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var err error
+	up = func() {
+		once.Do(func() {
+			if err = c.Nodes[i].Up(); err != nil {
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err = c.WaitZooKeeper(ctx, i); err != nil {
+				return
+			}
+			for {
+				var n uint64
+				n, err = c.Nodes[i].QueryUint(ctx, "SELECT count() FROM system.replicas WHERE is_readonly OR active_replicas < total_replicas")
+				if err == nil && n == 0 {
+					return
+				}
+				if ctx.Err() != nil {
+					err = fmt.Errorf("%d replicated tables not all active a minute after the start (%v)", n, err)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
+		if err != nil {
+			t.Fatalf("node %d up again: %v\n%s", i+1, err, c.Logs())
+		}
+	}
+	t.Cleanup(up)
+	return up
+}
+
+// mutationsOf describes the mutations and replication queue of the node s
+// is connected to (for a failure's message).
+func mutationsOf(s *Store) string {
+	var b strings.Builder
+	for _, q := range []string{
+		"SELECT concat(table, ' ', mutation_id, ' ', command, ' done=', toString(is_done), ' parts_to_do=', toString(parts_to_do)) FROM system.mutations WHERE database = currentDatabase()",
+		"SELECT concat(table, ' ', type, ' ', new_part_name, ' tries=', toString(num_tries), ' ', last_exception, ' ', postpone_reason) FROM system.replication_queue WHERE database = currentDatabase()",
+	} {
+		rows, err := s.conn.Query(context.Background(), q)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", q, err)
+			continue
+		}
+		for rows.Next() {
+			var line string
+			rows.Scan(&line)
+			b.WriteString(line + "\n")
+		}
+		rows.Close()
+	}
+	return b.String()
+}
+
+// serve starts the real HTTP server over b and returns its address.
+func serve(t *testing.T, b store.Backend) string {
+	t.Helper()
+	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetBackend(b)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return srv.HTTPAddr()
 }
 
 // TestClusterMigrations: migrate --clickhouse-cluster creates every step's
@@ -76,18 +181,10 @@ func TestClusterMigrations(t *testing.T) {
 func TestClusterAgreesWithSingleNode(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
-	// Generated at a fixed start and moved to two hours ago: what the
-	// corpus holds depends on the hour it starts at.
-	fixed := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	corpus, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 5, Spans: 3000, Start: fixed, Window: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
-	corpus = bench.Moved(corpus, start.Sub(fixed))
+	corpus, start := clusterCorpus(t, 5, 3000)
 	single := open(t, Options{})
-	a := openCluster(t, c, db, 0)
-	b := openCluster(t, c, db, 1)
+	a := openNode(t, c, db, 0, "", Options{})
+	b := openNode(t, c, db, 1, "", Options{})
 	appendAll(t, single, "p", slices.Clone(corpus))
 	appendAll(t, a, "p", slices.Clone(corpus))
 	ctx := t.Context()
@@ -102,10 +199,7 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 	var rows, ids uint64
 	perShard := make([]uint64, len(c.Nodes))
 	for i, n := range c.Nodes {
-		r, err := n.QueryUint(ctx, "SELECT count() FROM "+db+".spans_local")
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := localCount(t, c, db, i, "spans")
 		d, err := n.QueryUint(ctx, "SELECT uniqExact(trace_id) FROM "+db+".spans_local")
 		if err != nil {
 			t.Fatal(err)
@@ -174,11 +268,8 @@ func TestClusterAgreesWithSingleNode(t *testing.T) {
 	// Each shard held some of the erased traces (the service has many),
 	// and lost them.
 	var left uint64
-	for i, n := range c.Nodes {
-		r, err := n.QueryUint(ctx, "SELECT count() FROM "+db+".spans_local")
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i := range c.Nodes {
+		r := localCount(t, c, db, i, "spans")
 		left += r
 		if r >= perShard[i] {
 			t.Errorf("shard %d holds %d rows after the erasure, %d before", i+1, r, perShard[i])
@@ -214,26 +305,9 @@ func walkFilter(t *testing.T, name string, r store.Reader, f *query.Filter) []st
 // sameAnswers: got (a store on a cluster) answers trace by id, span search
 // walked page by page and trace search, for filters the SQL expresses and
 // ones only Go can, as single (one node) does, on corpus (project p,
-// starting at start).
+// starting at start); and LLM statistics (sameLLM).
 func sameAnswers(t *testing.T, corpus []model.Span, start time.Time, single, got *Store) {
 	t.Helper()
-	ctx := t.Context()
-	for i := 0; i < len(corpus); i += 61 {
-		id := corpus[i].TraceID
-		want, _, err1 := single.Trace(ctx, "p", id)
-		got, _, err2 := got.Trace(ctx, "p", id)
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if len(got) != len(want) || len(got) == 0 {
-			t.Fatalf("trace %s: %d spans on the cluster, %d on one node", id, len(got), len(want))
-		}
-		for j := range want {
-			if g, w := spanText(&got[j]), spanText(&want[j]); g != w {
-				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, g, w)
-			}
-		}
-	}
 	sample := corpus[len(corpus)/2]
 	attr := sample.Attributes[0]
 	root := rootSpan(corpus, len(corpus)/2)
@@ -246,17 +320,44 @@ func sameAnswers(t *testing.T, corpus []model.Span, start time.Time, single, got
 		"traceql":   {"q": {`{ kind = client && duration > 10ms }`}},
 		"root":      {"q": {fmt.Sprintf(`{ rootServiceName = "%s" }`, root.Service)}},
 	}
+	agree(t, corpus, 61, filters, single, got)
+	sameLLM(t, "", single, got)
+}
+
+// agree: got answers as want does, in project p holding corpus: trace by
+// id for every step-th span's trace, and for each filter span search
+// walked page by page and trace search (each finds something).
+func agree(t *testing.T, corpus []model.Span, step int, filters map[string]url.Values, want, got store.Reader) {
+	t.Helper()
+	ctx := t.Context()
+	for i := 0; i < len(corpus); i += step {
+		id := corpus[i].TraceID
+		w, _, err1 := want.Trace(ctx, "p", id)
+		g, _, err2 := got.Trace(ctx, "p", id)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if len(g) != len(w) || len(g) == 0 {
+			t.Fatalf("trace %s: %d spans, want %d", id, len(g), len(w))
+		}
+		for j := range w {
+			if a, b := spanText(&g[j]), spanText(&w[j]); a != b {
+				t.Fatalf("trace %s span %d:\n got %s\nwant %s", id, j, a, b)
+			}
+		}
+	}
 	for name, v := range filters {
 		f, err := query.FromValues(v, time.Now())
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		g, w := walkFilter(t, name, got, &f), walkFilter(t, name, single, &f)
+		g, w := walkFilter(t, name, got, &f), walkFilter(t, name, want, &f)
+		t.Logf("%s: %d spans", name, len(w))
 		if len(w) == 0 || !slices.Equal(g, w) {
-			t.Errorf("search %s: %d spans on the cluster, %d on one node (first difference at %d)", name, len(g), len(w), firstDiff(g, w))
+			t.Errorf("search %s: %d spans, want %d (first difference at %d)", name, len(g), len(w), firstDiff(g, w))
 		}
 		gt, _, err1 := got.SearchTraces(ctx, "p", &f, 15)
-		wt, _, err2 := single.SearchTraces(ctx, "p", &f, 15)
+		wt, _, err2 := want.SearchTraces(ctx, "p", &f, 15)
 		if err1 != nil || err2 != nil {
 			t.Fatal(name, err1, err2)
 		}
@@ -264,7 +365,6 @@ func sameAnswers(t *testing.T, corpus []model.Span, start time.Time, single, got
 			t.Errorf("trace search %s:\n got %v\nwant %v", name, gt, wt)
 		}
 	}
-	sameLLM(t, "", single, got)
 }
 
 // sameLLM: LLM statistics and time series of project p through got equal
@@ -298,5 +398,5 @@ func sameLLM(t *testing.T, when string, single, got *Store) {
 func TestClusterRetention(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
-	testRetention(t, func(o Options) *Store { return openClusterWith(t, c, db, 0, o) })
+	testRetention(t, func(o Options) *Store { return openNode(t, c, db, 0, "", o) })
 }

@@ -6,18 +6,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // Erasure on ClickHouse: the request is checked as memstore and the engine
-// check it; the traces it covers are written to erased_traces, which every
-// query leaves out from then on (hidden at once, in every rastro process),
-// and one ALTER TABLE spans DELETE (a mutation, run by ClickHouse in the
-// background) removes their rows. The erasure is done when no row of its
-// traces is left; Erasures finds that out and records it. The acknowledgement
-// is ClickHouse's acknowledgement of the erased_traces and erasures inserts.
+// check it, and recorded (state pending); the traces it covers are written
+// to erased_traces, which every query leaves out from then on (hidden at
+// once, in every rastro process); its status becomes hidden, and one ALTER
+// TABLE spans DELETE (a mutation, run by ClickHouse in the background)
+// removes their rows. The erasure is done when no row of its traces is
+// left; Erasures finds that out and records it. The acknowledgement is
+// ClickHouse's acknowledgement of the erasures and erased_traces inserts,
+// which run under the URL's insert_quorum as span inserts do (withQuorum).
+// An Erase that fails after recording its request leaves it pending (its
+// traces perhaps hidden on some shards): the same request sent again
+// carries out that erasure, under its id, rather than start another.
 // A trace id stays in erased_traces: spans of it sent again later stay hidden.
 
 // Erase records req, hides its traces and starts their removal.
@@ -67,26 +74,44 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 	}
 	s.eraseMu.Lock()
 	defer s.eraseMu.Unlock()
-	now := time.Now().UTC()
-	st := store.Erasure{ID: uint64(now.UnixMicro()), Project: req.Project, Query: req.Query, State: store.EraseHidden,
-		RequestedAt: now, HiddenAt: &now, Traces: len(ids)}
-	if req.TraceID != nil {
-		st.TraceID = req.TraceID.String()
+	st, resumed, err := s.pendingErasure(ctx, req)
+	if err != nil {
+		return store.Erasure{}, err
+	}
+	if !resumed {
+		now := time.Now().UTC()
+		st = store.Erasure{ID: uint64(now.UnixMicro()), Project: req.Project, Query: req.Query, State: store.ErasePending, RequestedAt: now}
+		if req.TraceID != nil {
+			st.TraceID = req.TraceID.String()
+		}
+		// Recorded before anything is hidden: should a later step fail,
+		// the same request sent again finds it and carries it out.
+		if err := s.saveErasure(ctx, st); err != nil {
+			return store.Erasure{}, err
+		}
 	}
 	if len(ids) > 0 {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO erased_traces (project, trace_id, erasure)")
-		if err != nil {
-			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
-		}
-		for _, id := range ids {
-			if err := b.Append(req.Project, string(id[:]), st.ID); err != nil {
-				b.Abort()
-				return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
+		if err := insertBlock(ctx, s.conn, s.quorum, "INSERT INTO erased_traces (project, trace_id, erasure)", func(b driver.Batch) error {
+			for _, id := range ids {
+				if err := b.Append(req.Project, string(id[:]), st.ID); err != nil {
+					return err
+				}
 			}
+			return nil
+		}); err != nil {
+			return store.Erasure{}, fmt.Errorf("hide the traces of erasure %d in ClickHouse (send the same request again to carry it out): %w", st.ID, err)
 		}
-		if err := b.Send(); err != nil {
-			return store.Erasure{}, fmt.Errorf("record erasure in ClickHouse: %w", err)
+	}
+	if resumed {
+		// The traces an earlier attempt hid are no longer found by the
+		// query: they are the erasure's too.
+		if ids, err = s.erasedBy(ctx, req.Project, st.ID); err != nil {
+			return store.Erasure{}, err
 		}
+	}
+	now := time.Now().UTC()
+	st.State, st.HiddenAt, st.Traces = store.EraseHidden, &now, len(ids)
+	if len(ids) > 0 {
 		// The rows of its traces, less those an earlier erasure covers.
 		var n uint64
 		g := s.target.global()
@@ -99,26 +124,71 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		st.SpansErased = int64(n)
 	}
 	if err := s.saveErasure(ctx, st); err != nil {
-		return store.Erasure{}, err
+		return store.Erasure{}, fmt.Errorf("%w (the traces of erasure %d are hidden; send the same request again to start their removal)", err, st.ID)
 	}
-	for _, table := range erasedTables {
-		if len(ids) == 0 {
-			break
-		}
-		if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE "+table+" DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)"),
-			req.Project, req.Project, st.ID); err != nil {
+	if len(ids) > 0 {
+		if err := s.startRemoval(ctx, req.Project, st.ID); err != nil {
 			// Hidden already (erasing a trace by id again starts its removal
-			// again). Say so in the status rather than fail a request whose
-			// effect on queries has taken place.
+			// again, and so does Erasures). Say so in the status rather than
+			// fail a request whose effect on queries has taken place.
 			st.Error = "removal not started: " + err.Error()
 			if err := s.saveErasure(ctx, st); err != nil {
 				return store.Erasure{}, err
 			}
-			break
 		}
 	}
 	st.TraceIDs = ids // the server erases their log records too
 	return st, nil
+}
+
+// pendingErasure finds the oldest erasure of the same request (query, or
+// trace id) recorded and never carried out: one whose Erase failed after
+// recording it.
+func (s *Store) pendingErasure(ctx context.Context, req store.EraseRequest) (store.Erasure, bool, error) {
+	trace := ""
+	if req.TraceID != nil {
+		trace = req.TraceID.String()
+	}
+	rows, err := s.conn.Query(ctx, `SELECT id, argMax(requested_at, version) FROM erasures WHERE project = ? GROUP BY id
+		HAVING argMax(state, version) = ? AND argMax(query, version) = ? AND argMax(trace_id, version) = ? ORDER BY id LIMIT 1`,
+		req.Project, store.ErasePending, req.Query, trace)
+	if err != nil {
+		return store.Erasure{}, false, fmt.Errorf("read erasures from ClickHouse: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return store.Erasure{}, false, rows.Err()
+	}
+	e := store.Erasure{Project: req.Project, Query: req.Query, TraceID: trace, State: store.ErasePending}
+	var at uint64
+	if err := rows.Scan(&e.ID, &at); err != nil {
+		return store.Erasure{}, false, fmt.Errorf("read erasures from ClickHouse: %w", err)
+	}
+	e.RequestedAt = time.Unix(0, int64(at)).UTC()
+	return e, true, nil
+}
+
+// erasedBy is the traces erasure id hides.
+func (s *Store) erasedBy(ctx context.Context, project string, id uint64) ([]model.TraceID, error) {
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT trace_id FROM erased_traces WHERE project = ? AND erasure = ? ORDER BY trace_id", project, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the traces of erasure %d from ClickHouse: %w", id, err)
+	}
+	defer rows.Close()
+	var out []model.TraceID
+	for rows.Next() {
+		var raw string
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("read the traces of erasure %d from ClickHouse: %w", id, err)
+		}
+		var t model.TraceID
+		copy(t[:], raw)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the traces of erasure %d from ClickHouse: %w", id, err)
+	}
+	return out, nil
 }
 
 // erasedTables hold whole spans; an erasure removes its traces' rows from
@@ -133,7 +203,7 @@ func (s *Store) saveErasure(ctx context.Context, e store.Erasure) error {
 		}
 		return uint64(t.UnixNano())
 	}
-	err := insertRow(ctx, s.conn, "INSERT INTO erasures (project, id, query, trace_id, state, requested_at, hidden_at, done_at, traces, spans_erased, error, version)",
+	err := insertRow(ctx, s.conn, s.quorum, "INSERT INTO erasures (project, id, query, trace_id, state, requested_at, hidden_at, done_at, traces, spans_erased, error, version)",
 		e.Project, e.ID, e.Query, e.TraceID, e.State, uint64(e.RequestedAt.UnixNano()), ns(e.HiddenAt), ns(e.DoneAt),
 		uint64(e.Traces), e.SpansErased, e.Error, uint64(time.Now().UnixNano()))
 	if err != nil {
@@ -181,8 +251,8 @@ func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, 
 	}
 	for i := range out {
 		e := &out[i]
-		if e.State == store.EraseDone {
-			continue
+		if e.State != store.EraseHidden {
+			continue // done, or pending: nothing hidden yet to wait for
 		}
 		var left uint64
 		for _, table := range erasedTables {
@@ -199,7 +269,35 @@ func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, 
 			if err := s.saveErasure(ctx, *e); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		// Rows are left. While a mutation of this erasure is under way they
+		// are its to remove; with none under way, the removal starts again:
+		// on a replicated cluster of 18.16 a mutation was seen to finish
+		// with rows of its traces left (about one test run in seven), and a
+		// removal that failed to start leaves none either.
+		var running uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0 AND position(command, ?) > 0",
+			fmt.Sprintf("erasure = %d", e.ID)).Scan(&running); err != nil {
+			return nil, fmt.Errorf("check the removal of erasure %d in ClickHouse: %w", e.ID, err)
+		}
+		if running == 0 {
+			if err := s.startRemoval(ctx, project, e.ID); err != nil {
+				return nil, fmt.Errorf("start the removal of erasure %d again: %w", e.ID, err)
+			}
 		}
 	}
 	return out, nil
+}
+
+// startRemoval starts the removal of an erasure's traces from the tables
+// that hold whole spans: one ALTER TABLE ... DELETE (a mutation) each.
+func (s *Store) startRemoval(ctx context.Context, project string, id uint64) error {
+	for _, table := range erasedTables {
+		if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE "+table+" DELETE WHERE project = ? AND trace_id IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)"),
+			project, project, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -379,16 +379,9 @@ func (s *Store) saveCheckpoint(ctx context.Context, source, project string, cp *
 	if cp.done {
 		done = 1
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO import_progress (source, project, version, cursor_start, cursor_trace, cursor_span, has_cursor, pending_start, pending_trace, pending_span, has_pending, spans, done)")
-	if err != nil {
-		return fmt.Errorf("write import_progress: %w", err)
-	}
-	if err := b.Append(source, project, cp.version, c.Start, string(c.Trace[:]), string(c.Span[:]), hasC,
+	if err := insertRow(ctx, s.conn, s.quorum, "INSERT INTO import_progress (source, project, version, cursor_start, cursor_trace, cursor_span, has_cursor, pending_start, pending_trace, pending_span, has_pending, spans, done)",
+		source, project, cp.version, c.Start, string(c.Trace[:]), string(c.Span[:]), hasC,
 		p.Start, string(p.Trace[:]), string(p.Span[:]), hasP, cp.spans, done); err != nil {
-		b.Abort()
-		return fmt.Errorf("write import_progress: %w", err)
-	}
-	if err := b.Send(); err != nil {
 		return fmt.Errorf("write import_progress: %w", err)
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/store"
@@ -351,7 +353,7 @@ func (s *Store) EraseTrace(project string, trace model.TraceID) (int, error) {
 		project, hexID(trace), before).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count logs to erase in ClickHouse: %w", err)
 	}
-	if err := insertRow(ctx, s.conn, "INSERT INTO log_erasures (project, trace_id, before, at)", project, string(trace[:]), before, uint64(time.Now().UnixNano())); err != nil {
+	if err := insertRow(ctx, s.conn, s.quorum, "INSERT INTO log_erasures (project, trace_id, before, at)", project, string(trace[:]), before, uint64(time.Now().UnixNano())); err != nil {
 		return 0, fmt.Errorf("record log erasure in ClickHouse: %w", err)
 	}
 	if err := s.conn.Exec(ctx, s.target.onLocals("ALTER TABLE logs DELETE WHERE project = ? AND trace_id = unhex(?) AND seq < ?"), project, hexID(trace), before); err != nil {
@@ -377,18 +379,15 @@ func (s *Store) EraseTraces(project string, traces []model.TraceID) (int, error)
 		return 0, err
 	}
 	before := s.nextSeqs(1)
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO log_erasures (project, trace_id, before, at)")
-	if err != nil {
-		return 0, fmt.Errorf("record log erasure in ClickHouse: %w", err)
-	}
 	at := uint64(time.Now().UnixNano())
-	for _, t := range traces {
-		if err := b.Append(project, string(t[:]), before, at); err != nil {
-			b.Abort()
-			return 0, fmt.Errorf("record log erasure in ClickHouse: %w", err)
+	if err := insertBlock(ctx, s.conn, s.quorum, "INSERT INTO log_erasures (project, trace_id, before, at)", func(b driver.Batch) error {
+		for _, t := range traces {
+			if err := b.Append(project, string(t[:]), before, at); err != nil {
+				return err
+			}
 		}
-	}
-	if err := b.Send(); err != nil {
+		return nil
+	}); err != nil {
 		return 0, fmt.Errorf("record log erasure in ClickHouse: %w", err)
 	}
 	// This batch's rows share its before, which no other erasure has.

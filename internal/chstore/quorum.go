@@ -82,31 +82,75 @@ func exceptionCode(err error) int32 {
 	return 0
 }
 
-// insertQuorum is insert with the retries a quorum needs (see above); it
-// says what a refusal for want of live replicas means.
-func (s *Store) insertQuorum(ctx context.Context, batch []*pending) error {
-	now := uint64(time.Now().UnixNano())
+// maxQuorumWait bounds how long an insert waits for an earlier quorum
+// insert to reach its quorum when its context has no earlier deadline.
+const maxQuorumWait = time.Minute
+
+// withQuorum runs send, which makes one insert and sends the same blocks
+// each time it runs, as every insert under a quorum must run (see above):
+// a refusal because an earlier quorum insert is under way (286) is sent
+// again until ctx's deadline (at most maxQuorumWait), and a refusal for
+// want of live replicas (285) says what it means. quorum is the
+// insert_quorum the insert runs with; below 2, send runs once. Every insert
+// of this package goes through it: spans, logs, erasures, migration
+// records, import progress.
+func withQuorum(ctx context.Context, quorum int, send func() error) error {
+	deadline := time.Now().Add(maxQuorumWait)
 	wait := 10 * time.Millisecond
 	for {
-		err := s.insert(ctx, batch, now)
-		if err == nil || s.quorum < 2 {
+		err := send()
+		if err == nil || quorum < 2 {
 			return err
 		}
 		switch code := exceptionCode(err); {
 		case code == codeTooFewLiveReplicas || strings.Contains(err.Error(), "is less than requested quorum"):
-			return fmt.Errorf("%w (insert_quorum=%d: fewer replicas of a shard are alive than the quorum, so ClickHouse refused the insert)", err, s.quorum)
+			return fmt.Errorf("%w (insert_quorum=%d: fewer replicas of a shard are alive than the quorum, so ClickHouse refused the insert)", err, quorum)
 		case code == codeUnsatisfiedQuorumPrevWrite || strings.Contains(err.Error(), "Quorum for previous write has not been satisfied") ||
 			strings.Contains(err.Error(), "Another quorum insert has been already started"):
-			t := time.NewTimer(wait)
+			t := time.NewTimer(min(wait, time.Until(deadline)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum until the insert's deadline: is a replica down?)", err, s.quorum)
+				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum until the insert's deadline: is a replica down?)", err, quorum)
 			case <-t.C:
+			}
+			if !time.Now().Before(deadline) {
+				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum after %v: is a replica down?)", err, quorum, maxQuorumWait)
 			}
 			wait = min(2*wait, time.Second)
 		default:
 			return err
 		}
 	}
+}
+
+// insertQuorum is insert under the Store's quorum (withQuorum): the spans'
+// ingested time is fixed before the first attempt, so that a retry sends the
+// same blocks.
+func (s *Store) insertQuorum(ctx context.Context, batch []*pending) error {
+	now := uint64(time.Now().UnixNano())
+	return withQuorum(ctx, s.quorum, func() error { return s.insert(ctx, batch, now) })
+}
+
+// insertBlock inserts one block, the rows add appends to b, under quorum
+// (withQuorum): add runs again for a retry and must append the same rows.
+func insertBlock(ctx context.Context, conn driver.Conn, quorum int, insert string, add func(b driver.Batch) error) error {
+	return withQuorum(ctx, quorum, func() error {
+		b, err := conn.PrepareBatch(ctx, insert)
+		if err != nil {
+			return err
+		}
+		if err := add(b); err != nil {
+			b.Abort()
+			return err
+		}
+		return b.Send()
+	})
+}
+
+// insertRow inserts one row as a one-row block under quorum (insertBlock).
+// (An INSERT ... VALUES sent with Exec waits for a data block on 18.16:
+// every insert here is a block.)
+func insertRow(ctx context.Context, conn driver.Conn, quorum int, insert string, values ...any) error {
+	return insertBlock(ctx, conn, quorum, insert, func(b driver.Batch) error { return b.Append(values...) })
 }

@@ -141,8 +141,8 @@ const rollupsTable = `CREATE TABLE IF NOT EXISTS rollups (
 // spans, every span from now on passes through the view, so the rollup is
 // complete. On a database with spans it is not (no backfill yet): queries
 // keep reading spans, and docs/clickhouse.md says so.
-func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn) error {
-	return func(ctx context.Context, conn driver.Conn) error {
+func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn, quorum int) error {
+	return func(ctx context.Context, conn driver.Conn, quorum int) error {
 		var n uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil {
 			return err
@@ -151,7 +151,7 @@ func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn)
 		if n == 0 {
 			complete = 1
 		}
-		return insertRow(ctx, conn, "INSERT INTO rollups (name, complete, at)", name, complete, nowSecond())
+		return insertRow(ctx, conn, quorum, "INSERT INTO rollups (name, complete, at)", name, complete, nowSecond())
 	}
 }
 

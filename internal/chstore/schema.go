@@ -85,8 +85,9 @@ type migration struct {
 	name       string
 	statements func(f Features) []string
 	// after, when set, runs once the statements have (again, when a step
-	// is run twice: it must be safe to repeat).
-	after func(ctx context.Context, conn driver.Conn) error
+	// is run twice: it must be safe to repeat); its inserts run under
+	// quorum (withQuorum), the URL's insert_quorum.
+	after func(ctx context.Context, conn driver.Conn, quorum int) error
 }
 
 // Table of the spans. One row per span copy; ReplacingMergeTree keeps the
@@ -215,7 +216,8 @@ type Migrated struct {
 // On a cluster (sc.cluster set) each statement becomes its cluster form
 // (clusterStatements), run ON CLUSTER from this node; the steps are recorded
 // in schema_migrations, replicated to every node, as for a single node.
-func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget) (int, error) {
+// quorum is the URL's insert_quorum (quorumOf).
+func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget, quorum int) (int, error) {
 	mt, err := sc.statements(migrationsTable)
 	if err != nil {
 		return 0, err
@@ -246,13 +248,14 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 	// On a cluster a step's record is acknowledged once every node holds
 	// it (a quorum of all the replicas of schema_migrations): a process
 	// starting through any node afterwards reads it and runs no DDL.
-	recordCtx := ctx
+	recordCtx, recordQuorum := ctx, quorum
 	if sc.cluster != "" {
 		var nodes uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", sc.cluster).Scan(&nodes); err != nil {
 			return 0, fmt.Errorf("read the nodes of cluster %s: %w", sc.cluster, err)
 		}
-		recordCtx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": int(nodes)}))
+		recordQuorum = int(nodes)
+		recordCtx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": recordQuorum}))
 	}
 	n := 0
 	for _, m := range migrations {
@@ -271,11 +274,11 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget)
 			}
 		}
 		if m.after != nil {
-			if err := m.after(ctx, conn); err != nil {
+			if err := m.after(ctx, conn, quorum); err != nil {
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 			}
 		}
-		if err := insertRow(recordCtx, conn, "INSERT INTO schema_migrations (version, name, applied_at)",
+		if err := insertRow(recordCtx, conn, recordQuorum, "INSERT INTO schema_migrations (version, name, applied_at)",
 			m.version, m.name, nowSecond()); err != nil {
 			return n, fmt.Errorf("record migration %d: %w", m.version, err)
 		}
@@ -312,6 +315,10 @@ func Migrate(ctx context.Context, url, cluster string) (Features, []Migrated, in
 	if err != nil {
 		return Features{}, nil, 0, err
 	}
+	quorum, err := quorumOf(url)
+	if err != nil {
+		return Features{}, nil, 0, err
+	}
 	conn, err := connect(ctx, url, 1, cluster)
 	if err != nil {
 		return Features{}, nil, 0, err
@@ -321,7 +328,7 @@ func Migrate(ctx context.Context, url, cluster string) (Features, []Migrated, in
 	if err != nil {
 		return f, nil, 0, err
 	}
-	n, err := migrate(ctx, conn, f, sc)
+	n, err := migrate(ctx, conn, f, sc, quorum)
 	if err != nil {
 		return f, nil, n, err
 	}
@@ -334,20 +341,6 @@ func Migrate(ctx context.Context, url, cluster string) (Features, []Migrated, in
 		out = append(out, Migrated{Version: m.version, Name: m.name, AppliedAt: done[m.version]})
 	}
 	return f, out, n, nil
-}
-
-// insertRow inserts one row as a one-row block. (An INSERT ... VALUES sent
-// with Exec waits for a data block on 18.16: every insert here is a block.)
-func insertRow(ctx context.Context, conn driver.Conn, insert string, values ...any) error {
-	b, err := conn.PrepareBatch(ctx, insert)
-	if err != nil {
-		return err
-	}
-	if err := b.Append(values...); err != nil {
-		b.Abort()
-		return err
-	}
-	return b.Send()
 }
 
 // nowSecond is the time as a DateTime column holds it.

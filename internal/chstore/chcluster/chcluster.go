@@ -4,9 +4,10 @@
 // replicas, all on free loopback ports, with data directories under the
 // system's temporary directory that are removed when they stop. A test
 // binary shares one cluster of 2 shards of 1 replica (Shared) and, for the
-// tests of replication only, one of 1 shard of 2 replicas (SharedReplicas). Every process is started under a
-// small shell that stops it when a pipe from this process closes, so it
-// stops however the test binary exits. Nothing waits blindly: start-up
+// tests of replication only, one of 1 shard of 2 replicas (SharedReplicas);
+// a test that needs another shape starts its own (StartFor). Every process
+// is started under a small shell that stops it when a pipe from this
+// process closes, so it stops however the test binary exits. Nothing waits blindly: start-up
 // waits for ZooKeeper to say it serves, each server to answer SELECT 1 and
 // to read system.zookeeper.
 //
@@ -59,6 +60,7 @@ type Cluster struct {
 	Shards   int
 	Replicas int
 	ZKPort   int
+	own      bool // started by StartFor: its databases go with it
 	zk       *process
 	zkDir    string
 }
@@ -284,12 +286,19 @@ func (c *Cluster) WaitZooKeeper(ctx context.Context, i int) error {
 // URL is the DSN of database db on node i.
 func (c *Cluster) URL(i int, db string) string { return c.Nodes[i].URL(db) }
 
-// Stop stops the servers and ZooKeeper and removes their directories.
+// Stop stops the servers (all at once) and ZooKeeper and removes their
+// directories.
 func (c *Cluster) Stop() error {
-	var errs []error
-	for _, s := range c.Nodes {
-		errs = append(errs, s.Stop())
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, s := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Stop()
+		}()
 	}
+	wg.Wait()
 	if c.zk != nil {
 		errs = append(errs, c.zk.halt("zookeeper"))
 	}
@@ -332,10 +341,29 @@ func SharedReplicas(t testing.TB) *Cluster {
 	return sharedReplicas.c
 }
 
+// StartFor starts a cluster of shards x replicas for t alone (Start) and
+// stops it when t ends: for a shape only one test needs (each server is a
+// process; the shared clusters stay small). A failure to start fails t.
+func StartFor(t testing.TB, shards, replicas int) *Cluster {
+	t.Helper()
+	c, err := Start(shards, replicas)
+	if err != nil {
+		t.Fatalf("a ClickHouse cluster of %d shards of %d replicas: %v", shards, replicas, err)
+	}
+	c.own = true
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the cluster: %v", err)
+		}
+	})
+	return c
+}
+
 var dbs atomic.Int64
 
 // Database creates a fresh database ON CLUSTER and returns its name; it is
-// dropped ON CLUSTER when t ends.
+// dropped ON CLUSTER when t ends (on a cluster of StartFor, it goes with
+// the cluster's directories instead).
 func (c *Cluster) Database(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("rastro_ctest_%d_%d", os.Getpid(), dbs.Add(1))
@@ -343,6 +371,9 @@ func (c *Cluster) Database(t testing.TB) string {
 	defer cancel()
 	if err := c.Nodes[0].Exec(ctx, "CREATE DATABASE "+name+" ON CLUSTER "+c.Name); err != nil {
 		t.Fatalf("create database %s on cluster: %v\n%s", name, err, c.Logs())
+	}
+	if c.own {
+		return name
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
