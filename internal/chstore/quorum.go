@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/store"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -104,18 +106,18 @@ func withQuorum(ctx context.Context, quorum int, send func() error) error {
 		}
 		switch code := exceptionCode(err); {
 		case code == codeTooFewLiveReplicas || strings.Contains(err.Error(), "is less than requested quorum"):
-			return fmt.Errorf("%w (insert_quorum=%d: fewer replicas of a shard are alive than the quorum, so ClickHouse refused the insert)", err, quorum)
+			return fmt.Errorf("%w (insert_quorum=%d: fewer replicas of a shard are alive than the quorum, so ClickHouse refused the insert): %w", err, quorum, store.ErrUnavailable)
 		case code == codeUnsatisfiedQuorumPrevWrite || strings.Contains(err.Error(), "Quorum for previous write has not been satisfied") ||
 			strings.Contains(err.Error(), "Another quorum insert has been already started"):
 			t := time.NewTimer(min(wait, time.Until(deadline)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum until the insert's deadline: is a replica down?)", err, quorum)
+				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum until the insert's deadline: is a replica down?): %w", err, quorum, store.ErrUnavailable)
 			case <-t.C:
 			}
 			if !time.Now().Before(deadline) {
-				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum after %v: is a replica down?)", err, quorum, maxQuorumWait)
+				return fmt.Errorf("%w (insert_quorum=%d: an earlier quorum insert had not reached its quorum after %v: is a replica down?): %w", err, quorum, maxQuorumWait, store.ErrUnavailable)
 			}
 			wait = min(2*wait, time.Second)
 		default:

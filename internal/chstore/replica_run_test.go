@@ -252,8 +252,8 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	t.Logf("DELETE /api/v1/traces/{id} with a replica down: %d %s", resp.StatusCode, body)
-	if resp.StatusCode < 500 || !strings.Contains(string(body), "insert_quorum=2") {
-		t.Fatalf("the API's erasure with a replica down: %d %s, want a server error naming the quorum", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), "insert_quorum=2") {
+		t.Fatalf("the API's erasure with a replica down: %d %s, want 503 with Retry-After naming the quorum", resp.StatusCode, body)
 	}
 	if n := spansOf(quorum, second); n != want || want == 0 {
 		t.Fatalf("a refused erasure hid its trace: %d spans served, %d before", n, want)
