@@ -84,6 +84,27 @@ func TestRunIngestOneAtATime(t *testing.T) {
 	}
 }
 
+// TestRunIngestPanicReachesTheCaller: a panic in ingest work is the caller's
+// (as without the worker: net/http recovers a handler's panic), and the
+// worker goes on serving the next caller.
+func TestRunIngestPanicReachesTheCaller(t *testing.T) {
+	bg := &Background{IngestNice: 5}
+	defer bg.Close()
+	got := func() (v any) {
+		defer func() { v = recover() }()
+		bg.RunIngest(func() { panic("bad request body") })
+		return nil
+	}()
+	if got != "bad request body" {
+		t.Fatalf("the caller recovered %v, want the work's panic", got)
+	}
+	ran := false
+	bg.RunIngest(func() { ran = true })
+	if !ran {
+		t.Error("the worker did not run the next job after a panic")
+	}
+}
+
 // TestLowerPriority lowers every thread of a child process: it runs in a
 // re-executed test binary, since a process cannot raise its priority again.
 func TestLowerPriority(t *testing.T) {

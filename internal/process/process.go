@@ -80,7 +80,8 @@ func (b *Background) RunSeal(seal func()) {
 // the policy: on the one worker thread at IngestNice, shared by every
 // request, so that ingest holds at most one P while that thread waits for a
 // CPU (serve runs with a P more than the CPUs: a query finds one free).
-// A caller that arrives while the worker is busy waits its turn.
+// A caller that arrives while the worker is busy waits its turn. A panic in
+// work is raised again in the caller's goroutine.
 func (b *Background) RunIngest(work func()) {
 	if b.IngestNice == 0 {
 		work()
@@ -102,11 +103,19 @@ func (b *Background) RunIngest(work func()) {
 	jobs := b.decodeJobs
 	b.decodeMu.Unlock()
 	done := make(chan struct{})
+	var failure any
 	jobs <- func() {
 		defer close(done)
+		// A panic goes back to the caller's goroutine, where it would have
+		// happened without the worker (net/http recovers a handler's), and
+		// the worker lives on.
+		defer func() { failure = recover() }()
 		work()
 	}
 	<-done
+	if failure != nil {
+		panic(failure)
+	}
 }
 
 // Close ends the ingest worker once the work given to it has run; no
