@@ -89,7 +89,9 @@ func StartLoadProcess(ctx context.Context, p LoadProcess) (*RunningLoad, error) 
 	if err := r.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s load: %w", p.Binary, err)
 	}
-	started := make(chan struct{})
+	// sending is closed at the start line; ended, if the process ends
+	// without one, once done holds its outcome.
+	sending, ended := make(chan struct{}), make(chan struct{})
 	go func() { // reads stderr to its end, then reaps the process
 		sc := bufio.NewScanner(pipe)
 		signalled := false
@@ -98,25 +100,23 @@ func StartLoadProcess(ctx context.Context, p LoadProcess) (*RunningLoad, error) 
 			r.stderr.WriteString(line + "\n")
 			if !signalled && strings.HasPrefix(line, LoadStartLine) {
 				signalled = true
-				close(started)
+				close(sending)
 			}
 		}
 		_, _ = io.Copy(io.Discard, pipe)
 		r.done <- r.cmd.Wait()
 		if !signalled {
-			close(started) // after done holds the outcome, read below
+			close(ended)
 		}
 	}()
 	select {
-	case <-started:
-	case <-ctx.Done():
-		return nil, ctx.Err() // the process is killed with ctx
-	}
-	select {
-	case err := <-r.done: // ended before it began to send
+	case <-sending:
+	case <-ended:
+		err := <-r.done
 		r.done <- err
 		return nil, fmt.Errorf("load process ended before sending: %v: %s", err, lastLines(r.stderr.String(), 10))
-	default:
+	case <-ctx.Done():
+		return nil, ctx.Err() // the process is killed with ctx
 	}
 	if r.Nice, err = readThreadsNice(r.cmd.Process.Pid); err != nil {
 		r.Nice = -1
