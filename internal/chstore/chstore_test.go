@@ -449,10 +449,18 @@ func TestErasure(t *testing.T) {
 			t.Fatalf("a span of an erased trace is found: %s", left[i].TraceID)
 		}
 	}
+	waitErasureDone(t, s, e.ID, uint64(len(spans)-rows))
+}
+
+// waitErasureDone waits until erasure id, the project's only one, is done
+// (within 20 s), then checks that the spans table holds left rows.
+func waitErasureDone(t *testing.T, s *Store, id uint64, left uint64) {
+	t.Helper()
+	ctx := t.Context()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		list, err := s.Erasures(ctx, "p")
-		if err != nil || len(list) != 1 || list[0].ID != e.ID {
-			t.Fatalf("erasures: %+v %v", list, err)
+		if err != nil || len(list) != 1 || list[0].ID != id {
+			t.Fatalf("erasures: %+v %v, want erasure %d alone", list, err, id)
 		}
 		if list[0].State == store.EraseDone && list[0].DoneAt != nil {
 			break
@@ -462,8 +470,8 @@ func TestErasure(t *testing.T) {
 		}
 	}
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != uint64(len(spans)-rows) {
-		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != left {
+		t.Fatalf("%d rows left (%v), want %d", n, err, left)
 	}
 }
 
@@ -622,22 +630,7 @@ func TestErasureResumesPending(t *testing.T) {
 	if err != nil || e.ID != failed.ID || e.State != store.EraseHidden || e.Traces != len(traces) || len(e.TraceIDs) != len(traces) || e.SpansErased != int64(rows) {
 		t.Fatalf("the same request again: %+v %v, want erasure %d hidden, %d traces, %d spans", e, err, failed.ID, len(traces), rows)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		list, err := s.Erasures(ctx, "p")
-		if err != nil || len(list) != 1 || list[0].ID != failed.ID {
-			t.Fatalf("erasures: %+v %v, want erasure %d alone", list, err, failed.ID)
-		}
-		if list[0].State == store.EraseDone {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("erasure not done after 20s: %+v", list[0])
-		}
-	}
-	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != uint64(len(spans)-rows) {
-		t.Fatalf("%d rows left (%v), want %d", n, err, len(spans)-rows)
-	}
+	waitErasureDone(t, s, failed.ID, uint64(len(spans)-rows))
 	var other model.TraceID
 	for i := range spans {
 		if !traces[spans[i].TraceID] {
