@@ -62,8 +62,9 @@ type Options struct {
 	// MemoryLimit is the soft memory limit (runtime/debug.SetMemoryLimit)
 	// the engine holds while it is open when the process has none
 	// (GOMEMLIMIT unset, no limit set by other code): 0 derives it from
-	// the buffer sizes, 2 x SealBytes + 256 MiB (384 MiB by default);
-	// negative sets none. See holdMemoryLimit.
+	// the write buffers (at least 2 x SealBytes) and a headroom that follows
+	// the rest of the live heap (96-256 MiB, memoryHeadroom); positive asks
+	// for that limit; negative sets none. See holdMemoryLimit.
 	MemoryLimit int64
 	BlockSpans  int // spans per segment block; default 1024 (see BenchmarkTraceByID)
 	// BlockCacheBytes bounds the cache of decoded segment blocks (estimated
@@ -164,9 +165,6 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBufferBytes < o.SealBytes {
 		return fmt.Errorf("engine: buffer limit %d is below the seal size %d", o.MaxBufferBytes, o.SealBytes)
-	}
-	if o.MemoryLimit == 0 {
-		o.MemoryLimit = defaultMemoryLimit(o.SealBytes)
 	}
 	if o.BlockSpans <= 0 {
 		o.BlockSpans = 1024
@@ -446,7 +444,7 @@ func Open(opts Options) (*Engine, error) {
 		lock.Close()
 		return nil, err
 	}
-	e.memLimit = holdMemoryLimit(opts.MemoryLimit)
+	e.memLimit = holdMemoryLimit(opts.MemoryLimit, 2*opts.SealBytes, e.bufferBytes)
 	e.wg.Add(2)
 	go e.sealLoop()
 	go e.lifecycleLoop()
@@ -660,7 +658,7 @@ func (e *Engine) sealLoop() {
 		case <-e.kick:
 		case <-t.C:
 		}
-		e.memLimit.update(e.bufferBytes())
+		e.memLimit.update()
 		e.mu.RLock()
 		m := e.active
 		e.mu.RUnlock()

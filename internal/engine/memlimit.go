@@ -4,31 +4,55 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
+	"slices"
 	"sync"
+
+	"github.com/rastro-dev/rastro/internal/process"
 )
 
-// memoryLimitHeadroom is what the default soft memory limit allows beyond
-// the write buffers: the seal's working set, requests being decoded,
-// segment indexes and caches. At 96 MiB the caches of a 1M-span store left
-// the collector running almost without pause (queries 2-3x slower,
-// docs/operations.md); 256 MiB does not.
-const memoryLimitHeadroom = 256 << 20
+// The default soft memory limit is the write buffers plus a headroom for
+// the rest of the heap: the seal's working set, requests being decoded,
+// segment indexes, caches, and the garbage the collector lets accumulate
+// between cycles. The headroom follows the rest of the live heap, measured
+// after each collection: twice it (Go's own pacing, GOGC=100, for the part
+// of the heap that is not the buffers), within [minMemoryHeadroom,
+// maxMemoryHeadroom].
+//
+// Why it follows the heap: a fixed 96 MiB bounded sustained ingest into a
+// fresh store at about 236 MiB, but once the query caches of a 1M-span store
+// filled the heap the collector ran almost without pause (queries 2-3x
+// slower); a fixed 256 MiB did not, and let sustained ingest peak at 367 MiB
+// (docs/operations.md, docs/benchmarks/ingest.md).
+const (
+	minMemoryHeadroom = 96 << 20
+	maxMemoryHeadroom = 256 << 20
+)
 
-// defaultMemoryLimit is the soft memory limit derived from the buffer
-// sizes (Options.MemoryLimit 0): room for two buffers (the active one and
-// one being sealed) and the headroom.
-func defaultMemoryLimit(sealBytes int64) int64 { return 2*sealBytes + memoryLimitHeadroom }
+// memoryHeadroom is the headroom for other bytes of live heap besides the
+// write buffers.
+func memoryHeadroom(other int64) int64 {
+	return min(max(2*other, minMemoryHeadroom), maxMemoryHeadroom)
+}
 
 // memLimit is the process's one soft memory limit as the open engines hold
 // it: each holder asks for a limit, and the largest is set, as long as
 // nobody else changed the limit since the engines last set it.
 var memLimit struct {
 	mu      sync.Mutex
-	holders map[*memLimitHold]int64 // the limit each holder asks for
-	set     int64                   // the limit the engines last set
+	holders map[*memLimitHold]struct{}
+	set     int64 // the limit the engines last set
 	// extra is memory other stores of the process hold (the log store's
 	// write buffers, ReserveMemory), added to the holders' limit.
 	extra int64
+	// headroom is the current memoryHeadroom, measured after each
+	// collection while any engine holds the limit (stopHook stops that).
+	headroom int64
+	// others are the last collections' measures of the other bytes
+	// (a ring, next is the slot to write).
+	others   [otherMeasures]int64
+	next     int
+	stopHook func()
 }
 
 // ReserveMemory adds delta bytes (negative: gives them back) to the soft
@@ -49,15 +73,31 @@ func ReserveMemory(delta int64) {
 
 // memLimitHold is one engine's hold on the soft memory limit.
 type memLimitHold struct {
-	base int64
-	once sync.Once
+	// fixed is a limit asked for outright (Options.MemoryLimit > 0), 0 for
+	// the default; room is what the default leaves the buffers at least
+	// (two seals' worth: the active buffer and one being sealed).
+	fixed, room int64
+	// buffered reports the bytes the engine's write buffers hold now.
+	buffered func() int64
+	once     sync.Once
 }
 
-// holdMemoryLimit holds the process's soft memory limit at limit (at least)
-// while the engine is open, unless the process already has a limit that
-// the engines did not set (GOMEMLIMIT, or other code) or limit is not
-// positive: then it returns nil, and nil's methods do nothing. The last
-// holder to let go restores "no limit", unless someone else changed it.
+// want is the limit the holder asks for while its buffers hold buffered
+// bytes.
+func (h *memLimitHold) want(buffered, headroom int64) int64 {
+	if h.fixed > 0 {
+		return max(h.fixed, buffered+headroom)
+	}
+	return max(h.room, buffered) + headroom
+}
+
+// holdMemoryLimit holds the process's soft memory limit while the engine is
+// open, unless the process already has a limit that the engines did not set
+// (GOMEMLIMIT, or other code) or fixed is negative: then it returns nil, and
+// nil's methods do nothing. fixed > 0 asks for that limit (raised while the
+// buffers and the headroom need more); 0 for the buffers (at least room)
+// plus the headroom. The last holder to let go restores "no limit", unless
+// someone else changed it.
 //
 // Why a default at all: with Go's default GOGC the heap grows to about twice
 // the live heap before a collection, and the write buffers are most of the
@@ -65,8 +105,8 @@ type memLimitHold struct {
 // (memtable_codec.go), so a collection forced by the limit marks little, and
 // the limit bounds the peak near the live heap instead (measured in
 // docs/benchmarks/ingest.md).
-func holdMemoryLimit(limit int64) *memLimitHold {
-	if limit <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+func holdMemoryLimit(fixed, room int64, buffered func() int64) *memLimitHold {
+	if fixed < 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return nil
 	}
 	memLimit.mu.Lock()
@@ -75,31 +115,37 @@ func holdMemoryLimit(limit int64) *memLimitHold {
 		if debug.SetMemoryLimit(-1) != math.MaxInt64 {
 			return nil // someone else's limit: leave it
 		}
-		memLimit.holders = map[*memLimitHold]int64{}
+		memLimit.holders = map[*memLimitHold]struct{}{}
 		memLimit.set = math.MaxInt64
+		// Until a collection has measured the heap, the widest headroom:
+		// a store that opens with large indexes must not start with the
+		// collector running without pause.
+		memLimit.headroom = maxMemoryHeadroom
+		for i := range memLimit.others {
+			memLimit.others[i] = math.MaxInt64
+		}
+		memLimit.stopHook = process.AfterEachGC(measureHeadroom)
 	}
-	h := &memLimitHold{base: limit}
-	memLimit.holders[h] = limit
+	h := &memLimitHold{fixed: fixed, room: room, buffered: buffered}
+	memLimit.holders[h] = struct{}{}
 	applyMemoryLimitLocked()
 	return h
 }
 
-// update raises the limit the holder asks for while its buffers hold more
-// than two seals' worth (seals behind, up to --max-buffer-bytes), so that a
-// live heap above the base limit does not make the collector run without
-// pause; it falls back to the base as they drain.
-func (h *memLimitHold) update(bufferBytes int64) {
+// update sets the limit again for the bytes the buffers hold now: while
+// seals are behind and they hold more than room, the limit rises with them
+// so that a live heap above it does not make the collector run without
+// pause; it falls back as they drain. The engine's seal loop calls it every
+// second and on every kick; collections update it too.
+func (h *memLimitHold) update() {
 	if h == nil {
 		return
 	}
-	want := max(h.base, bufferBytes+memoryLimitHeadroom)
 	memLimit.mu.Lock()
 	defer memLimit.mu.Unlock()
-	if _, ok := memLimit.holders[h]; !ok || memLimit.holders[h] == want {
-		return
+	if _, ok := memLimit.holders[h]; ok {
+		applyMemoryLimitLocked()
 	}
-	memLimit.holders[h] = want
-	applyMemoryLimitLocked()
 }
 
 // release lets go of the hold (once).
@@ -111,8 +157,47 @@ func (h *memLimitHold) release() {
 		memLimit.mu.Lock()
 		defer memLimit.mu.Unlock()
 		delete(memLimit.holders, h)
+		if len(memLimit.holders) == 0 && memLimit.stopHook != nil {
+			memLimit.stopHook()
+			memLimit.stopHook = nil
+		}
 		applyMemoryLimitLocked()
 	})
+}
+
+// otherMeasures is how many collections' measures of the other bytes the
+// headroom follows (their smallest).
+const otherMeasures = 4
+
+// liveHeap is the runtime metric measureHeadroom reads.
+const liveHeap = "/gc/heap/live:bytes"
+
+// measureHeadroom runs after each collection: the live heap the collection
+// left, less the write buffers and the other stores' reserved bytes, sets
+// the headroom, and the limit is set again. The smallest of the last
+// otherMeasures measures counts: a seal holds its decoded buffer and the
+// segment it builds for a second or so (under sustained ingest, jumps of
+// 55-60 MiB over two collections, every seal), and a limit that doubled
+// those for the next cycle would let the peak grow by as much again; a real
+// rise (caches filling) counts a few collections later, and until then the
+// collector runs more often, as it does while a seal lasts.
+func measureHeadroom() {
+	s := []metrics.Sample{{Name: liveHeap}}
+	metrics.Read(s)
+	live := int64(s[0].Value.Uint64())
+	memLimit.mu.Lock()
+	defer memLimit.mu.Unlock()
+	if len(memLimit.holders) == 0 {
+		return
+	}
+	other := live - memLimit.extra
+	for h := range memLimit.holders {
+		other -= h.buffered()
+	}
+	memLimit.others[memLimit.next] = other
+	memLimit.next = (memLimit.next + 1) % otherMeasures
+	memLimit.headroom = memoryHeadroom(slices.Min(memLimit.others[:]))
+	applyMemoryLimitLocked()
 }
 
 // applyMemoryLimitLocked sets the largest limit the holders ask for (none
@@ -123,8 +208,8 @@ func applyMemoryLimitLocked() {
 	want := int64(math.MaxInt64)
 	if len(memLimit.holders) > 0 {
 		want = 0
-		for _, l := range memLimit.holders {
-			want = max(want, l)
+		for h := range memLimit.holders {
+			want = max(want, h.want(h.buffered(), memLimit.headroom))
 		}
 		want += memLimit.extra
 	}

@@ -2,7 +2,6 @@ package process
 
 import (
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -46,26 +45,15 @@ func StartGCFloor(floor int64) (stop func()) {
 	}
 	g := &gcFloor{floor: uint64(floor), sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
 	g.adjust()
-	g.arm()
+	stopHook := AfterEachGC(g.adjust)
 	return func() {
 		if !g.stopped.Swap(true) {
+			stopHook()
 			g.mu.Lock()
 			debug.SetGCPercent(100)
 			g.mu.Unlock()
 		}
 	}
-}
-
-// arm runs adjust after the next collection: the finalizer of an object
-// that nothing references runs once that collection has found it garbage.
-func (g *gcFloor) arm() {
-	runtime.SetFinalizer(new([16]byte), func(*[16]byte) {
-		if g.stopped.Load() {
-			return
-		}
-		g.adjust()
-		g.arm()
-	})
 }
 
 // adjust sets GOGC for the live heap the last collection left.
