@@ -57,8 +57,8 @@ func buildRastro(out string) error {
 	return nil
 }
 
-// runRastro runs the built binary and returns stdout, stderr and the error.
-func runRastro(t *testing.T, args ...string) (string, string, error) {
+// builtRastro returns the path of the rastro binary, building it on first use.
+func builtRastro(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		rastroBin = filepath.Join(binDir, "rastro")
@@ -67,8 +67,14 @@ func runRastro(t *testing.T, args ...string) (string, string, error) {
 	if buildErr != nil {
 		t.Fatalf("the rastro binary is needed for this test and did not build: %v", buildErr)
 	}
+	return rastroBin
+}
+
+// runRastro runs the built binary and returns stdout, stderr and the error.
+func runRastro(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	cmd := exec.Command(rastroBin, args...)
+	cmd := exec.Command(builtRastro(t), args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	return out.String(), errb.String(), err

@@ -160,6 +160,26 @@ func Markdown(s *Suite, rec *Record, rawRel string) string {
 	return b.String()
 }
 
+// spreadRow is one row of a scenario's own figures under a result table.
+type spreadRow struct {
+	title, metric string
+	digits        int
+}
+
+// writeSpreadTable writes a two-column table of sr's figures, one row per
+// metric: median (min-max) across runs, or n/a when the runs lack it.
+func writeSpreadTable(b *strings.Builder, heading string, sr *ScenarioRecord, rows []spreadRow) {
+	fmt.Fprintf(b, "| %s | Median (min-max) |\n|---|---:|\n", heading)
+	for _, r := range rows {
+		sp, ok := sr.Summary[r.metric]
+		if !ok {
+			fmt.Fprintf(b, "| %s | n/a |\n", r.title)
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s (%s-%s) |\n", r.title, num(sp.Median, r.digits), num(sp.Min, r.digits), num(sp.Max, r.digits))
+	}
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"

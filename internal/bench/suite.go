@@ -36,6 +36,11 @@ type Config struct {
 	LoadNice int
 	// Log receives progress lines (which run, which scenario); may be nil.
 	Log io.Writer
+
+	// spansGiven is set by RunSuite when the caller chose Spans (--spans)
+	// rather than leaving the suite's default: a scenario with a size of
+	// its own (ingest's sustained run) follows only a chosen count.
+	spansGiven bool
 }
 
 func (c *Config) defaults() {
@@ -224,6 +229,7 @@ func matchOnly(name string, only []string) bool {
 // average throughout and reduces each scenario to median, min and max.
 func RunSuite(ctx context.Context, s *Suite, cfg Config) (*Record, error) {
 	cfg.defaults()
+	cfg.spansGiven = cfg.Spans > 0
 	if cfg.Spans <= 0 {
 		cfg.Spans = s.DefaultSpans
 	}

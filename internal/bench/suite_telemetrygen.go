@@ -206,11 +206,7 @@ func telemetrygenDetail(rec *Record) string {
 		b.WriteString("The telemetrygen scenario was " + sr.Status + " (see above).\n")
 		return b.String()
 	}
-	b.WriteString("| telemetrygen run | Median (min-max) |\n|---|---:|\n")
-	rows := []struct {
-		title, metric string
-		digits        int
-	}{
+	writeSpreadTable(&b, "telemetrygen run", sr, []spreadRow{
 		{"Spans stored", "spans_stored", 0},
 		{"Wall s, telemetrygen start to every span stored", "wall_s", 2},
 		{"Spans/s", "spans_per_s", 0},
@@ -220,14 +216,6 @@ func telemetrygenDetail(rec *Record) string {
 		{"Server peak RSS MiB, through the seal of every span", "peak_rss_sealed_mib", 1},
 		{"Seals (with the final one at shutdown)", "seals", 0},
 		{"Graceful stop (the final seal), s", "seal_wait_s", 2},
-	}
-	for _, r := range rows {
-		sp, ok := sr.Summary[r.metric]
-		if !ok {
-			fmt.Fprintf(&b, "| %s | n/a |\n", r.title)
-			continue
-		}
-		fmt.Fprintf(&b, "| %s | %s (%s-%s) |\n", r.title, num(sp.Median, r.digits), num(sp.Min, r.digits), num(sp.Max, r.digits))
-	}
+	})
 	return b.String()
 }
