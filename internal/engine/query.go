@@ -458,6 +458,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	sh := newShadower(e, v, project, res)
 	rv := e.newResolver(&res.Result)
 	hints := f.Hints()
+	brf := blockRowFilter(&hints)
 	var cands []candidate
 	tokens := e.contentTokens()
 	for rank, m := range v.mems {
@@ -566,7 +567,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			}
 		} else {
 			e.m.blocksExamined.Add(1)
-			spans, err = e.readBlock(c.seg, c.block)
+			spans, err = e.readMatching(c.seg, c.block, brf)
 		}
 		if err != nil {
 			e.readFailed(res, c.seg.name, err)
