@@ -323,14 +323,30 @@ func keyMasks(keys []string, conds []AttrCond, resource bool) []uint64 {
 func (d *kvDec) matchKVs(want []uint64, conds []AttrCond) uint64 {
 	var got uint64
 	cnt := d.count(2)
+	s := d.s
 	for k := 0; k < cnt && d.err == nil; k++ {
-		ki := d.index(len(d.keys))
-		if d.err != nil || want[ki] == 0 || d.off >= len(d.s) {
+		// Fast paths for the common encodings (a one-byte key index, a
+		// string shorter than 128 bytes): this loop walks every attribute
+		// of every row of the block.
+		var ki int
+		if d.off < len(s) && int(s[d.off]) < min(len(d.keys), 0x80) {
+			ki = int(s[d.off])
+			d.off++
+		} else if ki = d.index(len(d.keys)); d.err != nil {
+			break
+		}
+		w := want[ki]
+		if w == 0 && d.off+1 < len(s) && s[d.off] == tagString && s[d.off+1] < 0x80 {
+			if end := d.off + 2 + int(s[d.off+1]); end <= len(s) {
+				d.off = end
+				continue
+			}
+		}
+		if w == 0 || d.off >= len(s) {
 			d.skipValue(0)
 			continue
 		}
-		w := want[ki]
-		switch d.s[d.off] {
+		switch s[d.off] {
 		case tagString:
 			d.off++
 			s := d.str()
