@@ -574,11 +574,20 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			continue
 		}
 		rank := c.rank // not c: a closure holding c would move it to the heap per block
+		// Memtable spans never hold stored-value references; a segment's
+		// may, when it lists any (as garbage collection relies on too):
+		// without, no span is checked for them.
+		refs := c.seg.r.HasValueRefs()
 		for i := range spans {
 			if !admits(cursor, &spans[i]) {
 				continue
 			}
-			// Memtable spans never hold stored-value references; these may.
+			if !refs {
+				if sp := &spans[i]; f.Match(sp) {
+					emit(sp, func() bool { return sh.shadowed(rank, sp) })
+				}
+				continue
+			}
 			if sp, ok := rv.match(f, &spans[i]); ok {
 				emit(sp, func() bool { return sh.shadowed(rank, sp) })
 			}
