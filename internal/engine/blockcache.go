@@ -32,8 +32,8 @@ type blockCache struct {
 	seenNext int
 }
 
-// maxSeen bounds blockCache.seen: about the blocks of 4 GiB of segments at
-// the default 2,048 spans a block, in 300 KB of map and order.
+// maxSeen bounds blockCache.seen: the blocks of about 8M spans at the
+// default 2,048 spans a block, in about 250 KB of map and ring.
 const maxSeen = 4096
 
 type blockRef struct {

@@ -134,3 +134,43 @@ func resentCorpus(t *testing.T, e *Engine, seed uint64) []model.Span {
 	}
 	return corpus
 }
+
+// TestBlockReadInPartTwiceIsCached: a selective search reads the blocks
+// the cache does not hold in part and caches nothing; the same search
+// again reads them whole and caches them, so a block searched often is
+// served from the cache; a third search reads nothing in part.
+func TestBlockReadInPartTwiceIsCached(t *testing.T) {
+	e := openTest(t, t.TempDir())
+	defer e.Close()
+	g := newGen(4)
+	corpus := g.spans(100)
+	appendSpans(t, e, "p", corpus)
+	if err := e.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	expr, err := query.ParseTraceQL(`{ span.user = "u3" }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := query.Filter{Expr: expr}
+	want := keys(bruteForce(corpus, &f))
+	cached := func() int64 {
+		e.cache.mu.Lock()
+		defer e.cache.mu.Unlock()
+		return int64(len(e.cache.items))
+	}
+	var inPart []int64
+	for round := range 3 {
+		before := e.Counters().BlocksRowFiltered
+		if got := keys(searchAll(t, e, "p", &f, 1000)); !slices.Equal(got, want) {
+			t.Fatalf("round %d: got %d spans, want %d", round, len(got), len(want))
+		}
+		inPart = append(inPart, e.Counters().BlocksRowFiltered-before)
+		if round == 0 && cached() != 0 {
+			t.Fatalf("the first search cached %d blocks read in part", cached())
+		}
+	}
+	if inPart[0] == 0 || inPart[1] != 0 || inPart[2] != 0 || cached() == 0 {
+		t.Fatalf("blocks read in part per search %v, %d cached; want some, then none (read whole and cached)", inPart, cached())
+	}
+}
