@@ -2,9 +2,12 @@ package engine
 
 import (
 	"container/list"
+	"slices"
 	"sync"
 
 	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/query"
+	"github.com/rastro-dev/rastro/internal/segment"
 )
 
 // blockCache keeps recently decoded segment blocks, bounded by an estimate
@@ -17,7 +20,21 @@ type blockCache struct {
 	used  int64
 	ll    *list.List // front = most recently used
 	items map[blockRef]*list.Element
+	// seen holds blocks read in part (readMatching) and not cached since:
+	// a block read in part again is read whole and cached, so that blocks
+	// searched often are served from the cache and blocks searched once
+	// cost a partial read. seenRing lists the latest maxSeen entries
+	// (seenNext is the oldest once it is full); an entry leaving it is
+	// forgotten (or one added since, for the same block: it is then
+	// forgotten early, which costs a partial read more).
+	seen     map[blockRef]struct{}
+	seenRing []blockRef
+	seenNext int
 }
+
+// maxSeen bounds blockCache.seen: the blocks of about 8M spans at the
+// default 2,048 spans a block, in about 250 KB of map and ring.
+const maxSeen = 4096
 
 type blockRef struct {
 	seg   *segHandle
@@ -31,7 +48,31 @@ type cachedBlock struct {
 }
 
 func newBlockCache(maxBytes int64) *blockCache {
-	return &blockCache{max: maxBytes, ll: list.New(), items: map[blockRef]*list.Element{}}
+	return &blockCache{max: maxBytes, ll: list.New(), items: map[blockRef]*list.Element{}, seen: map[blockRef]struct{}{}}
+}
+
+// again records that block ref is read in part and reports whether it was
+// read in part before (since it was last forgotten): the caller then reads
+// it whole, to cache it. Without a cache it is always false.
+func (c *blockCache) again(ref blockRef) bool {
+	if c.max <= 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[ref]; ok {
+		delete(c.seen, ref)
+		return true
+	}
+	c.seen[ref] = struct{}{}
+	if len(c.seenRing) < maxSeen {
+		c.seenRing = append(c.seenRing, ref)
+		return false
+	}
+	delete(c.seen, c.seenRing[c.seenNext])
+	c.seenRing[c.seenNext] = ref
+	c.seenNext = (c.seenNext + 1) % maxSeen
+	return false
 }
 
 func (c *blockCache) get(ref blockRef) ([]model.Span, bool) {
@@ -86,6 +127,12 @@ func (c *blockCache) dropSegment(s *segHandle) {
 			c.used -= el.Value.(*cachedBlock).bytes
 		}
 	}
+	for k, ref := range c.seenRing {
+		if ref.seg == s {
+			delete(c.seen, ref)
+			c.seenRing[k] = blockRef{} // holds no closed segment
+		}
+	}
 }
 
 // readBlock returns block i of s, from the cache when possible.
@@ -100,6 +147,93 @@ func (e *Engine) readBlock(s *segHandle, i int) ([]model.Span, error) {
 	}
 	e.cache.put(ref, spans)
 	return spans, nil
+}
+
+// readMatching returns spans of block i of s that include every span
+// satisfying rf (nil: the whole block, as readBlock). A block the cache holds
+// is returned whole. Otherwise, when rf may rule rows of the block out, the
+// block's filter columns are read and evaluated first (FilterRows) and only
+// the candidate rows are decoded. Such a partial read is not cached (the
+// cache holds whole blocks, which any query may use), but the second one of
+// a block in a while reads it whole and caches it (blockCache.again), as
+// does a read where most rows are candidates.
+func (e *Engine) readMatching(s *segHandle, i int, rf *segment.RowFilter) ([]model.Span, error) {
+	b := &s.blocks[i]
+	if rf == nil || !rowFilterDecides(rf, b) {
+		return e.readBlock(s, i)
+	}
+	ref := blockRef{s, i}
+	if spans, ok := e.cache.get(ref); ok {
+		return spans, nil
+	}
+	if e.cache.again(ref) {
+		return e.readBlock(s, i)
+	}
+	m, err := s.r.FilterRows(i, rf)
+	if err != nil {
+		return nil, err
+	}
+	if 2*m.Rows > b.Spans {
+		return e.readBlock(s, i)
+	}
+	e.m.blocksRowFiltered.Add(1)
+	return m.Decode()
+}
+
+// blockRowFilter returns the conditions of h that a segment block's rows
+// are checked against before they are decoded (readMatching), or nil when h
+// has none that rows commonly fail: an attribute value, a service or a span
+// name. Times, durations, kinds and status are checked too when there is
+// one of those (they rarely rule out enough rows alone: a time window holds
+// whole blocks, errors are spread through them).
+func blockRowFilter(h *query.Hints) *segment.RowFilter {
+	rf := &segment.RowFilter{
+		Start: h.Start, End: h.End, MinDuration: h.MinDuration, MaxDuration: h.MaxDuration,
+		Services: h.Services, Names: h.Names, HasStatus: h.HasStatus, Status: h.Status, Kinds: h.Kinds,
+	}
+	scope := func(sc query.Scope) (span, res, ok bool) {
+		switch sc {
+		case query.ScopeSpan:
+			return true, false, true
+		case query.ScopeResource:
+			return false, true, true
+		case query.ScopeAny:
+			return true, true, true
+		}
+		return false, false, false // events, links, scopes: not in these columns
+	}
+	for _, a := range h.AttrEquals {
+		if span, res, ok := scope(a.Scope); ok {
+			rf.Attrs = append(rf.Attrs, segment.AttrCond{Span: span, Resource: res, Key: a.Key, Strs: []string{a.Value}})
+		}
+	}
+	for _, a := range h.AttrAnyOf {
+		if span, res, ok := scope(a.Scope); ok {
+			rf.Attrs = append(rf.Attrs, segment.AttrCond{Span: span, Resource: res, Key: a.Key, Strs: a.Strs, Ints: a.Ints})
+		}
+	}
+	if len(rf.Attrs) == 0 && rf.Services == nil && rf.Names == nil {
+		return nil
+	}
+	return rf
+}
+
+// rowFilterDecides reports whether rf may rule out rows of block b: it has
+// an attribute condition, or the block holds a service or span name rf
+// excludes.
+func rowFilterDecides(rf *segment.RowFilter, b *segment.BlockMeta) bool {
+	return len(rf.Attrs) > 0 || rf.Services != nil && !subset(b.Services, rf.Services) ||
+		rf.Names != nil && !subset(b.Names, rf.Names)
+}
+
+// subset reports whether every element of set is in want.
+func subset(set, want []string) bool {
+	for _, s := range set {
+		if !slices.Contains(want, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // spanBytes estimates the resident size of a decoded span (its strings

@@ -311,6 +311,7 @@ type counters struct {
 	seals, sealNanos, sealedSpans  atomic.Int64
 	corruptions                    atomic.Int64
 	blocksExamined, blocksPruned   atomic.Int64
+	blocksRowFiltered              atomic.Int64 // blocks of which only the rows passing FilterRows were decoded
 	attrSegPruned                  atomic.Int64 // segments an attribute value summary ruled out
 	replayedRecords, replayedSpans atomic.Int64
 	replayRejectedRecords          atomic.Int64

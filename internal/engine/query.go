@@ -458,6 +458,7 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	sh := newShadower(e, v, project, res)
 	rv := e.newResolver(&res.Result)
 	hints := f.Hints()
+	brf := blockRowFilter(&hints)
 	var cands []candidate
 	tokens := e.contentTokens()
 	for rank, m := range v.mems {
@@ -566,18 +567,27 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			}
 		} else {
 			e.m.blocksExamined.Add(1)
-			spans, err = e.readBlock(c.seg, c.block)
+			spans, err = e.readMatching(c.seg, c.block, brf)
 		}
 		if err != nil {
 			e.readFailed(res, c.seg.name, err)
 			continue
 		}
 		rank := c.rank // not c: a closure holding c would move it to the heap per block
+		// Memtable spans never hold stored-value references; a segment's
+		// may, when it lists any (as garbage collection relies on too):
+		// without, no span is checked for them.
+		refs := c.seg.r.HasValueRefs()
 		for i := range spans {
 			if !admits(cursor, &spans[i]) {
 				continue
 			}
-			// Memtable spans never hold stored-value references; these may.
+			if !refs {
+				if sp := &spans[i]; f.Match(sp) {
+					emit(sp, func() bool { return sh.shadowed(rank, sp) })
+				}
+				continue
+			}
 			if sp, ok := rv.match(f, &spans[i]); ok {
 				emit(sp, func() bool { return sh.shadowed(rank, sp) })
 			}

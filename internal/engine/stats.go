@@ -56,6 +56,10 @@ type Counters struct {
 	Seals, SealNanos, SealedSpans int64
 	Corruptions                   int64
 	BlocksExamined, BlocksPruned  int64
+	// BlocksRowFiltered counts examined blocks (also in BlocksExamined)
+	// whose rows a search filtered on their columns, decoding only the
+	// candidates (segment.Reader.FilterRows).
+	BlocksRowFiltered int64
 	// AttrSegPruned counts segments a search skipped on their attribute
 	// value summary (segment section 19), before any block filter.
 	AttrSegPruned                  int64
@@ -102,8 +106,9 @@ func (e *Engine) Counters() Counters {
 		Seals: e.m.seals.Load(), SealNanos: e.m.sealNanos.Load(), SealedSpans: e.m.sealedSpans.Load(),
 		Corruptions:    e.m.corruptions.Load(),
 		BlocksExamined: e.m.blocksExamined.Load(), BlocksPruned: e.m.blocksPruned.Load(),
-		AttrSegPruned:   e.m.attrSegPruned.Load(),
-		ReplayedRecords: e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
+		BlocksRowFiltered: e.m.blocksRowFiltered.Load(),
+		AttrSegPruned:     e.m.attrSegPruned.Load(),
+		ReplayedRecords:   e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
