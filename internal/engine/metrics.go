@@ -25,6 +25,7 @@ var engineCounters = []struct {
 	{"rastro_corruption_errors_total", "Damaged segment parts found (segment or block skipped).", func(c *Counters) int64 { return c.Corruptions }},
 	{"rastro_io_errors_total", "Segment reads that failed without damage (EIO, a closed file): the query failed, or the segment was not served at open.", func(c *Counters) int64 { return c.IOErrors }},
 	{"rastro_query_blocks_examined_total", "Segment blocks read by searches.", func(c *Counters) int64 { return c.BlocksExamined }},
+	{"rastro_query_blocks_row_filtered_total", "Segment blocks read by searches in part: rows filtered on their columns, only the candidates decoded.", func(c *Counters) int64 { return c.BlocksRowFiltered }},
 	{"rastro_query_segments_pruned_total", "Segments skipped by searches using their resident attribute value summary.", func(c *Counters) int64 { return c.AttrSegPruned }},
 	{"rastro_query_blocks_pruned_total", "Segment blocks skipped by searches using block metadata and filters.", func(c *Counters) int64 { return c.BlocksPruned }},
 	{"rastro_ingest_buffer_full_total", "Appends refused (429) because the write buffer was at --max-buffer-bytes.", func(c *Counters) int64 { return c.BufferFull }},
