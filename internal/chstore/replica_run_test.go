@@ -198,13 +198,16 @@ func TestClusterImportRefusedWithReplicas(t *testing.T) {
 // with a replica down an erasure fails, naming the quorum (through the API
 // too), and leaves nothing half done: the trace still served, no erasure
 // recorded; sent again once the replica is back, it hides the trace and
-// its removal completes (after the next quorum insert: see below).
+// its removal completes (after the next quorum insert: see below), and
+// the erasure passes record both erasures done.
 func TestClusterReplicasErasureQuorum(t *testing.T) {
 	c := chcluster.SharedReplicas(t)
 	db := c.Database(t)
 	corpus, _ := clusterCorpus(t, 11, 300)
-	quorum := openNode(t, c, db, 0, "?insert_quorum=2", Options{})
-	others := []*Store{openNode(t, c, db, 0, "", Options{}), openNode(t, c, db, 1, "", Options{})}
+	// The erasure passes run every 250 ms (every 30 s by default).
+	pass := Options{ErasureEvery: 250 * time.Millisecond}
+	quorum := openNode(t, c, db, 0, "?insert_quorum=2", pass)
+	others := []*Store{openNode(t, c, db, 0, "", pass), openNode(t, c, db, 1, "", pass)}
 	appendAll(t, quorum, "p", slices.Clone(corpus))
 	ctx := t.Context()
 	spansOf := func(s *Store, id model.TraceID) int {
@@ -279,8 +282,9 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	// ingest does.
 	// Sent again every 2 s while the test waits, as ingest goes on. Once
 	// in about seven runs the mutations reported done with rows of the
-	// trace left on both replicas (cause not found); Erasures then starts
-	// the removal again, and this waits for that to finish too.
+	// trace left on both replicas (cause not found); the erasure pass then
+	// starts the removal again, and this waits for that to finish too, and
+	// for the passes to record both erasures done.
 	extra := 0
 	sendNext := func() {
 		next := bench.Moved(corpus[:1], time.Duration(extra+1)*time.Second)
@@ -300,7 +304,8 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 		if err != nil || len(list) != 2 {
 			t.Fatalf("erasures through replica 2: %+v %v", list, err)
 		}
-		if list[0].State == store.EraseDone && list[1].State == store.EraseDone {
+		if list[0].State == store.EraseDone && list[1].State == store.EraseDone &&
+			recorded(t, others[1], "p", list[0].ID).State == store.EraseDone && recorded(t, others[1], "p", list[1].ID).State == store.EraseDone {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -311,14 +316,30 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 					rows = append(rows, fmt.Sprintf("replica %d %s_local: %d erased rows (%v)", i+1, table, k, err))
 				}
 			}
-			t.Fatalf("erasures not done after 60s: %+v\n%s\nreplica 1:\n%s\nreplica 2:\n%s", list, strings.Join(rows, "\n"), mutationsOf(others[0]), mutationsOf(others[1]))
+			t.Fatalf("erasures not done and recorded so after 60s: %+v, recorded %+v %+v\n%s\nreplica 1:\n%s\nreplica 2:\n%s", list,
+				recorded(t, others[1], "p", list[0].ID), recorded(t, others[1], "p", list[1].ID), strings.Join(rows, "\n"), mutationsOf(others[0]), mutationsOf(others[1]))
 		}
 	}
+	var restarted int64
+	for _, s := range append(others, quorum) {
+		restarted += s.reRemovals.Load()
+	}
+	t.Logf("removals started again by the erasure passes: %d", restarted)
 	for i := range c.Nodes {
 		if n, left := localCount(t, c, db, i, "spans"), len(corpus)+extra-int(e.SpansErased)-want; n != uint64(left) {
 			t.Errorf("replica %d holds %d spans after the erasures, want %d", i+1, n, left)
 		}
 	}
+}
+
+// TestClusterReplicasErasurePass: TestErasurePass on the 1 shard x 2
+// replicas cluster: reading the erasures through either replica writes
+// nothing; the pass, through replica 2, starts each removal once, and the
+// rows go from both replicas.
+func TestClusterReplicasErasurePass(t *testing.T) {
+	c := chcluster.SharedReplicas(t)
+	db := c.Database(t)
+	testErasurePass(t, len(c.Nodes), func(i int, o Options) *Store { return openNode(t, c, db, i, "", o) })
 }
 
 // TestClusterShardsOfReplicas, on its own real cluster of 2 shards of 2

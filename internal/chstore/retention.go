@@ -241,25 +241,18 @@ func validPartitionID(id string) bool {
 	return true
 }
 
-// sweeper runs SweepRetention every RetentionEvery until stop closes.
-func (s *Store) sweeper(stop <-chan struct{}) {
-	defer s.retWG.Done()
+// sweeper runs SweepRetention every RetentionEvery until Close.
+func (s *Store) sweeper() {
+	defer s.bg.Done()
 	t := time.NewTicker(s.opts.RetentionEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-s.bgCtx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithTimeout(s.bgCtx, 5*time.Minute)
 		if _, err := s.SweepRetention(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.opts.Logger.Error("clickhouse retention sweep failed; retrying later", "err", err)
 		}
