@@ -17,6 +17,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/chstore/chtest"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
@@ -447,6 +448,139 @@ func TestClusterShardsOfReplicas(t *testing.T) {
 	}
 	if n := counts("spans"); n[0] != n[1] || n[2] != n[3] || n[0]+n[2] != uint64(len(corpus)+len(to[0])+len(to[1])) {
 		t.Fatalf("spans_local rows on nodes 1-4 after the replica's return: %v, want %d in all", n, len(corpus)+len(to[0])+len(to[1]))
+	}
+	t.Logf("test took %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// TestClusterReplicasRetention, on the 1 shard x 2 replicas cluster:
+// TestRetention's settings and spans, written through replica 1 with
+// insert_quorum=2, are hidden through either replica before any sweep; the
+// sweep through replica 1 drops the expired day partition from both
+// replicas and deletes the short-retention project's other expired spans
+// (and its trace index and attribute index rows) from both, keeping every
+// other span; reads through either replica then agree, span by span, and a
+// second sweep starts nothing. Except (18.16, with a quorum): expired
+// spans in the last part a quorum insert wrote into a day's partition stay
+// stored, hidden, until another quorum insert writes into that day, then
+// go (here: a's spans of 5 days ago, and one late span of b of that day).
+func TestClusterReplicasRetention(t *testing.T) {
+	t0 := time.Now()
+	c := chcluster.SharedReplicas(t)
+	db := c.Database(t)
+	rc := newRetentionCase(t)
+	// A day, 5 days ago, whose last quorum insert holds spans of a, which
+	// expire (written before today's spans).
+	day := 24 * time.Hour
+	late := []*retentionGroup{{project: "b", age: 5 * day, kept: true}, {project: "a", age: 5 * day}}
+	for i, g := range late {
+		g.spans = spansAt(t, uint64(200+i), 60, rc.now.Add(-g.age))
+		if g.kept {
+			rc.want[g.project] += len(g.spans)
+		}
+	}
+	rc.groups = slices.Insert(rc.groups, 6, late...)
+	w := openNode(t, c, db, 0, "?insert_quorum=2", rc.opts)
+	r := openNode(t, c, db, 1, "", rc.opts)
+	ctx := t.Context()
+	written := map[string]uint64{}
+	for _, g := range rc.groups {
+		appendAll(t, w, g.project, slices.Clone(g.spans))
+		written[g.project] += uint64(len(g.spans))
+	}
+	// rows is project's rows of table's local table on node i.
+	rows := func(i int, table, project string) uint64 {
+		t.Helper()
+		n, err := c.Nodes[i].QueryUint(ctx, "SELECT count() FROM "+db+"."+table+"_local WHERE project = '"+project+"'")
+		if err != nil {
+			t.Fatalf("count %s_local of %s on node %d: %v", table, project, i+1, err)
+		}
+		return n
+	}
+	for i := range c.Nodes {
+		for p, n := range written {
+			if got := rows(i, "spans", p); got != n {
+				t.Fatalf("replica %d holds %d spans of %s once acknowledged with quorum 2, want %d", i+1, got, p, n)
+			}
+		}
+	}
+	rc.visible(t, "before the sweep, through replica 1", w)
+	rc.visible(t, "before the sweep, through replica 2", r)
+
+	sw, err := w.SweepRetention(ctx)
+	rc.checkSweep(t, sw, err)
+	// waitRows waits until both replicas hold the kept spans, and stuck
+	// expired spans of a, in spans and spans_by_trace; with none stuck,
+	// the expired rows of a's trace index and attribute index are gone
+	// too.
+	cut := fmt.Sprint(rc.cutA())
+	expired := map[string]string{ // table -> a's expired rows
+		"trace_index": "project = 'a' AND start_max < " + cut,
+		"attr_index":  "project = 'a' AND start < " + cut,
+	}
+	waitRows := func(when string, stuck int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var wrong []string
+			for i := range c.Nodes {
+				for _, table := range []string{"spans", "spans_by_trace"} {
+					for _, p := range []string{"a", "b", "c"} {
+						want := uint64(rc.want[p])
+						if p == "a" {
+							want += uint64(stuck)
+						}
+						if n := rows(i, table, p); n != want {
+							wrong = append(wrong, fmt.Sprintf("replica %d: %d rows of %s in %s_local, want %d", i+1, n, p, table, want))
+						}
+					}
+				}
+				for table, cond := range expired {
+					if n, err := c.Nodes[i].QueryUint(ctx, "SELECT count() FROM "+db+"."+table+"_local WHERE "+cond); err != nil || (n != 0 && stuck == 0) {
+						wrong = append(wrong, fmt.Sprintf("replica %d: %d expired rows of %s_local where %s (%v)", i+1, n, table, cond, err))
+					}
+				}
+			}
+			if len(wrong) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s, after 30s:\n%s\nreplica 1:\n%s\nreplica 2:\n%s", when, strings.Join(wrong, "\n"), mutationsOf(w), mutationsOf(r))
+			}
+		}
+	}
+	waitRows("after the sweep (a's spans of 5 days ago stuck in that day's last quorum part)", len(late[1].spans))
+	rc.visible(t, "after the sweep, a's spans of 5 days ago stuck, through replica 1", w)
+	rc.visible(t, "after the sweep, a's spans of 5 days ago stuck, through replica 2", r)
+	lateSpan := spansAt(t, 300, 1, rc.now.Add(-5*day))
+	appendAll(t, w, "b", lateSpan)
+	rc.want["b"]++
+	rc.groups = append(rc.groups, &retentionGroup{project: "b", age: 5 * day, kept: true, spans: lateSpan})
+	waitRows("after a late span of 5 days ago", 0)
+	for i := range c.Nodes {
+		if n := rows(i, "attr_index", "a"); n == 0 {
+			t.Fatalf("replica %d holds no attribute index rows of a's kept spans: the check above tests nothing", i+1)
+		}
+	}
+	rc.visible(t, "after the sweep, through replica 1", w)
+	rc.visible(t, "after the sweep, through replica 2", r)
+	for _, p := range []string{"a", "b", "c"} {
+		var text [2][]string
+		for k, s := range []*Store{w, r} {
+			got, _, _, err := s.SearchSpans(ctx, p, &query.Filter{}, 10_000, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				text[k] = append(text[k], spanText(&got[i]))
+			}
+		}
+		if !slices.Equal(text[0], text[1]) {
+			t.Errorf("project %s after the sweep: %d spans through replica 1, %d through replica 2 (first difference at %d)", p, len(text[0]), len(text[1]), firstDiff(text[0], text[1]))
+		}
+	}
+	for i, s := range []*Store{w, r} {
+		if sw, err := s.SweepRetention(ctx); err != nil || len(sw.PartitionsDropped) != 0 || len(sw.Deletes) != 0 {
+			t.Fatalf("a second sweep through replica %d: %+v %v, want nothing to do", i+1, sw, err)
+		}
 	}
 	t.Logf("test took %v", time.Since(t0).Round(time.Millisecond))
 }
