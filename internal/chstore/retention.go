@@ -26,6 +26,11 @@ import (
 //   - log records likewise by their time, decided on the logs table alone
 //     (its partitions hold other projects than those of spans).
 //
+// On replicas with insert_quorum, 18.16 mutates no day partition's last
+// quorum part until another quorum insert writes into that day: expired
+// rows in it stay stored, hidden, until then or until the day is dropped
+// (TestClusterReplicasRetention; docs/clickhouse.md#retention).
+//
 // TTL is not used: 18.16 has none (a TTL clause is a syntax error there),
 // and one TTL per project would be an expression rebuilt with every change
 // of the settings. The sweep works on every version.
