@@ -30,9 +30,10 @@
 // under them, created ON CLUSTER.
 //
 // Goroutines: Open starts one collector and Options.Inserters inserters,
-// and with a retention the sweeper (retention.go); Close stops the sweeper,
-// stops accepting writes, lets them drain the queue, waits for them, then
-// closes the connection pool.
+// the erasure pass (erasepass.go), and with a retention the sweeper
+// (retention.go); Close stops the pass and the sweeper (cancelling what
+// they run) and waits for them, stops accepting writes, lets them drain the
+// queue, waits for them, then closes the connection pool.
 package chstore
 
 import (
@@ -60,6 +61,7 @@ const (
 	DefaultInserters      = 4
 	DefaultMaxQueuedSpans = 1_000_000
 	DefaultMaxScanSpans   = 2_000_000
+	DefaultErasureEvery   = 30 * time.Second
 )
 
 // Options configures a Store.
@@ -89,6 +91,10 @@ type Options struct {
 	ProjectRetention map[string]time.Duration
 	// RetentionEvery is how often the retention sweep runs.
 	RetentionEvery time.Duration
+	// ErasureEvery is how often the erasure pass runs (erasepass.go): it
+	// records erasures whose rows are gone as done and starts a removal
+	// again where rows are left and none is under way.
+	ErasureEvery time.Duration
 	// Now is the clock of retention cutoffs; nil means time.Now.
 	Now func() time.Time
 	// NoRollups answers statistics from spans alone (for tests comparing
@@ -146,8 +152,11 @@ func (o *Options) Validate() error {
 	if o.RetentionEvery == 0 {
 		o.RetentionEvery = DefaultRetentionEvery
 	}
-	if o.BatchWindow < 0 || o.MaxBatchSpans < 0 || o.Inserters < 0 || o.MaxQueuedSpans < 0 || o.MaxScanSpans < 0 || o.RetentionEvery < 0 {
-		return errors.New("chstore: negative batch window, batch size, inserters, queue, scan limit or retention sweep interval")
+	if o.ErasureEvery == 0 {
+		o.ErasureEvery = DefaultErasureEvery
+	}
+	if o.BatchWindow < 0 || o.MaxBatchSpans < 0 || o.Inserters < 0 || o.MaxQueuedSpans < 0 || o.MaxScanSpans < 0 || o.RetentionEvery < 0 || o.ErasureEvery < 0 {
+		return errors.New("chstore: negative batch window, batch size, inserters, queue, scan limit, retention sweep or erasure pass interval")
 	}
 	if o.Retention < 0 {
 		return fmt.Errorf("chstore: negative retention %v", o.Retention)
@@ -192,6 +201,7 @@ type Store struct {
 	rollupReads atomic.Int64 // queries the rollup answered part of (tests)
 	indexReads  atomic.Int64 // searches whose candidates came from the attribute index (tests)
 	spanInserts atomic.Int64 // inserts into spans acknowledged (benchmarks: spans per insert)
+	reRemovals  atomic.Int64 // removals the erasure pass started again (tests)
 
 	w writer // the write path (append.go)
 
@@ -205,12 +215,19 @@ type Store struct {
 
 	eraseMu sync.Mutex // one erasure at a time in this process
 
+	doneMu    sync.Mutex
+	doneSeen  map[erasureKey]time.Time // when a read or the pass first found none of an erasure's rows left, until it is recorded done (under doneMu)
+	eraseWake chan struct{}            // a read found an erasure done that is not recorded so (buffer 1)
+
 	retMu       sync.Mutex        // one retention sweep at a time
 	deleted     map[string]uint64 // project -> cutoff of the last retention delete of spans started (under retMu)
 	deletedLogs map[string]uint64 // the same for logs (under retMu)
-	retStop     chan struct{}     // closed by Close to stop the sweeper
-	retWG       sync.WaitGroup
-	closeOnce   sync.Once
+
+	// The background goroutines (erasure pass, sweeper) run until Close
+	// cancels bgCtx, and Close waits for them on bg.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+	bg       sync.WaitGroup
 }
 
 var _ interface {
@@ -295,11 +312,15 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	opts.Logger.Info("clickhouse", "version", feat.Version, "migrations_applied", applied, "schema_version", latestVersion(), "rollups", rollups)
 	s := &Store{opts: opts, target: sc, quorum: quorum, conn: conn, features: feat, rollups: rollups, tails: store.NewTailHub("chstore", maxTails, tailQueue),
-		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}, retStop: make(chan struct{})}
+		doneSeen: map[erasureKey]time.Time{}, eraseWake: make(chan struct{}, 1),
+		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.w.start(s)
+	s.bg.Add(1)
+	go s.erasurePass()
 	if opts.hasRetention() {
-		s.retWG.Add(1)
-		go s.sweeper(s.retStop)
+		s.bg.Add(1)
+		go s.sweeper()
 	}
 	return s, nil
 }
@@ -307,11 +328,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 // Features are what the server can do, found at Open.
 func (s *Store) Features() Features { return s.features }
 
-// Close stops accepting writes, waits for the queued ones to be inserted
-// (or fail), ends every tail and closes the connections.
+// Close stops the background goroutines, stops accepting writes, waits for
+// the queued ones to be inserted (or fail), ends every tail and closes the
+// connections.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() { close(s.retStop) })
-	s.retWG.Wait()
+	s.bgCancel()
+	s.bg.Wait()
 	s.w.stop()
 	s.tails.Close()
 	s.closeLogTails()

@@ -453,21 +453,33 @@ func TestErasure(t *testing.T) {
 }
 
 // waitErasureDone waits until erasure id, the project's only one, is done
-// (within 20 s), then checks that the spans table holds left rows.
+// and recorded so by the erasure pass (within 20 s), with the done time
+// Erasures reported first; then checks that the spans table holds left
+// rows.
 func waitErasureDone(t *testing.T, s *Store, id uint64, left uint64) {
 	t.Helper()
 	ctx := t.Context()
+	var doneAt *time.Time
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		list, err := s.Erasures(ctx, "p")
 		if err != nil || len(list) != 1 || list[0].ID != id {
 			t.Fatalf("erasures: %+v %v, want erasure %d alone", list, err, id)
 		}
-		if list[0].State == store.EraseDone && list[0].DoneAt != nil {
-			break
+		if e := list[0]; e.State == store.EraseDone {
+			if e.DoneAt == nil || (doneAt != nil && !e.DoneAt.Equal(*doneAt)) {
+				t.Fatalf("erasure reported done at %v, then at %v", doneAt, e.DoneAt)
+			}
+			doneAt = e.DoneAt
+			if recorded(t, s, "p", id).State == store.EraseDone {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("erasure not done after 20s: %+v", list[0])
+			t.Fatalf("erasure not done and recorded so after 20s: %+v, recorded %+v", list[0], recorded(t, s, "p", id))
 		}
+	}
+	if r := recorded(t, s, "p", id); r.DoneAt == nil || !r.DoneAt.Equal(*doneAt) {
+		t.Fatalf("erasure reported done at %v, recorded done at %v", doneAt, r.DoneAt)
 	}
 	var n uint64
 	if err := s.conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil || n != left {

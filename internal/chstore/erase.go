@@ -19,7 +19,9 @@ import (
 // once, in every rastro process); its status becomes hidden, and one ALTER
 // TABLE spans DELETE (a mutation, run by ClickHouse in the background)
 // removes their rows. The erasure is done when no row of its traces is
-// left; Erasures finds that out and records it. The acknowledgement is
+// left: Erasures reports it so, and the erasure pass (erasepass.go)
+// records it, and starts the removal again should rows be left with none
+// under way; reading the erasures writes nothing. The acknowledgement is
 // ClickHouse's acknowledgement of the erasures and erased_traces inserts,
 // which run under the URL's insert_quorum as span inserts do (withQuorum).
 // An Erase that fails after recording its request leaves it pending (its
@@ -128,9 +130,9 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 	}
 	if len(ids) > 0 {
 		if err := s.startRemoval(ctx, req.Project, st.ID); err != nil {
-			// Hidden already (erasing a trace by id again starts its removal
-			// again, and so does Erasures). Say so in the status rather than
-			// fail a request whose effect on queries has taken place.
+			// Hidden already (the erasure pass starts the removal again).
+			// Say so in the status rather than fail a request whose effect
+			// on queries has taken place.
 			st.Error = "removal not started: " + err.Error()
 			if err := s.saveErasure(ctx, st); err != nil {
 				return store.Erasure{}, err
@@ -212,25 +214,53 @@ func (s *Store) saveErasure(ctx context.Context, e store.Erasure) error {
 	return nil
 }
 
-// Erasures returns the project's erasures, oldest first; one whose traces
-// have no row left is marked done (and recorded so).
+// Erasures returns the project's erasures, oldest first. One recorded as
+// hidden whose traces have no row left is reported done (and the erasure
+// pass told to record it); one with rows left is reported hidden. It writes
+// nothing: restarting a removal is the erasure pass's.
 func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, error) {
 	if err := s.usable(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.Query(ctx, `SELECT id, argMax(query, version), argMax(trace_id, version), argMax(state, version),
+	out, err := s.readErasures(ctx, "WHERE project = ?", "", project)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		e := &out[i]
+		if e.State != store.EraseHidden {
+			continue // done, or pending: nothing hidden yet to wait for
+		}
+		left, err := s.rowsLeft(ctx, e.Project, e.ID)
+		if err != nil {
+			return nil, err
+		}
+		if left == 0 {
+			at := s.doneTime(e.Project, e.ID)
+			e.State, e.DoneAt = store.EraseDone, &at
+			s.wakePass()
+		}
+	}
+	return out, nil
+}
+
+// readErasures reads the newest status of each erasure, by project and
+// id, where the WHERE clause where holds and the HAVING clause having
+// (either may be "") of the same aggregates, with args bound in order.
+func (s *Store) readErasures(ctx context.Context, where, having string, args ...any) ([]store.Erasure, error) {
+	rows, err := s.conn.Query(ctx, `SELECT project, id, argMax(query, version), argMax(trace_id, version), argMax(state, version),
 		argMax(requested_at, version), argMax(hidden_at, version), argMax(done_at, version), argMax(traces, version),
 		argMax(spans_erased, version), argMax(error, version)
-		FROM erasures WHERE project = ? GROUP BY id ORDER BY id`, project)
+		FROM erasures `+where+` GROUP BY project, id `+having+` ORDER BY project, id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
 	}
+	defer rows.Close()
 	out := []store.Erasure{}
 	for rows.Next() {
-		e := store.Erasure{Project: project}
+		var e store.Erasure
 		var req, hidden, done, traces uint64
-		if err := rows.Scan(&e.ID, &e.Query, &e.TraceID, &e.State, &req, &hidden, &done, &traces, &e.SpansErased, &e.Error); err != nil {
-			rows.Close()
+		if err := rows.Scan(&e.Project, &e.ID, &e.Query, &e.TraceID, &e.State, &req, &hidden, &done, &traces, &e.SpansErased, &e.Error); err != nil {
 			return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
 		}
 		e.Traces = int(traces)
@@ -245,49 +275,25 @@ func (s *Store) Erasures(ctx context.Context, project string) ([]store.Erasure, 
 		}
 		out = append(out, e)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read erasures from ClickHouse: %w", err)
 	}
-	for i := range out {
-		e := &out[i]
-		if e.State != store.EraseHidden {
-			continue // done, or pending: nothing hidden yet to wait for
-		}
-		var left uint64
-		for _, table := range erasedTables {
-			var n uint64
-			if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = ? AND trace_id "+s.target.global()+"IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
-				project, project, e.ID).Scan(&n); err != nil {
-				return nil, fmt.Errorf("check erasure %d in ClickHouse: %w", e.ID, err)
-			}
-			left += n
-		}
-		if left == 0 {
-			now := time.Now().UTC()
-			e.State, e.DoneAt = store.EraseDone, &now
-			if err := s.saveErasure(ctx, *e); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		// Rows are left. While a mutation of this erasure is under way they
-		// are its to remove; with none under way, the removal starts again:
-		// on a replicated cluster of 18.16 a mutation was seen to finish
-		// with rows of its traces left (about one test run in seven), and a
-		// removal that failed to start leaves none either.
-		var running uint64
-		if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0 AND position(command, ?) > 0",
-			fmt.Sprintf("erasure = %d", e.ID)).Scan(&running); err != nil {
-			return nil, fmt.Errorf("check the removal of erasure %d in ClickHouse: %w", e.ID, err)
-		}
-		if running == 0 {
-			if err := s.startRemoval(ctx, project, e.ID); err != nil {
-				return nil, fmt.Errorf("start the removal of erasure %d again: %w", e.ID, err)
-			}
-		}
-	}
 	return out, nil
+}
+
+// rowsLeft counts the rows of erasure id's traces left in the tables that
+// hold whole spans.
+func (s *Store) rowsLeft(ctx context.Context, project string, id uint64) (uint64, error) {
+	var left uint64
+	for _, table := range erasedTables {
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = ? AND trace_id "+s.target.global()+"IN (SELECT trace_id FROM erased_traces WHERE project = ? AND erasure = ?)",
+			project, project, id).Scan(&n); err != nil {
+			return 0, fmt.Errorf("check erasure %d in ClickHouse: %w", id, err)
+		}
+		left += n
+	}
+	return left, nil
 }
 
 // startRemoval starts the removal of an erasure's traces from the tables

@@ -17,6 +17,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/chstore/chtest"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
 	"github.com/rastro-dev/rastro/internal/store/memstore"
 )
@@ -198,13 +199,16 @@ func TestClusterImportRefusedWithReplicas(t *testing.T) {
 // with a replica down an erasure fails, naming the quorum (through the API
 // too), and leaves nothing half done: the trace still served, no erasure
 // recorded; sent again once the replica is back, it hides the trace and
-// its removal completes (after the next quorum insert: see below).
+// its removal completes (after the next quorum insert: see below), and
+// the erasure passes record both erasures done.
 func TestClusterReplicasErasureQuorum(t *testing.T) {
 	c := chcluster.SharedReplicas(t)
 	db := c.Database(t)
 	corpus, _ := clusterCorpus(t, 11, 300)
-	quorum := openNode(t, c, db, 0, "?insert_quorum=2", Options{})
-	others := []*Store{openNode(t, c, db, 0, "", Options{}), openNode(t, c, db, 1, "", Options{})}
+	// The erasure passes run every 250 ms (every 30 s by default).
+	pass := Options{ErasureEvery: 250 * time.Millisecond}
+	quorum := openNode(t, c, db, 0, "?insert_quorum=2", pass)
+	others := []*Store{openNode(t, c, db, 0, "", pass), openNode(t, c, db, 1, "", pass)}
 	appendAll(t, quorum, "p", slices.Clone(corpus))
 	ctx := t.Context()
 	spansOf := func(s *Store, id model.TraceID) int {
@@ -279,8 +283,9 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	// ingest does.
 	// Sent again every 2 s while the test waits, as ingest goes on. Once
 	// in about seven runs the mutations reported done with rows of the
-	// trace left on both replicas (cause not found); Erasures then starts
-	// the removal again, and this waits for that to finish too.
+	// trace left on both replicas (cause not found); the erasure pass then
+	// starts the removal again, and this waits for that to finish too, and
+	// for the passes to record both erasures done.
 	extra := 0
 	sendNext := func() {
 		next := bench.Moved(corpus[:1], time.Duration(extra+1)*time.Second)
@@ -300,7 +305,8 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 		if err != nil || len(list) != 2 {
 			t.Fatalf("erasures through replica 2: %+v %v", list, err)
 		}
-		if list[0].State == store.EraseDone && list[1].State == store.EraseDone {
+		if list[0].State == store.EraseDone && list[1].State == store.EraseDone &&
+			recorded(t, others[1], "p", list[0].ID).State == store.EraseDone && recorded(t, others[1], "p", list[1].ID).State == store.EraseDone {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -311,14 +317,30 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 					rows = append(rows, fmt.Sprintf("replica %d %s_local: %d erased rows (%v)", i+1, table, k, err))
 				}
 			}
-			t.Fatalf("erasures not done after 60s: %+v\n%s\nreplica 1:\n%s\nreplica 2:\n%s", list, strings.Join(rows, "\n"), mutationsOf(others[0]), mutationsOf(others[1]))
+			t.Fatalf("erasures not done and recorded so after 60s: %+v, recorded %+v %+v\n%s\nreplica 1:\n%s\nreplica 2:\n%s", list,
+				recorded(t, others[1], "p", list[0].ID), recorded(t, others[1], "p", list[1].ID), strings.Join(rows, "\n"), mutationsOf(others[0]), mutationsOf(others[1]))
 		}
 	}
+	var restarted int64
+	for _, s := range append(others, quorum) {
+		restarted += s.reRemovals.Load()
+	}
+	t.Logf("removals started again by the erasure passes: %d", restarted)
 	for i := range c.Nodes {
 		if n, left := localCount(t, c, db, i, "spans"), len(corpus)+extra-int(e.SpansErased)-want; n != uint64(left) {
 			t.Errorf("replica %d holds %d spans after the erasures, want %d", i+1, n, left)
 		}
 	}
+}
+
+// TestClusterReplicasErasurePass: TestErasurePass on the 1 shard x 2
+// replicas cluster: reading the erasures through either replica writes
+// nothing; the pass, through replica 2, starts each removal once, and the
+// rows go from both replicas.
+func TestClusterReplicasErasurePass(t *testing.T) {
+	c := chcluster.SharedReplicas(t)
+	db := c.Database(t)
+	testErasurePass(t, len(c.Nodes), func(i int, o Options) *Store { return openNode(t, c, db, i, "", o) })
 }
 
 // TestClusterShardsOfReplicas, on its own real cluster of 2 shards of 2
@@ -426,6 +448,139 @@ func TestClusterShardsOfReplicas(t *testing.T) {
 	}
 	if n := counts("spans"); n[0] != n[1] || n[2] != n[3] || n[0]+n[2] != uint64(len(corpus)+len(to[0])+len(to[1])) {
 		t.Fatalf("spans_local rows on nodes 1-4 after the replica's return: %v, want %d in all", n, len(corpus)+len(to[0])+len(to[1]))
+	}
+	t.Logf("test took %v", time.Since(t0).Round(time.Millisecond))
+}
+
+// TestClusterReplicasRetention, on the 1 shard x 2 replicas cluster:
+// TestRetention's settings and spans, written through replica 1 with
+// insert_quorum=2, are hidden through either replica before any sweep; the
+// sweep through replica 1 drops the expired day partition from both
+// replicas and deletes the short-retention project's other expired spans
+// (and its trace index and attribute index rows) from both, keeping every
+// other span; reads through either replica then agree, span by span, and a
+// second sweep starts nothing. Except (18.16, with a quorum): expired
+// spans in the last part a quorum insert wrote into a day's partition stay
+// stored, hidden, until another quorum insert writes into that day, then
+// go (here: a's spans of 5 days ago, and one late span of b of that day).
+func TestClusterReplicasRetention(t *testing.T) {
+	t0 := time.Now()
+	c := chcluster.SharedReplicas(t)
+	db := c.Database(t)
+	rc := newRetentionCase(t)
+	// A day, 5 days ago, whose last quorum insert holds spans of a, which
+	// expire (written before today's spans).
+	day := 24 * time.Hour
+	late := []*retentionGroup{{project: "b", age: 5 * day, kept: true}, {project: "a", age: 5 * day}}
+	for i, g := range late {
+		g.spans = spansAt(t, uint64(200+i), 60, rc.now.Add(-g.age))
+		if g.kept {
+			rc.want[g.project] += len(g.spans)
+		}
+	}
+	rc.groups = slices.Insert(rc.groups, 6, late...)
+	w := openNode(t, c, db, 0, "?insert_quorum=2", rc.opts)
+	r := openNode(t, c, db, 1, "", rc.opts)
+	ctx := t.Context()
+	written := map[string]uint64{}
+	for _, g := range rc.groups {
+		appendAll(t, w, g.project, slices.Clone(g.spans))
+		written[g.project] += uint64(len(g.spans))
+	}
+	// rows is project's rows of table's local table on node i.
+	rows := func(i int, table, project string) uint64 {
+		t.Helper()
+		n, err := c.Nodes[i].QueryUint(ctx, "SELECT count() FROM "+db+"."+table+"_local WHERE project = '"+project+"'")
+		if err != nil {
+			t.Fatalf("count %s_local of %s on node %d: %v", table, project, i+1, err)
+		}
+		return n
+	}
+	for i := range c.Nodes {
+		for p, n := range written {
+			if got := rows(i, "spans", p); got != n {
+				t.Fatalf("replica %d holds %d spans of %s once acknowledged with quorum 2, want %d", i+1, got, p, n)
+			}
+		}
+	}
+	rc.visible(t, "before the sweep, through replica 1", w)
+	rc.visible(t, "before the sweep, through replica 2", r)
+
+	sw, err := w.SweepRetention(ctx)
+	rc.checkSweep(t, sw, err)
+	// waitRows waits until both replicas hold the kept spans, and stuck
+	// expired spans of a, in spans and spans_by_trace; with none stuck,
+	// the expired rows of a's trace index and attribute index are gone
+	// too.
+	cut := fmt.Sprint(rc.cutA())
+	expired := map[string]string{ // table -> a's expired rows
+		"trace_index": "project = 'a' AND start_max < " + cut,
+		"attr_index":  "project = 'a' AND start < " + cut,
+	}
+	waitRows := func(when string, stuck int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			var wrong []string
+			for i := range c.Nodes {
+				for _, table := range []string{"spans", "spans_by_trace"} {
+					for _, p := range []string{"a", "b", "c"} {
+						want := uint64(rc.want[p])
+						if p == "a" {
+							want += uint64(stuck)
+						}
+						if n := rows(i, table, p); n != want {
+							wrong = append(wrong, fmt.Sprintf("replica %d: %d rows of %s in %s_local, want %d", i+1, n, p, table, want))
+						}
+					}
+				}
+				for table, cond := range expired {
+					if n, err := c.Nodes[i].QueryUint(ctx, "SELECT count() FROM "+db+"."+table+"_local WHERE "+cond); err != nil || (n != 0 && stuck == 0) {
+						wrong = append(wrong, fmt.Sprintf("replica %d: %d expired rows of %s_local where %s (%v)", i+1, n, table, cond, err))
+					}
+				}
+			}
+			if len(wrong) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s, after 30s:\n%s\nreplica 1:\n%s\nreplica 2:\n%s", when, strings.Join(wrong, "\n"), mutationsOf(w), mutationsOf(r))
+			}
+		}
+	}
+	waitRows("after the sweep (a's spans of 5 days ago stuck in that day's last quorum part)", len(late[1].spans))
+	rc.visible(t, "after the sweep, a's spans of 5 days ago stuck, through replica 1", w)
+	rc.visible(t, "after the sweep, a's spans of 5 days ago stuck, through replica 2", r)
+	lateSpan := spansAt(t, 300, 1, rc.now.Add(-5*day))
+	appendAll(t, w, "b", lateSpan)
+	rc.want["b"]++
+	rc.groups = append(rc.groups, &retentionGroup{project: "b", age: 5 * day, kept: true, spans: lateSpan})
+	waitRows("after a late span of 5 days ago", 0)
+	for i := range c.Nodes {
+		if n := rows(i, "attr_index", "a"); n == 0 {
+			t.Fatalf("replica %d holds no attribute index rows of a's kept spans: the check above tests nothing", i+1)
+		}
+	}
+	rc.visible(t, "after the sweep, through replica 1", w)
+	rc.visible(t, "after the sweep, through replica 2", r)
+	for _, p := range []string{"a", "b", "c"} {
+		var text [2][]string
+		for k, s := range []*Store{w, r} {
+			got, _, _, err := s.SearchSpans(ctx, p, &query.Filter{}, 10_000, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				text[k] = append(text[k], spanText(&got[i]))
+			}
+		}
+		if !slices.Equal(text[0], text[1]) {
+			t.Errorf("project %s after the sweep: %d spans through replica 1, %d through replica 2 (first difference at %d)", p, len(text[0]), len(text[1]), firstDiff(text[0], text[1]))
+		}
+	}
+	for i, s := range []*Store{w, r} {
+		if sw, err := s.SweepRetention(ctx); err != nil || len(sw.PartitionsDropped) != 0 || len(sw.Deletes) != 0 {
+			t.Fatalf("a second sweep through replica %d: %+v %v, want nothing to do", i+1, sw, err)
+		}
 	}
 	t.Logf("test took %v", time.Since(t0).Round(time.Millisecond))
 }

@@ -26,6 +26,11 @@ import (
 //   - log records likewise by their time, decided on the logs table alone
 //     (its partitions hold other projects than those of spans).
 //
+// On replicas with insert_quorum, 18.16 mutates no day partition's last
+// quorum part until another quorum insert writes into that day: expired
+// rows in it stay stored, hidden, until then or until the day is dropped
+// (TestClusterReplicasRetention; docs/clickhouse.md#retention).
+//
 // TTL is not used: 18.16 has none (a TTL clause is a syntax error there),
 // and one TTL per project would be an expression rebuilt with every change
 // of the settings. The sweep works on every version.
@@ -241,25 +246,18 @@ func validPartitionID(id string) bool {
 	return true
 }
 
-// sweeper runs SweepRetention every RetentionEvery until stop closes.
-func (s *Store) sweeper(stop <-chan struct{}) {
-	defer s.retWG.Done()
+// sweeper runs SweepRetention every RetentionEvery until Close.
+func (s *Store) sweeper() {
+	defer s.bg.Done()
 	t := time.NewTicker(s.opts.RetentionEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-s.bgCtx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		ctx, cancel := context.WithTimeout(s.bgCtx, 5*time.Minute)
 		if _, err := s.SweepRetention(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			s.opts.Logger.Error("clickhouse retention sweep failed; retrying later", "err", err)
 		}

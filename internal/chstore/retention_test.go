@@ -29,62 +29,99 @@ func spansAt(t testing.TB, seed uint64, n int, at time.Time) []model.Span {
 // starts nothing new.
 func TestRetention(t *testing.T) { testRetention(t, func(o Options) *Store { return open(t, o) }) }
 
-// testRetention is TestRetention on the Store open makes (a single node
-// or a cluster).
-func testRetention(t *testing.T, open func(Options) *Store) {
+// retentionCase is TestRetention's settings and spans: at noon of today
+// (far from day boundaries), a default retention of 7 days, 2 days for
+// project a, b on the default, c kept forever, and groups of spans of each
+// project at several ages, some expired.
+type retentionCase struct {
+	now    time.Time
+	opts   Options // the retention settings and clock
+	groups []*retentionGroup
+	want   map[string]int // spans kept, per project
+}
+
+type retentionGroup struct {
+	project string
+	age     time.Duration
+	kept    bool // not expired
+	spans   []model.Span
+}
+
+func newRetentionCase(t *testing.T) *retentionCase {
 	day := 24 * time.Hour
-	now := time.Now().UTC().Truncate(day).Add(12 * time.Hour) // noon: far from day boundaries
-	s := open(Options{Retention: 7 * day, ProjectRetention: map[string]time.Duration{"a": 2 * day, "c": 0},
-		RetentionEvery: time.Hour, Now: func() time.Time { return now }})
-	ctx := t.Context()
-	type group struct {
-		project string
-		age     time.Duration
-		kept    bool // not expired
-		spans   []model.Span
-	}
-	groups := []*group{
+	now := time.Now().UTC().Truncate(day).Add(12 * time.Hour)
+	rc := &retentionCase{now: now, want: map[string]int{},
+		opts: Options{Retention: 7 * day, ProjectRetention: map[string]time.Duration{"a": 2 * day, "c": 0},
+			RetentionEvery: time.Hour, Now: func() time.Time { return now }}}
+	rc.groups = []*retentionGroup{
 		{project: "a", age: 10 * day}, {project: "b", age: 10 * day}, // a partition of expired spans only
 		{project: "a", age: 12 * day}, {project: "c", age: 12 * day, kept: true}, // shared with a project kept forever
 		{project: "a", age: 3 * day}, {project: "b", age: 3 * day, kept: true}, // a's retention is shorter
 		{project: "a", age: time.Hour, kept: true}, {project: "b", age: time.Hour, kept: true}, {project: "c", age: time.Hour, kept: true},
 	}
-	want := map[string]int{}
-	for i, g := range groups {
+	for i, g := range rc.groups {
 		g.spans = spansAt(t, uint64(100+i), 60, now.Add(-g.age))
-		appendAll(t, s, g.project, slices.Clone(g.spans))
 		if g.kept {
-			want[g.project] += len(g.spans)
+			rc.want[g.project] += len(g.spans)
 		}
 	}
-	visible := func(when string) {
-		t.Helper()
-		for _, p := range []string{"a", "b", "c"} {
-			got, _, _, err := s.SearchSpans(ctx, p, &query.Filter{}, 10_000, nil)
-			if err != nil || len(got) != want[p] {
-				t.Fatalf("%s: project %s shows %d spans (%v), want %d", when, p, len(got), err, want[p])
-			}
-		}
-		for _, g := range groups {
-			tr, _, err := s.Trace(ctx, g.project, g.spans[0].TraceID)
-			if err != nil || (len(tr) > 0) != g.kept {
-				t.Fatalf("%s: trace of %s aged %v: %d spans (%v), want found=%v", when, g.project, g.age, len(tr), err, g.kept)
-			}
-		}
-	}
-	visible("before the sweep")
+	return rc
+}
 
-	sw, err := s.SweepRetention(ctx)
+// cutA is the cutoff of the delete the sweep starts for project a: its
+// retention cutoff rounded down to a day.
+func (rc *retentionCase) cutA() uint64 {
+	return uint64(rc.now.Add(-2*24*time.Hour).UnixNano()) / dayNanos * dayNanos
+}
+
+// visible: s shows each project's kept spans and no expired one, by
+// search and by trace id.
+func (rc *retentionCase) visible(t *testing.T, when string, s *Store) {
+	t.Helper()
+	for _, p := range []string{"a", "b", "c"} {
+		got, _, _, err := s.SearchSpans(t.Context(), p, &query.Filter{}, 10_000, nil)
+		if err != nil || len(got) != rc.want[p] {
+			t.Fatalf("%s: project %s shows %d spans (%v), want %d", when, p, len(got), err, rc.want[p])
+		}
+	}
+	for _, g := range rc.groups {
+		tr, _, err := s.Trace(t.Context(), g.project, g.spans[0].TraceID)
+		if err != nil || (len(tr) > 0) != g.kept {
+			t.Fatalf("%s: trace of %s aged %v: %d spans (%v), want found=%v", when, g.project, g.age, len(tr), err, g.kept)
+		}
+	}
+}
+
+// checkSweep: sw is the first sweep of rc's spans: it dropped the day
+// partition of 10 days ago and started one delete, a's.
+func (rc *retentionCase) checkSweep(t *testing.T, sw RetentionSweep, err error) {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(sw.PartitionsDropped) != 1 {
 		t.Fatalf("sweep dropped partitions %v, want the one of 10 days ago", sw.PartitionsDropped)
 	}
-	cutA := uint64(now.Add(-2*day).UnixNano()) / dayNanos * dayNanos
-	if len(sw.Deletes) != 1 || sw.Deletes["a"] != cutA {
-		t.Fatalf("sweep started deletes %v, want one for a below %d", sw.Deletes, cutA)
+	if len(sw.Deletes) != 1 || sw.Deletes["a"] != rc.cutA() {
+		t.Fatalf("sweep started deletes %v, want one for a below %d", sw.Deletes, rc.cutA())
 	}
+}
+
+// testRetention is TestRetention on the Store open makes (a single node
+// or a cluster).
+func testRetention(t *testing.T, open func(Options) *Store) {
+	rc := newRetentionCase(t)
+	s := open(rc.opts)
+	ctx := t.Context()
+	for _, g := range rc.groups {
+		appendAll(t, s, g.project, slices.Clone(g.spans))
+	}
+	want := rc.want
+	rc.visible(t, "before the sweep", s)
+
+	sw, err := s.SweepRetention(ctx)
+	rc.checkSweep(t, sw, err)
+	cutA := rc.cutA()
 	rows := func() map[string]int {
 		out := map[string]int{}
 		r, err := s.conn.Query(ctx, "SELECT project, count() FROM spans GROUP BY project")
@@ -111,7 +148,7 @@ func testRetention(t *testing.T, open func(Options) *Store) {
 			t.Fatalf("rows stored after 30s: %v, want %v", got, want)
 		}
 	}
-	visible("after the sweep")
+	rc.visible(t, "after the sweep", s)
 	// The project's expired rows of the trace index, the rollups and the
 	// attribute index go too; the partition dropped went from all.
 	for _, c := range []struct{ table, cond string }{
