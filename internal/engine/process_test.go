@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rastro-dev/rastro/internal/model"
+	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/process"
+	"github.com/rastro-dev/rastro/internal/store"
 )
 
 // overlapping runs merges through the process policy, holding the first two
@@ -130,5 +133,95 @@ func TestTwoEnginesMergingAtOnceLeaveNoStaleLimit(t *testing.T) {
 	}
 	if got := debug.SetMemoryLimit(-1); got != operator {
 		t.Fatalf("after both engines merged the memory limit is %d, want the operator's %d", got, operator)
+	}
+}
+
+// sealCounter is a Background that counts the seals run through it.
+type sealCounter struct {
+	mu    sync.Mutex
+	seals int
+}
+
+func (c *sealCounter) RunMerge(busy func() bool, merge func()) { merge() }
+func (c *sealCounter) MergesDone()                             {}
+func (c *sealCounter) RunSeal(seal func()) {
+	c.mu.Lock()
+	c.seals++
+	c.mu.Unlock()
+	seal()
+}
+
+func (c *sealCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seals
+}
+
+// TestSealBehindRunsAtNormalPriority: a seal that starts with the buffer
+// half a seal past SealBytes runs as it is, not through the process's
+// background policy (which lowers its priority), and is counted; a seal
+// that starts on time goes through the policy.
+func TestSealBehindRunsAtNormalPriority(t *testing.T) {
+	bg := &sealCounter{}
+	const sealBytes = 1 << 20
+	e, err := Open(Options{Dir: t.TempDir(), SealBytes: sealBytes, Background: bg, SealAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	g := newGen(7)
+	request := func(spans []model.Span) *store.Write {
+		body := otlp.EncodeProto(spans)
+		b, err := otlp.DecodeProto(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}
+	}
+	// What a span of this generator costs in the buffer's estimate, from
+	// an engine that does not seal.
+	calib, err := Open(Options{Dir: t.TempDir(), SealBytes: 1 << 30, SealAge: time.Hour, MemoryLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := g.spans(500)
+	if err := calib.Append(context.Background(), request(sample)); err != nil {
+		t.Fatal(err)
+	}
+	perSpan := calib.bufferBytes() / int64(len(sample))
+	calib.Close()
+	// appendOnce stores about n bytes' worth of spans in one request: the
+	// seal loop sees the buffer grow by all of it at once.
+	appendOnce := func(n int64) {
+		t.Helper()
+		var spans []model.Span
+		for int64(len(spans))*perSpan < n {
+			spans = append(spans, g.trace()...)
+		}
+		if err := e.Append(context.Background(), request(spans)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSeals := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for e.Counters().Seals < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d seals after 30 s, want %d", e.Counters().Seals, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+
+	appendOnce(sealBytes + sealBytes/5)
+	waitSeals(1)
+	if got, behind := bg.count(), e.Counters().SealsBehind; got != 1 || behind != 0 {
+		t.Fatalf("a seal on time: %d seals through the policy, %d counted behind; want 1, 0", got, behind)
+	}
+
+	appendOnce(2 * sealBytes)
+	waitSeals(2)
+	if got, behind := bg.count(), e.Counters().SealsBehind; got != 1 || behind != 1 {
+		t.Fatalf("a seal behind: %d seals through the policy, %d counted behind; want 1, 1", got, behind)
 	}
 }

@@ -65,6 +65,9 @@ type Counters struct {
 	AttrSegPruned                  int64
 	ReplayedRecords, ReplayedSpans int64
 	BufferFull, SealErrors         int64
+	// SealsBehind counts seals that started behind (the buffers half a
+	// seal past SealBytes) and so ran at normal priority.
+	SealsBehind int64
 	// LLM statistics: segments and blocks answered from stored aggregates,
 	// and blocks whose rows were read instead.
 	LLMAggSegments, LLMAggBlocks, LLMRowBlocks int64
@@ -110,6 +113,7 @@ func (e *Engine) Counters() Counters {
 		AttrSegPruned:     e.m.attrSegPruned.Load(),
 		ReplayedRecords:   e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
+		SealsBehind:    e.m.sealsBehind.Load(),
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
