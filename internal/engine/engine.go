@@ -253,7 +253,12 @@ type Engine struct {
 	// (holdMemoryLimit); nil when it holds none.
 	memLimit *memLimitHold
 
-	kick    chan struct{}
+	kick chan struct{}
+	// sealed is closed and replaced (under mu) each time a seal retires a
+	// frozen buffer: pace waits on it.
+	sealed chan struct{}
+	// maxPace is the const maxPace, a field so tests can lengthen it.
+	maxPace time.Duration
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closed  atomic.Bool
@@ -316,7 +321,7 @@ type counters struct {
 	replayedRecords, replayedSpans atomic.Int64
 	replayRejectedRecords          atomic.Int64
 	bufferFull, sealErrors         atomic.Int64
-	sealsBehind                    atomic.Int64
+	sealsBehind, paced             atomic.Int64
 	// LLM statistics: parts answered from stored aggregates versus rows.
 	llmAggSegments, llmAggBlocks, llmRowBlocks atomic.Int64
 	// Full-text search: segments and blocks skipped by token filters, and
@@ -403,6 +408,8 @@ func Open(opts Options) (*Engine, error) {
 		fs:         fsys,
 		manifest:   man,
 		kick:       make(chan struct{}, 1),
+		sealed:     make(chan struct{}),
+		maxPace:    maxPace,
 		stop:       make(chan struct{}),
 		active:     newMemtable(time.Now(), nil),
 		cache:      newBlockCache(opts.BlockCacheBytes),
@@ -601,6 +608,9 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	if len(spans) == 0 {
 		return nil
 	}
+	if err := e.pace(ctx); err != nil {
+		return err
+	}
 	if e.bufferBytes() >= e.opts.MaxBufferBytes {
 		e.m.bufferFull.Add(1)
 		e.requestSeal()
@@ -623,6 +633,52 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 		return fmt.Errorf("append to wal: %w", err)
 	}
 	return nil
+}
+
+// maxPace bounds how long pace holds one request.
+const maxPace = time.Second
+
+// pace holds a request while the write buffers hold two seals' worth or
+// more and seals are working (the last one did not fail), until a seal
+// retires a buffer, ctx ends or maxPace has passed; then Append goes on and
+// refuses only if the buffers are at MaxBufferBytes. Why: when ingest
+// outruns the seals, the buffers would grow to MaxBufferBytes (4 seals by
+// default) and the heap with them; holding the requests instead slows the
+// senders to what the seals keep up with, and the CPU the requests would
+// have used goes to the seal. Measured with the sustained scenario of
+// rastro bench ingest (docs/benchmarks/ingest.md).
+func (e *Engine) pace(ctx context.Context) error {
+	limit := 2 * e.opts.SealBytes
+	if limit >= e.opts.MaxBufferBytes || e.sealErr.Load() != nil {
+		return nil
+	}
+	var timeout <-chan time.Time
+	for {
+		e.mu.RLock()
+		b := e.active.bytes.Load()
+		for _, m := range e.frozen {
+			b += m.bytes.Load()
+		}
+		sealed := e.sealed
+		e.mu.RUnlock()
+		if b < limit {
+			return nil
+		}
+		if timeout == nil {
+			e.m.paced.Add(1)
+			e.requestSeal()
+			t := time.NewTimer(e.maxPace)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-sealed:
+		case <-timeout:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // ingestQuiet is how long after the last append ingest counts as idle.
@@ -798,6 +854,8 @@ func (e *Engine) sealOneLocked(m *memtable) error {
 		e.segs = append(e.segs, h)
 	}
 	e.frozen = e.frozen[1:]
+	close(e.sealed)
+	e.sealed = make(chan struct{})
 	e.mu.Unlock()
 	if err != nil {
 		// The directory fsync failed: the rename may not survive a crash, so

@@ -30,6 +30,7 @@ var engineCounters = []struct {
 	{"rastro_query_blocks_pruned_total", "Segment blocks skipped by searches using block metadata and filters.", func(c *Counters) int64 { return c.BlocksPruned }},
 	{"rastro_ingest_buffer_full_total", "Appends refused (429) because the write buffer was at --max-buffer-bytes.", func(c *Counters) int64 { return c.BufferFull }},
 	{"rastro_seals_behind_total", "Seals that started with the write buffers half a seal past --seal-bytes (seals falling behind ingest) and so ran at normal priority, not at --ingest-nice.", func(c *Counters) int64 { return c.SealsBehind }},
+	{"rastro_ingest_paced_total", "Span requests held (at most 1 s) while the write buffers held two seals' worth, until a seal retired one.", func(c *Counters) int64 { return c.Paced }},
 	{"rastro_seal_errors_total", "Seals that failed (the data stays in the WAL; see /api/v1/stats seal_error).", func(c *Counters) int64 { return c.SealErrors }},
 	{"rastro_llm_aggregate_segments_total", "Segments whose LLM statistics were answered from stored aggregates.", func(c *Counters) int64 { return c.LLMAggSegments }},
 	{"rastro_llm_aggregate_blocks_total", "Blocks whose LLM statistics were answered from stored aggregates.", func(c *Counters) int64 { return c.LLMAggBlocks }},

@@ -136,6 +136,37 @@ func TestTwoEnginesMergingAtOnceLeaveNoStaleLimit(t *testing.T) {
 	}
 }
 
+// spanRequests makes requests of about n bytes of the write buffer's
+// estimate from gen's spans, calibrated on an engine that does not seal.
+func spanRequests(t *testing.T, g *gen) func(n int64) *store.Write {
+	t.Helper()
+	request := func(spans []model.Span) *store.Write {
+		body := otlp.EncodeProto(spans)
+		b, err := otlp.DecodeProto(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}
+	}
+	calib, err := Open(Options{Dir: t.TempDir(), SealBytes: 1 << 30, SealAge: time.Hour, MemoryLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := g.spans(3000) // ~20,000 spans: the estimate's fixed costs (chunks of 4,096 rows) spread thin
+	if err := calib.Append(context.Background(), request(sample)); err != nil {
+		t.Fatal(err)
+	}
+	perSpan := calib.bufferBytes() / int64(len(sample))
+	calib.Close()
+	return func(n int64) *store.Write {
+		var spans []model.Span
+		for int64(len(spans))*perSpan < n {
+			spans = append(spans, g.trace()...)
+		}
+		return request(spans)
+	}
+}
+
 // sealCounter is a Background that counts the seals run through it.
 type sealCounter struct {
 	mu    sync.Mutex
@@ -169,36 +200,12 @@ func TestSealBehindRunsAtNormalPriority(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	g := newGen(7)
-	request := func(spans []model.Span) *store.Write {
-		body := otlp.EncodeProto(spans)
-		b, err := otlp.DecodeProto(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}
-	}
-	// What a span of this generator costs in the buffer's estimate, from
-	// an engine that does not seal.
-	calib, err := Open(Options{Dir: t.TempDir(), SealBytes: 1 << 30, SealAge: time.Hour, MemoryLimit: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sample := g.spans(500)
-	if err := calib.Append(context.Background(), request(sample)); err != nil {
-		t.Fatal(err)
-	}
-	perSpan := calib.bufferBytes() / int64(len(sample))
-	calib.Close()
+	request := spanRequests(t, newGen(7))
 	// appendOnce stores about n bytes' worth of spans in one request: the
 	// seal loop sees the buffer grow by all of it at once.
 	appendOnce := func(n int64) {
 		t.Helper()
-		var spans []model.Span
-		for int64(len(spans))*perSpan < n {
-			spans = append(spans, g.trace()...)
-		}
-		if err := e.Append(context.Background(), request(spans)); err != nil {
+		if err := e.Append(context.Background(), request(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,15 +220,104 @@ func TestSealBehindRunsAtNormalPriority(t *testing.T) {
 		}
 	}
 
-	appendOnce(sealBytes + sealBytes/5)
+	// Small requests until the buffer passes SealBytes: the seal loop
+	// finds it on time (less than half a seal past).
+	for e.bufferBytes() < sealBytes {
+		appendOnce(sealBytes / 8)
+	}
 	waitSeals(1)
 	if got, behind := bg.count(), e.Counters().SealsBehind; got != 1 || behind != 0 {
 		t.Fatalf("a seal on time: %d seals through the policy, %d counted behind; want 1, 0", got, behind)
 	}
 
-	appendOnce(2 * sealBytes)
+	appendOnce(3 * sealBytes) // in one request: the loop finds the buffer behind
 	waitSeals(2)
 	if got, behind := bg.count(), e.Counters().SealsBehind; got != 1 || behind != 1 {
 		t.Fatalf("a seal behind: %d seals through the policy, %d counted behind; want 1, 1", got, behind)
+	}
+}
+
+// gatedSeals is a Background that holds each seal run through it until
+// released.
+type gatedSeals struct {
+	entered chan struct{} // a seal is waiting for release
+	release chan struct{}
+}
+
+func (g *gatedSeals) RunMerge(busy func() bool, merge func()) { merge() }
+func (g *gatedSeals) MergesDone()                             {}
+func (g *gatedSeals) RunSeal(seal func()) {
+	select {
+	case g.entered <- struct{}{}:
+	default: // the test waits for the first seal only
+	}
+	<-g.release
+	seal()
+}
+
+// TestPaceHoldsIngestUntilASeal: while the buffers hold two seals' worth, a
+// request is held (not refused) until a seal retires a buffer, and then
+// stored.
+func TestPaceHoldsIngestUntilASeal(t *testing.T) {
+	const sealBytes = 1 << 20
+	g := &gatedSeals{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e, err := Open(Options{Dir: t.TempDir(), SealBytes: sealBytes, Background: g, SealAge: time.Hour, MemoryLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(g.release) }) }
+	defer release()         // before Close, which waits for the seal loop
+	e.maxPace = time.Minute // the test, not the cap, decides when the seal ends
+	request := spanRequests(t, newGen(9))
+	// One seal's worth and a fifth: the seal loop starts a seal (on time,
+	// so through the policy), which waits at the gate.
+	if err := e.Append(context.Background(), request(sealBytes/5+sealBytes)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no seal started with the buffer past --seal-bytes")
+	}
+	// More, until the buffers hold two seals' worth (the seal waits).
+	for e.bufferBytes() < 2*sealBytes {
+		if err := e.Append(context.Background(), request(sealBytes/8)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := e.Counters().SealedSpans
+	done := make(chan error, 1)
+	go func() { done <- e.Append(context.Background(), request(sealBytes/10)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.Counters().Paced == 0 {
+		if time.Now().After(deadline) {
+			select {
+			case err := <-done:
+				t.Fatalf("the third request was not held: it returned %v (buffers %d bytes)", err, e.bufferBytes())
+			default:
+			}
+			t.Fatalf("the third request was not held (buffers %d bytes, %+v)", e.bufferBytes(), e.Counters())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the held request returned (%v) before any seal ended", err)
+	default:
+	}
+	release() // this seal and any later one go on
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the held request: %v, want it stored", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the held request was not let through after the seal")
+	}
+	c := e.Counters()
+	if c.SealedSpans <= held || c.BufferFull != 0 {
+		t.Fatalf("sealed spans %d (before %d), buffer-full refusals %d: want a seal and no refusal", c.SealedSpans, held, c.BufferFull)
 	}
 }

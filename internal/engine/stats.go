@@ -68,6 +68,9 @@ type Counters struct {
 	// SealsBehind counts seals that started behind (the buffers half a
 	// seal past SealBytes) and so ran at normal priority.
 	SealsBehind int64
+	// Paced counts appends held while the buffers held two seals' worth
+	// (Engine.pace).
+	Paced int64
 	// LLM statistics: segments and blocks answered from stored aggregates,
 	// and blocks whose rows were read instead.
 	LLMAggSegments, LLMAggBlocks, LLMRowBlocks int64
@@ -113,7 +116,7 @@ func (e *Engine) Counters() Counters {
 		AttrSegPruned:     e.m.attrSegPruned.Load(),
 		ReplayedRecords:   e.m.replayedRecords.Load(), ReplayedSpans: e.m.replayedSpans.Load(),
 		BufferFull: e.m.bufferFull.Load(), SealErrors: e.m.sealErrors.Load(),
-		SealsBehind:    e.m.sealsBehind.Load(),
+		SealsBehind: e.m.sealsBehind.Load(), Paced: e.m.paced.Load(),
 		LLMAggSegments: e.m.llmAggSegments.Load(), LLMAggBlocks: e.m.llmAggBlocks.Load(), LLMRowBlocks: e.m.llmRowBlocks.Load(),
 		ContentSegPruned: e.m.contentSegPruned.Load(), ContentSegExamined: e.m.contentSegExamined.Load(),
 		ContentBlockPruned: e.m.contentBlockPruned.Load(), ContentBlockExamined: e.m.contentBlockExamined.Load(),
