@@ -102,7 +102,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.sealBytes, "seal-bytes", "seal the in-memory write buffer into a segment when it grows past this size (spans, logs and metrics each have their own buffer)")
 	fs.DurationVar(&c.sealAge, "seal-age", time.Minute, "seal the write buffer when its oldest span has waited this long")
 	fs.Var(&c.walMax, "wal-max-bytes", "seal early when the WAL grows past this size, bounding its disk use and replay time")
-	fs.Var(&c.maxBuf, "max-buffer-bytes", "heap for spans not yet sealed (the buffer's estimate, within 25% of the heap it holds); beyond it ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
+	fs.Var(&c.maxBuf, "max-buffer-bytes", "heap for spans not yet sealed (the buffer's estimate, within 25% of the heap it holds); from 2 x --seal-bytes a request waits up to 1 s for a seal to end, and beyond this limit ingest answers 429 until seals catch up (0 = 4 x --seal-bytes)")
 	fs.BoolVar(&c.noContentIndex, "no-content-index", false, "write segments without full-text token filters (content search then scans every block)")
 	fs.Var(&c.valueThreshold, "value-threshold", "string attribute values of at least this size (long prompts and completions) are stored apart, once per distinct value, and read only for results that show them (0 keeps every value inline)")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web UI at / on the HTTP port (--ui=false turns it off)")
