@@ -54,7 +54,7 @@ func TestRowFilteredSearchEqualsBruteForce(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer e.Close()
-			corpus := resentCorpus(t, e, 9)
+			corpus := resentCorpus(t, e, newGen(9), rand.New(rand.NewPCG(9, 1)), 9, 20)
 			r := rand.New(rand.NewPCG(9, 23))
 			before := e.Counters()
 			for pass := range 2 { // the second pass finds cached blocks (cache=0)
@@ -90,20 +90,18 @@ func TestRowFilteredSearchEqualsBruteForce(t *testing.T) {
 	}
 }
 
-// resentCorpus writes 8 segments of the test generator's spans to project
-// p, and the write buffer a ninth round, re-sending about one span in 20
-// of earlier rounds with another user; it returns the newest copy of each
-// span.
-func resentCorpus(t *testing.T, e *Engine, seed uint64) []model.Span {
+// resentCorpus writes rounds-1 segments of g's spans to project p, and the
+// write buffer a last round, re-sending about one span in every of earlier
+// rounds (drawn from r) with another user; it returns the newest copy of
+// each span.
+func resentCorpus(t *testing.T, e *Engine, g *gen, r *rand.Rand, rounds, every int) []model.Span {
 	t.Helper()
-	g := newGen(seed)
-	r := rand.New(rand.NewPCG(seed, 1))
 	latest := map[string]model.Span{}
 	var order []string
-	for round := range 9 {
+	for round := range rounds {
 		spans := g.spans(40)
 		for _, k := range order {
-			if r.IntN(20) == 0 {
+			if r.IntN(every) == 0 {
 				s := latest[k]
 				s.Attributes = slices.Clone(s.Attributes)
 				for i := range s.Attributes {
@@ -122,7 +120,7 @@ func resentCorpus(t *testing.T, e *Engine, seed uint64) []model.Span {
 			latest[k] = s
 		}
 		appendSpans(t, e, "p", spans)
-		if round < 8 {
+		if round < rounds-1 { // the last round stays in the write buffer
 			if err := e.Seal(); err != nil {
 				t.Fatal(err)
 			}

@@ -18,45 +18,11 @@ import (
 func TestSearchManySegmentsEqualsBruteForce(t *testing.T) {
 	e := openTest(t, t.TempDir())
 	defer e.Close()
-	g := newGen(5)
 	r := rand.New(rand.NewPCG(5, 23))
-	latest := map[string]model.Span{} // the newest copy of each span
-	var order []string
-	for round := range 12 {
-		spans := g.spans(40)
-		// Re-send some spans of earlier rounds with another user.
-		for _, k := range order {
-			if r.IntN(25) == 0 {
-				s := latest[k]
-				s.Attributes = slices.Clone(s.Attributes)
-				for i := range s.Attributes {
-					if s.Attributes[i].Key == "user" {
-						s.Attributes[i].Value = model.StringValue(fmt.Sprintf("u%d", r.IntN(20)))
-					}
-				}
-				spans = append(spans, s)
-			}
-		}
-		for _, s := range spans {
-			k := key(&s)
-			if _, ok := latest[k]; !ok {
-				order = append(order, k)
-			}
-			latest[k] = s
-		}
-		appendSpans(t, e, "p", spans)
-		if round < 11 { // the last round stays in the write buffer
-			if err := e.Seal(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	// Re-send some spans of earlier rounds with another user.
+	corpus := resentCorpus(t, e, newGen(5), r, 12, 25)
 	if got := testStats(e, "p").Segments; got < 11 {
 		t.Fatalf("want >= 11 segments, got %d", got)
-	}
-	var corpus []model.Span
-	for _, k := range order {
-		corpus = append(corpus, latest[k])
 	}
 	for i := range 60 {
 		q := randomFilter(r)
