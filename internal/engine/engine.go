@@ -63,7 +63,8 @@ type Options struct {
 	// the engine holds while it is open when the process has none
 	// (GOMEMLIMIT unset, no limit set by other code): 0 derives it from
 	// the write buffers (at least 2 x SealBytes) and a headroom that follows
-	// the rest of the live heap (96-256 MiB, memoryHeadroom); positive asks
+	// the rest of the live heap (twice it, at least 96 MiB, at most
+	// 128 MiB of garbage: memoryHeadroom); positive asks
 	// for that limit; negative sets none. See holdMemoryLimit.
 	MemoryLimit int64
 	BlockSpans  int // spans per segment block; default 1024 (see BenchmarkTraceByID)

@@ -15,24 +15,28 @@ import (
 // the rest of the heap: the seal's working set, requests being decoded,
 // segment indexes, caches, and the garbage the collector lets accumulate
 // between cycles. The headroom follows the rest of the live heap, measured
-// after each collection: twice it (Go's own pacing, GOGC=100, for the part
-// of the heap that is not the buffers), within [minMemoryHeadroom,
-// maxMemoryHeadroom].
+// after each collection: that heap plus as much again for garbage (Go's
+// own pacing, GOGC=100, for the part of the heap that is not the buffers),
+// at least minMemoryHeadroom in all and at most maxMemoryGarbage of
+// garbage.
 //
 // Why it follows the heap: a fixed 96 MiB bounded sustained ingest into a
 // fresh store at about 236 MiB, but once the query caches of a 1M-span store
 // filled the heap the collector ran almost without pause (queries 2-3x
 // slower); a fixed 256 MiB did not, and let sustained ingest peak at 367 MiB
-// (docs/operations.md, docs/benchmarks/ingest.md).
+// (docs/operations.md, docs/benchmarks/ingest.md). A fixed headroom below
+// the rest of the live heap (a large store's indexes and a full block
+// cache) would leave the collector running without pause too.
 const (
 	minMemoryHeadroom = 96 << 20
-	maxMemoryHeadroom = 256 << 20
+	maxMemoryGarbage  = 128 << 20
 )
 
 // memoryHeadroom is the headroom for other bytes of live heap besides the
 // write buffers.
 func memoryHeadroom(other int64) int64 {
-	return min(max(2*other, minMemoryHeadroom), maxMemoryHeadroom)
+	other = max(other, 0)
+	return max(other+min(other, maxMemoryGarbage), minMemoryHeadroom)
 }
 
 // memLimit is the process's one soft memory limit as the open engines hold
@@ -117,10 +121,10 @@ func holdMemoryLimit(fixed, room int64, buffered func() int64) *memLimitHold {
 		}
 		memLimit.holders = map[*memLimitHold]struct{}{}
 		memLimit.set = math.MaxInt64
-		// Until a collection has measured the heap, the widest headroom:
-		// a store that opens with large indexes must not start with the
+		// Until a collection has measured the heap, a wide headroom: a
+		// store that opens with large indexes must not start with the
 		// collector running without pause.
-		memLimit.headroom = maxMemoryHeadroom
+		memLimit.headroom = 2 * maxMemoryGarbage
 		for i := range memLimit.others {
 			memLimit.others[i] = math.MaxInt64
 		}
