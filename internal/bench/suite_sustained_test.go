@@ -165,13 +165,6 @@ func TestSustainedTargets(t *testing.T) {
 		}
 		return &Record{Batch: batch, Scenarios: []ScenarioRecord{sr}}
 	}
-	status := func(ts []Target) string {
-		var s []string
-		for _, t := range ts {
-			s = append(s, t.Status)
-		}
-		return strings.Join(s, ",")
-	}
 	for _, c := range []struct {
 		name string
 		rec  *Record
@@ -186,7 +179,7 @@ func TestSustainedTargets(t *testing.T) {
 		{"another batch", rec(SustainedSpans, 500, "ok", 400_000, 0, 200), "NOT RUN,NOT RUN,NOT RUN"},
 		{"not run", &Record{Batch: 1000}, "NOT RUN,NOT RUN,NOT RUN"},
 	} {
-		if got := status(sustainedTargets(c.rec)); got != c.want {
+		if got := targetStatuses(sustainedTargets(c.rec)); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}

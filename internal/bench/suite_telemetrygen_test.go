@@ -88,13 +88,6 @@ func TestTelemetrygenTargetsAndDetail(t *testing.T) {
 		}
 		return &Record{Scenarios: []ScenarioRecord{sr}}
 	}
-	status := func(ts []Target) string {
-		var s []string
-		for _, t := range ts {
-			s = append(s, t.Status)
-		}
-		return strings.Join(s, ",")
-	}
 	for _, c := range []struct {
 		name string
 		rec  *Record
@@ -106,7 +99,7 @@ func TestTelemetrygenTargetsAndDetail(t *testing.T) {
 		{"refused", rec("refused", 0, 0), "FAIL,FAIL"},
 		{"not run", &Record{}, "NOT RUN,NOT RUN"},
 	} {
-		if got := status(telemetrygenTargets(c.rec)); got != c.want {
+		if got := targetStatuses(telemetrygenTargets(c.rec)); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
@@ -129,4 +122,13 @@ func TestTelemetrygenTargetsAndDetail(t *testing.T) {
 	if microsPerSpan(2*time.Second, 1_000_000) != 2 {
 		t.Errorf("2 s over 1M spans = %v us/span", microsPerSpan(2*time.Second, 1_000_000))
 	}
+}
+
+// targetStatuses lists the targets' statuses, comma-separated.
+func targetStatuses(ts []Target) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.Status)
+	}
+	return strings.Join(s, ",")
 }

@@ -145,7 +145,8 @@ func TestMemoryHeadroomFollowsTheHeap(t *testing.T) {
 
 	// A real hold and real collections: 80 MiB kept live raises the
 	// headroom to about 160 MiB; the same 80 MiB reported as buffered
-	// (the write buffers) leaves it near the floor; dropped, it falls.
+	// (the write buffers) brings it down near the floor; counted outside
+	// the buffers again it rises; dropped, it falls.
 	var buffered atomic.Int64
 	h := holdMemoryLimit(1<<40, 0, buffered.Load) // far above any other holder's
 	if h == nil {
@@ -176,8 +177,9 @@ func TestMemoryHeadroomFollowsTheHeap(t *testing.T) {
 	waitHeadroom("80 MiB live outside the buffers", func(h int64) bool { return h >= 160<<20 })
 	buffered.Store(int64(len(ballast)))
 	waitHeadroom("the same 80 MiB as write buffers", func(h int64) bool { return h < 140<<20 })
-	runtime.KeepAlive(ballast)
 	buffered.Store(0)
+	waitHeadroom("the 80 MiB outside the buffers again", func(h int64) bool { return h >= 160<<20 })
+	runtime.KeepAlive(ballast)
 	ballast = nil
 	waitHeadroom("the 80 MiB dropped", func(h int64) bool { return h < 140<<20 })
 }
