@@ -85,6 +85,11 @@ func (r *reader) off() int { return r.base + r.n0 - len(r.b) }
 
 func (r *reader) next() (protowire.Number, protowire.Type, error) {
 	r.tagOff = r.off()
+	if len(r.b) > 0 && r.b[0] < 0x80 && r.b[0]>>3 != 0 { // fields 1-15: a one-byte tag
+		c := r.b[0]
+		r.b = r.b[1:]
+		return protowire.Number(c >> 3), protowire.Type(c & 7), nil
+	}
 	num, typ, n := protowire.ConsumeTag(r.b)
 	if n < 0 {
 		return 0, 0, newError(r.off(), wireReason(n, "tag"))
@@ -99,6 +104,12 @@ func (r *reader) next() (protowire.Number, protowire.Type, error) {
 // bytes consumes a length-delimited value and returns it with the offset of its first byte.
 func (r *reader) bytes(field string) ([]byte, int, error) {
 	start := r.off()
+	if len(r.b) > 0 && r.b[0] < 0x80 && int(r.b[0]) < len(r.b) { // a one-byte length
+		n := int(r.b[0])
+		v := r.b[1 : 1+n : 1+n]
+		r.b = r.b[1+n:]
+		return v, start + 1, nil
+	}
 	v, n := protowire.ConsumeBytes(r.b)
 	if n < 0 {
 		return nil, 0, wrap(newError(start, wireReason(n, "length-delimited field")), field)
