@@ -12,11 +12,24 @@ type protoCounts struct {
 // quietly at malformed input: the decoder proper reports errors.
 func eachField(b []byte, fn func(num protowire.Number, v []byte)) {
 	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return
+		var num protowire.Number
+		var typ protowire.Type
+		if c := b[0]; c < 0x80 && c>>3 != 0 { // a one-byte tag, as readers take it
+			num, typ, b = protowire.Number(c>>3), protowire.Type(c&7), b[1:]
+			if typ == protowire.BytesType && len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+				n := 1 + int(b[0])
+				fn(num, b[1:n])
+				b = b[n:]
+				continue
+			}
+		} else {
+			var n int
+			num, typ, n = protowire.ConsumeTag(b)
+			if n < 0 {
+				return
+			}
+			b = b[n:]
 		}
-		b = b[n:]
 		if typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
@@ -26,7 +39,7 @@ func eachField(b []byte, fn func(num protowire.Number, v []byte)) {
 			b = b[n:]
 			continue
 		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
+		n := protowire.ConsumeFieldValue(num, typ, b)
 		if n < 0 {
 			return
 		}

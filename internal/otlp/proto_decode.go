@@ -85,6 +85,11 @@ func (r *reader) off() int { return r.base + r.n0 - len(r.b) }
 
 func (r *reader) next() (protowire.Number, protowire.Type, error) {
 	r.tagOff = r.off()
+	if len(r.b) > 0 && r.b[0] < 0x80 && r.b[0]>>3 != 0 { // fields 1-15: a one-byte tag
+		c := r.b[0]
+		r.b = r.b[1:]
+		return protowire.Number(c >> 3), protowire.Type(c & 7), nil
+	}
 	num, typ, n := protowire.ConsumeTag(r.b)
 	if n < 0 {
 		return 0, 0, newError(r.off(), wireReason(n, "tag"))
@@ -99,6 +104,12 @@ func (r *reader) next() (protowire.Number, protowire.Type, error) {
 // bytes consumes a length-delimited value and returns it with the offset of its first byte.
 func (r *reader) bytes(field string) ([]byte, int, error) {
 	start := r.off()
+	if len(r.b) > 0 && r.b[0] < 0x80 && int(r.b[0]) < len(r.b) { // a one-byte length
+		n := int(r.b[0])
+		v := r.b[1 : 1+n : 1+n]
+		r.b = r.b[1+n:]
+		return v, start + 1, nil
+	}
 	v, n := protowire.ConsumeBytes(r.b)
 	if n < 0 {
 		return nil, 0, wrap(newError(start, wireReason(n, "length-delimited field")), field)
@@ -449,33 +460,78 @@ func (d *protoDecoder) appendKeyValue(r *reader, field string, dst *[]model.KeyV
 	kvs := append(*dst, model.KeyValue{})
 	*dst = kvs
 	kv := &kvs[len(kvs)-1]
+	if plainKeyValue(b, kv) {
+		return nil
+	}
+	if err := d.keyValue(b, base, kv, depth); err != nil {
+		return wrapIdx(err, field, i)
+	}
+	return nil
+}
+
+// keyValue decodes a KeyValue message into kv: the general path.
+func (d *protoDecoder) keyValue(b []byte, base int, kv *model.KeyValue, depth int) error {
 	kr := newReader(b, base)
 	for len(kr.b) > 0 {
 		num, typ, err := kr.next()
 		if err != nil {
-			return wrapIdx(err, field, i)
+			return err
 		}
 		switch {
 		case num == 1 && typ == protowire.BytesType:
 			if kv.Key, err = kr.str("key"); err != nil {
-				return wrapIdx(err, field, i)
+				return err
 			}
 			continue
 		case num == 2 && typ == protowire.BytesType:
 			v, vb, err := kr.bytes("value")
 			if err != nil {
-				return wrapIdx(err, field, i)
+				return err
 			}
 			if err := d.anyValue(v, vb, &kv.Value, depth); err != nil {
-				return wrapIdx(wrap(err, "value"), field, i)
+				return wrap(err, "value")
 			}
 			continue
 		}
 		if err := kr.skip(num, typ); err != nil {
-			return wrapIdx(err, field, i)
+			return err
 		}
 	}
 	return nil
+}
+
+// plainKeyValue decodes the shape nearly every attribute has on the wire,
+// without a reader: the key (field 1), then the value (field 2) holding
+// only a string (AnyValue field 1) or an int (field 3), each length one
+// byte (below 128), nothing else. It fills kv and reports true for that
+// shape, exactly as the general path would; anything else reports false
+// and leaves kv alone.
+func plainKeyValue(b []byte, kv *model.KeyValue) bool {
+	if len(b) < 4 || b[0] != 0x0a || b[1] >= 0x80 || len(b) < 2+int(b[1])+2 {
+		return false
+	}
+	kl := int(b[1])
+	key, rest := b[2:2+kl], b[2+kl:]
+	if rest[0] != 0x12 || rest[1] >= 0x80 || int(rest[1]) != len(rest)-2 || len(rest) < 4 {
+		return false
+	}
+	v := rest[2:]
+	switch v[0] {
+	case 0x0a: // string_value
+		if v[1] >= 0x80 || int(v[1]) != len(v)-2 {
+			return false
+		}
+		kv.Key, kv.Value = stringOf(key), model.Value{Type: model.ValueString, Str: stringOf(v[2:])}
+		return true
+	case 0x18: // int_value
+		x, n := protowire.ConsumeVarint(v[1:])
+		if n != len(v)-1 {
+			return false
+		}
+		kv.Key, kv.Value = stringOf(key), model.IntValue(int64(x))
+		return true
+	}
+	return false
 }
 
 // span decodes one Span and appends it to d.out.Spans unless its ids are invalid.

@@ -2,6 +2,8 @@ package otlp
 
 import (
 	"fmt"
+	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/model"
@@ -158,6 +161,85 @@ func TestDecodedValueShapes(t *testing.T) {
 			hasElems := len(a.Value.Elems())+len(a.Value.Fields()) > 0
 			if (a.Value.List != nil) != hasElems {
 				t.Errorf("%s: %s (%v) has List %v", c.name, a.Key, a.Value.Type, a.Value.List)
+			}
+		}
+	}
+}
+
+// TestPlainKeyValueMatchesGeneral: the attribute fast path (plainKeyValue)
+// decodes exactly what the general path decodes, or declines. Every
+// encoding below, and every prefix of it (truncated input), is tried: when
+// the fast path takes one, the general path must accept it with the same
+// key and value. The common shapes must take the fast path.
+func TestPlainKeyValueMatchesGeneral(t *testing.T) {
+	str := func(s string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), s)
+	}
+	i64 := func(x int64) []byte {
+		return protowire.AppendVarint(protowire.AppendTag(nil, 3, protowire.VarintType), uint64(x))
+	}
+	kv := func(key []byte, values ...[]byte) []byte {
+		b := key
+		for _, v := range values {
+			b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), v)
+		}
+		return b
+	}
+	key := func(s string) []byte {
+		return protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), s)
+	}
+	long := strings.Repeat("x", 200)
+	type tc struct {
+		b    []byte
+		fast bool // the fast path must take it
+	}
+	cases := []tc{
+		{kv(key("peer.service"), str("telemetrygen-server")), true},
+		{kv(key(""), str("")), true},
+		{kv(key("k"), str(long[:127-4])), true},
+		{kv(key("k"), i64(0)), true},
+		{kv(key("k"), i64(-1)), true},
+		{kv(key("k"), i64(math.MaxInt64)), true},
+		{kv(key(long[:125]), str("v")), false}, // value pushes the message past 127 bytes: still fine either way
+		{kv(key(long[:128]), str("v")), false},
+		{kv(key("k"), str(long[:128])), false},
+		{kv(key("k"), str(long[:126])), false},
+		{kv(key("k"), nil), false},                                     // empty value
+		{kv(key("k"), str("a"), str("b")), false},                      // repeated value: merged
+		{kv(key("k"), append(str("a"), i64(7)...)), false},             // string then int: the last wins
+		{kv(key("k"), append(i64(7), str("a")...)), false},             // int then string
+		{append(kv(nil, str("v")), key("k")...), false},                // key after value
+		{append(kv(key("k"), str("v")), key("k2")...), false},          // repeated key
+		{append(kv(key("k"), str("v")), 0x20, 0x01), false},            // unknown field after
+		{kv(key("k"), protowire.AppendVarint([]byte{0x10}, 1)), false}, // bool
+		{kv(key("k"), protowire.AppendFixed64([]byte{0x21}, math.Float64bits(1.5))), false},
+		{kv(key("k"), append(str("v"), 0x28, 0x01)), false},      // unknown AnyValue field after the string
+		{[]byte{0x0a, 0x01, 'k', 0x12, 0x03, 0x0a, 0x01}, false}, // truncated string inside
+		{[]byte{0x0a, 0x01, 'k', 0x12, 0x02, 0x18, 0x80}, false}, // truncated varint
+		{[]byte{0x0a, 0x01, 'k', 0x12, 0x02, 0x0a, 0x05}, false}, // string longer than the value
+	}
+	for ci, c := range cases {
+		for n := len(c.b); n >= 0; n-- {
+			b := c.b[:n]
+			var got model.KeyValue
+			ok := plainKeyValue(b, &got)
+			if n == len(c.b) && c.fast && !ok {
+				t.Errorf("case %d (% x): the fast path declined a plain attribute", ci, b)
+			}
+			if !ok {
+				if !reflect.DeepEqual(got, model.KeyValue{}) {
+					t.Errorf("case %d prefix %d: declined but wrote %+v", ci, n, got)
+				}
+				continue
+			}
+			var d protoDecoder
+			var want model.KeyValue
+			if err := d.keyValue(b, 0, &want, 0); err != nil {
+				t.Errorf("case %d prefix %d (% x): fast path took input the general path refuses: %v", ci, n, b, err)
+				continue
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("case %d prefix %d (% x): fast path %+v, general %+v", ci, n, b, got, want)
 			}
 		}
 	}
