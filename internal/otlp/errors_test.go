@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -155,6 +156,21 @@ func TestDecodeProtoDoesNotAliasInput(t *testing.T) {
 	clear(in)
 	if b.Spans[0].Name != "op" {
 		t.Fatalf("span name changed to %q after the caller reused its buffer", b.Spans[0].Name)
+	}
+}
+
+// TestDecodeProtoOwnedKeepsNoCopy: the owned decoder's strings are the
+// body's own bytes (the copy DecodeProto makes is what ingest saves).
+func TestDecodeProtoOwnedKeepsNoCopy(t *testing.T) {
+	in := wrapSpans(goodSpan())
+	b, err := DecodeProtoOwned(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := unsafe.StringData(b.Spans[0].Name)
+	start, end := unsafe.Pointer(&in[0]), unsafe.Add(unsafe.Pointer(&in[0]), len(in))
+	if p := unsafe.Pointer(name); uintptr(p) < uintptr(start) || uintptr(p) >= uintptr(end) {
+		t.Fatal("the span name was copied out of the body")
 	}
 }
 

@@ -41,6 +41,14 @@ func FuzzDecodeProto(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, err := DecodeProto(data)
+		// The ingest paths decode without the copy: same answer, same error.
+		owned, ownedErr := DecodeProtoOwned(append([]byte(nil), data...))
+		if (err == nil) != (ownedErr == nil) || (err != nil && err.Error() != ownedErr.Error()) {
+			t.Fatalf("DecodeProto: %v; DecodeProtoOwned: %v", err, ownedErr)
+		}
+		if d := diffSpans(owned.Spans, got.Spans); err == nil && (d != "" || owned.Rejected != got.Rejected || owned.Problems != got.Problems) {
+			t.Fatalf("DecodeProtoOwned disagrees with DecodeProto: %s (rejected %d, %d)", d, owned.Rejected, got.Rejected)
+		}
 		var req coltrace.ExportTraceServiceRequest
 		officialErr := proto.Unmarshal(data, &req)
 		if officialErr == nil && requestValueDepth(&req) > maxValueDepth {

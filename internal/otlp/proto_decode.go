@@ -40,7 +40,19 @@ var valueDepthReason = "attribute value nested deeper than " + strconv.Itoa(maxV
 // Spans with invalid ids are counted in Batch.Rejected and left out; other
 // malformed input returns an *Error naming the field path and byte offset.
 func DecodeProto(b []byte) (Batch, error) {
-	d := protoDecoder{buf: append([]byte(nil), b...)}
+	return decodeProto(append([]byte(nil), b...))
+}
+
+// DecodeProtoOwned is DecodeProto without the copy: the decoded strings and
+// byte values alias b itself, so the caller must never modify b again (nor
+// let anything else). The ingest paths own each request's body (read into
+// memory of their own, then only written to the WAL) and save a copy of
+// every request this way.
+func DecodeProtoOwned(b []byte) (Batch, error) { return decodeProto(b) }
+
+// decodeProto decodes buf, which it owns: decoded strings alias it.
+func decodeProto(buf []byte) (Batch, error) {
+	d := protoDecoder{buf: buf}
 	c := countRequest(d.buf)
 	d.out.Spans = make([]model.Span, 0, c.spans)
 	d.attrs = make([]model.KeyValue, 0, c.attrs)

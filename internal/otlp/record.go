@@ -31,8 +31,18 @@ func (t RecordType) String() string {
 	return fmt.Sprintf("record-type-%d", uint8(t))
 }
 
-// Decode decodes a request body of the given type: ingest decodes with it,
-// and WAL replay decodes the stored bodies with it again.
+// DecodeOwned is Decode for a caller that hands body over: it is never
+// modified again, so the protobuf decoder need not copy it (DecodeProtoOwned).
+func DecodeOwned(t RecordType, body []byte) (Batch, error) {
+	if t == RecordOTLPProto {
+		return DecodeProtoOwned(body)
+	}
+	return Decode(t, body)
+}
+
+// Decode decodes a request body of the given type: WAL replay decodes the
+// stored bodies with it (ingest uses DecodeOwned). The caller may reuse body
+// once it returns.
 func Decode(t RecordType, body []byte) (Batch, error) {
 	switch t {
 	case RecordOTLPProto:

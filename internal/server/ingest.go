@@ -240,7 +240,7 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 	var took time.Duration // the decoding itself, not the wait for the worker
 	s.runIngest(func() {
 		t0 := time.Now()
-		b, err = otlp.Decode(rt, body)
+		b, err = otlp.DecodeOwned(rt, body) // body is this request's own and only read after this
 		took = time.Since(t0)
 	})
 	s.met.decodeNanos.WithLabelValues(protocol).Add(float64(took.Nanoseconds()))
