@@ -126,7 +126,7 @@ func (s *Server) admitExport(ctx context.Context, body []byte) (project string, 
 	if !s.admit(n) {
 		return project, nil, overloaded()
 	}
-	done, ierr := s.ingestSlot()
+	done, ierr := s.ingestSlot(project)
 	if ierr != nil {
 		s.release(n)
 		return project, nil, ierr
@@ -184,8 +184,8 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 		}
 		if project, aerr := s.authorize(accessIngest, first("authorization"), first("x-scope-orgid")); aerr == nil {
 			ierr := s.admitProject(be, project)
-			if ierr == nil && s.ingestBusy() {
-				ierr = s.busyError()
+			if ierr == nil {
+				ierr = s.ingestBusy(project)
 			}
 			if ierr != nil {
 				s.met.rejected.WithLabelValues(ierr.reason).Inc()
@@ -234,7 +234,7 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
 	}
 	defer s.release(n)
-	done, ierr := s.ingestSlot()
+	done, ierr := s.ingestSlot(project)
 	if ierr != nil {
 		s.met.rejected.WithLabelValues(ierr.reason).Inc()
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)

@@ -134,26 +134,89 @@ func (o *Options) validateProjectLimits() error {
 	return nil
 }
 
-// ingestSlot takes one of the MaxConcurrentIngest slots without waiting; it
-// returns the release function, or a 429 when every slot is taken.
-func (s *Server) ingestSlot() (func(), *ingestError) {
-	select {
-	case s.ingestSlots <- struct{}{}:
-		return func() { <-s.ingestSlots }, nil
-	default:
-		return nil, s.busyError()
+// ingestSlots counts the ingest requests being decoded and stored, in all
+// and by project: at most max at once, and at most perProject of one
+// project, so that a project flooding the server leaves slots for the
+// others (max/4 of them, at least one when max is 2 or more) instead of
+// getting them all refused at the door.
+type ingestSlots struct {
+	max, perProject int
+
+	mu    sync.Mutex
+	total int
+	held  map[string]int
+}
+
+func newIngestSlots(n int) *ingestSlots {
+	reserve := 0
+	if n >= 2 {
+		reserve = max(1, n/4)
 	}
+	return &ingestSlots{max: n, perProject: n - reserve, held: map[string]int{}}
 }
 
-// busyError is the answer to an ingest request beyond MaxConcurrentIngest.
-func (s *Server) busyError() *ingestError {
+// refusal says why project may not take a slot now: "" when it may,
+// "server" when every slot is taken, "project" when project holds its most.
+// Callers hold mu.
+func (sl *ingestSlots) refusal(project string) string {
+	switch {
+	case sl.total >= sl.max:
+		return "server"
+	case sl.held[project] >= sl.perProject:
+		return "project"
+	}
+	return ""
+}
+
+// ingestSlot takes one of the MaxConcurrentIngest slots for project without
+// waiting; it returns the release function, or a 429 when every slot is
+// taken or the project holds as many as one project may.
+func (s *Server) ingestSlot(project string) (func(), *ingestError) {
+	sl := s.ingestSlots
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if why := sl.refusal(project); why != "" {
+		return nil, s.busyError(project, why)
+	}
+	sl.total++
+	sl.held[project]++
+	return func() {
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		sl.total--
+		if sl.held[project]--; sl.held[project] == 0 {
+			delete(sl.held, project)
+		}
+	}, nil
+}
+
+// busyError is the answer to an ingest request of project beyond
+// MaxConcurrentIngest (why "server") or beyond one project's part of it
+// (why "project").
+func (s *Server) busyError(project, why string) *ingestError {
+	sl := s.ingestSlots
+	if why == "project" {
+		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "concurrency").Inc()
+		return &ingestError{status: http.StatusTooManyRequests, reason: "project_ingest_busy",
+			msg: fmt.Sprintf("project %q has %d requests being stored at once, the most one project may have of the server's %d (--max-concurrent-ingest; the rest is kept for other projects); retry after the Retry-After delay",
+				project, sl.perProject, sl.max)}
+	}
 	return &ingestError{status: http.StatusTooManyRequests, reason: "ingest_busy",
-		msg: fmt.Sprintf("this server is storing %d requests at once (--max-concurrent-ingest) and refuses more rather than make them wait; retry after the Retry-After delay", cap(s.ingestSlots))}
+		msg: fmt.Sprintf("this server is storing %d requests at once (--max-concurrent-ingest) and refuses more rather than make them wait; retry after the Retry-After delay", sl.max)}
 }
 
-// ingestBusy reports whether every ingest slot is taken (for gRPC's tap,
-// before a call's message is received).
-func (s *Server) ingestBusy() bool { return len(s.ingestSlots) >= cap(s.ingestSlots) }
+// ingestBusy is the answer ingestSlot would give project now, without
+// taking a slot (for gRPC's tap, before a call's message is received).
+func (s *Server) ingestBusy(project string) *ingestError {
+	sl := s.ingestSlots
+	sl.mu.Lock()
+	why := sl.refusal(project)
+	sl.mu.Unlock()
+	if why == "" {
+		return nil
+	}
+	return s.busyError(project, why)
+}
 
 // admitProject refuses a request of project before its body is read when
 // the project is over its rate, when the backend's write buffer is full

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -309,5 +310,88 @@ func TestIngestCapRefusesAtOnce(t *testing.T) {
 	}
 	if code, _, body := ts.postAs("p", spansFor(5, 4)); code != 200 {
 		t.Fatalf("once the slot is free: %d %s", code, body)
+	}
+}
+
+// TestIngestCapKeepsSlotsForOtherProjects: one project may hold at most
+// three quarters of the --max-concurrent-ingest slots; beyond that its
+// requests get 429 (HTTP and gRPC, counted by project) while another
+// project's request still takes a slot and is stored.
+func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
+	var hold atomic.Bool
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".wal") && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release // the WAL's commit waits: every request in it holds its slot
+		}
+		return vfs.Fault{}
+	}}
+	ts := startLimited(t, Options{MaxConcurrentIngest: 4}, engine.Options{Dir: "/data", FS: fs})
+	slots := func() (total, noisy int) {
+		sl := ts.srv.ingestSlots
+		sl.mu.Lock()
+		defer sl.mu.Unlock()
+		return sl.total, sl.held["noisy"]
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	hold.Store(true)
+	codes3 := make(chan int, 3)
+	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 1)); codes3 <- code }()
+	<-held
+	for i := range 2 {
+		go func() { code, _, _ := ts.postAs("noisy", spansFor(5, byte(2+i))); codes3 <- code }()
+	}
+	waitFor("the noisy project to hold 3 slots", func() bool { _, n := slots(); return n == 3 })
+
+	code, retry, body := ts.postAs("noisy", spansFor(5, 5))
+	if code != http.StatusTooManyRequests || retry == "" || !strings.Contains(body, `project \"noisy\"`) || !strings.Contains(body, "--max-concurrent-ingest") {
+		t.Fatalf("the noisy project's 4th request: %d, Retry-After %q, %s", code, retry, body)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "noisy")
+	if err := exportSpans(ctx, coltracepb.NewTraceServiceClient(cc), spansFor(5, 6)); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), `project "noisy"`) {
+		t.Fatalf("the noisy project's 4th request over gRPC: %v", err)
+	}
+
+	quiet := make(chan int, 1)
+	go func() { code, _, _ := ts.postAs("quiet", spansFor(5, 7)); quiet <- code }()
+	waitFor("the quiet project to take the 4th slot", func() bool { n, _ := slots(); return n == 4 })
+	if code, _, body := ts.postAs("other", spansFor(5, 8)); code != http.StatusTooManyRequests || !strings.Contains(body, "this server is storing 4 requests at once") {
+		t.Fatalf("a request with every slot taken: %d %s", code, body)
+	}
+	close(release)
+	if code := <-quiet; code != 200 {
+		t.Fatalf("the quiet project's request: %d", code)
+	}
+	for range 3 {
+		if code := <-codes3; code != 200 {
+			t.Fatalf("a noisy request holding a slot: %d", code)
+		}
+	}
+	if n, _ := slots(); n != 0 {
+		t.Fatalf("%d slots still held after every request was answered", n)
+	}
+	var got struct{ Spans []json.RawMessage }
+	if c := ts.get("/api/v1/spans?since=all&limit=100", &got, "X-Scope-OrgID", "quiet"); c != 200 || len(got.Spans) != 5 {
+		t.Fatalf("the quiet project's spans: %d, %d spans", c, len(got.Spans))
+	}
+	limited, rejected := ts.metric("rastro_ingest_limited_total"), ts.metric("rastro_ingest_rejected_total")
+	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 2`) ||
+		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 2`) {
+		t.Fatalf("the refusals are not counted by project:\n%s\n%s", limited, rejected)
 	}
 }

@@ -220,9 +220,9 @@ type Server struct {
 	querySlots chan struct{}
 	conns      *connStates
 	rates      *projectRates // per-project ingest rate (nil: none)
-	// ingestSlots holds one token per ingest request being decoded and
-	// stored; its capacity is Options.MaxConcurrentIngest.
-	ingestSlots chan struct{}
+	// ingestSlots counts the ingest requests being decoded and stored
+	// (Options.MaxConcurrentIngest; projectlimits.go).
+	ingestSlots *ingestSlots
 
 	httpLn, grpcLn net.Listener
 	extraLns       []net.Listener
@@ -249,7 +249,7 @@ func New(opts Options) (*Server, error) {
 	s.met = newMetrics()
 	s.spanMetrics = spanmetrics.New(0)
 	s.querySlots = make(chan struct{}, opts.MaxConcurrentQueries)
-	s.ingestSlots = make(chan struct{}, opts.MaxConcurrentIngest)
+	s.ingestSlots = newIngestSlots(opts.MaxConcurrentIngest)
 	if opts.ProjectRate > 0 {
 		s.rates = newProjectRates(opts.ProjectRate, opts.ProjectBurst, nil)
 	}

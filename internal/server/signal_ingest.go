@@ -55,7 +55,7 @@ func (s *Server) admitHTTP(r *http.Request) (project string, body []byte, releas
 		s.release(held)
 		return project, nil, nil, ierr
 	}
-	done, ierr := s.ingestSlot()
+	done, ierr := s.ingestSlot(project)
 	if ierr != nil {
 		s.release(held)
 		return project, nil, nil, ierr
