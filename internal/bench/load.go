@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -153,7 +154,11 @@ type LoadResult struct {
 	// SendLag is, in an open loop, how long after its due time each
 	// request was sent (0 when on time): the generator's backlog, from its
 	// own CPU or from all its workers waiting on answers.
-	SendLag        Latency `json:"send_lag"`
+	SendLag Latency `json:"send_lag"`
+	// Unsent is, in an open loop with a duration, the requests due within
+	// it that were not sent when it ended: the generator's backlog then.
+	// They are in no latency figure.
+	Unsent         int     `json:"unsent"`
 	SpansPerSecond float64 `json:"spans_per_second"`
 	FirstError     string  `json:"first_error,omitempty"`
 }
@@ -303,7 +308,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		next                                    atomic.Int64
 		accepted, rejected, sent, wire          atomic.Int64
 		requests, acked, n429, nerr, shed, late atomic.Int64
-		retried                                 atomic.Int64
+		retried, started                        atomic.Int64
 		errOnce                                 sync.Once
 		firstErr                                string
 	)
@@ -376,7 +381,9 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				if o.Rate > 0 {
 					sendAt = start.Add(time.Duration(pass)*passLen + due[i%len(payloads)])
 				}
-				if !deadline.IsZero() && !sendAt.Before(deadline) || runCtx.Err() != nil {
+				// The run ends at its deadline: at the due time of the next
+				// request, or on the wall clock when the sends are behind.
+				if !deadline.IsZero() && (!sendAt.Before(deadline) || !time.Now().Before(deadline)) || runCtx.Err() != nil {
 					return
 				}
 				if o.Rate > 0 {
@@ -393,6 +400,7 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 					}
 				}
 				sentAt := time.Now()
+				started.Add(1)
 				if o.Rate > 0 {
 					lag[w] = append(lag[w], max(sentAt.Sub(sendAt), 0))
 				}
@@ -466,6 +474,16 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		Status429: int(n429.Load()), Retried429: int(retried.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
 		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all), AckedLatency: SummarizeLatency(ackAll),
 		AckedSendLatency: SummarizeLatency(ackSendAll), SendLag: SummarizeLatency(lagAll), FirstError: firstErr,
+	}
+	if o.Rate > 0 && o.Duration > 0 && passLen > 0 {
+		// Requests due before the deadline: whole passes, then the part
+		// of one.
+		passes := int(o.Duration / passLen)
+		n := passes*len(payloads) + sort.Search(len(due), func(j int) bool { return due[j] >= o.Duration-time.Duration(passes)*passLen })
+		if !o.Loop {
+			n = min(n, len(payloads))
+		}
+		r.Unsent = max(n-int(started.Load()), 0)
 	}
 	if elapsed > 0 {
 		r.SpansPerSecond = float64(r.AcceptedSpans) / elapsed.Seconds()

@@ -36,7 +36,8 @@ Accepted spans/s counts acknowledged spans over the 60 s; "other errors" is ever
 (gRPC: OK nor RESOURCE_EXHAUSTED) plus connections the server shed. Latency is over acknowledged requests only, two
 ways: from each batch's due time ("due": what a sender on a schedule sees, the generator's own backlog included; the
 target is on this one) and from the moment the batch was sent ("send": the server's answer time). The detail table
-gives the sends that started late and by how much, the requests the engine held while its write buffers were two
+gives the sends that started late and by how much, the requests due in the window that a load had not sent when it
+ended (each load stops at the end of the 60 s on the wall clock; its backlog then is counted, not sent), the requests the engine held while its write buffers were two
 seals deep (` + "`rastro_ingest_paced_total`" + `, at most 1 s each) and the 429s by the server's reason
 (` + "`rastro_ingest_rejected_total`" + `), both over the 60 s. Peak RSS is the server's VmHWM over the 60 s (reset just
 before). Afterwards every batch a load process reported acknowledged (` + "`rastro load --acked-file`" + `) is checked: one of
@@ -281,6 +282,8 @@ func runOverload(ctx context.Context, env *RunEnv, p Protocol, pl *overloadPlan)
 		"late_sends":             float64(nr.LateSends + qr.LateSends),
 		"noisy_send_lag_p99_ms":  nr.SendLag.P99,
 		"quiet_send_lag_p99_ms":  qr.SendLag.P99,
+		"noisy_unsent":           float64(nr.Unsent),
+		"quiet_unsent":           float64(qr.Unsent),
 		"load_nice":              float64(lowestNice),
 	}}
 	if rssErr == nil && memErr == nil {
@@ -433,10 +436,12 @@ func overloadDetail(rec *Record) string {
 		{"Noisy requests sent", []string{"noisy_requests"}, 0},
 		{"Noisy sends started late (> 1 ms after due)", []string{"noisy_late_sends"}, 0},
 		{"Noisy send lag p99 ms (send time - due time)", []string{"noisy_send_lag_p99_ms"}, 1},
+		{"Noisy requests due in the window but never sent (the backlog at its end)", []string{"noisy_unsent"}, 0},
 		{"Noisy p50 ms from the due time / from the send", []string{"noisy_p50_ms", "noisy_send_p50_ms"}, 1},
 		{"Quiet requests sent", []string{"quiet_requests"}, 0},
 		{"Quiet sends started late", []string{"quiet_late_sends"}, 0},
 		{"Quiet send lag p99 ms", []string{"quiet_send_lag_p99_ms"}, 1},
+		{"Quiet requests never sent", []string{"quiet_unsent"}, 0},
 		{"Requests the engine paced (held up to 1 s, buffers two seals deep)", []string{"paced_requests"}, 0},
 	}
 	for _, r := range overloadReasons {

@@ -206,7 +206,8 @@ func printLoad(w io.Writer, ep string, o bench.LoadOptions, batch int, r bench.L
 		a := r.AckedSendLatency
 		fmt.Fprintf(w, "answer time  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms  (%d acknowledged requests, from the send)\n",
 			a.P50, a.P95, a.P99, a.Max, a.Samples)
-		fmt.Fprintf(w, "send lag     p99 %.2f ms  max %.2f ms  (how late sends started after their due time)\n", r.SendLag.P99, r.SendLag.Max)
+		fmt.Fprintf(w, "send lag     p99 %.2f ms  max %.2f ms  (how late sends started after their due time); %d due but not sent when the duration ended\n",
+			r.SendLag.P99, r.SendLag.Max, r.Unsent)
 	}
 	fmt.Fprintf(w, "429s         %d\n", r.Status429)
 	fmt.Fprintf(w, "errors       %d (connections shed: %d)\n", r.Errors, r.Shed)
