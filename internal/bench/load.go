@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,9 +112,11 @@ type LoadOptions struct {
 	// acknowledged or the run ends; such answers count in
 	// LoadResult.Retried429, not Status429. Latency runs to the final answer.
 	Retry429 bool
-	// OnAck, when set, is called with the index of each payload the server
-	// acknowledged (from the worker goroutines, concurrently).
-	OnAck func(payload int)
+	// OnAck, when set, is called with the send number of each request the
+	// server acknowledged (from the worker goroutines, concurrently): pass
+	// k's payload j is k*len(payloads)+j, so send%len(payloads) is the
+	// payload.
+	OnAck func(send int)
 	// Progress, when set, receives a progress line every ProgressEvery (default 1s).
 	Progress      io.Writer
 	ProgressEvery time.Duration
@@ -123,25 +126,41 @@ type LoadOptions struct {
 // when the server acknowledged them (2xx / gRPC OK), minus any partial
 // success rejections.
 type LoadResult struct {
-	Protocol       Protocol      `json:"protocol"`
-	Concurrency    int           `json:"concurrency"`
-	OpenLoop       bool          `json:"open_loop"`
-	Elapsed        time.Duration `json:"elapsed_ns"`
-	Requests       int           `json:"requests"`
-	AckedRequests  int           `json:"acked_requests"`
-	SentSpans      int64         `json:"sent_spans"`
-	AcceptedSpans  int64         `json:"accepted_spans"`
-	RejectedSpans  int64         `json:"rejected_spans"` // partial_success.rejected_spans
-	Status429      int           `json:"status_429"`
-	Retried429     int           `json:"retried_429,omitempty"` // 429s answered and then retried (LoadOptions.Retry429)
-	Errors         int           `json:"errors"`                // other non-2xx responses and request errors
-	Shed           int           `json:"shed"`                  // connections reset, refused or closed by the server
-	WireBytes      int64         `json:"wire_bytes"`
-	LateSends      int           `json:"late_sends"` // open loop: sends that started after their scheduled time + 1ms
-	Latency        Latency       `json:"latency"`
-	AckedLatency   Latency       `json:"acked_latency"` // acknowledged requests only
-	SpansPerSecond float64       `json:"spans_per_second"`
-	FirstError     string        `json:"first_error,omitempty"`
+	Protocol      Protocol      `json:"protocol"`
+	Concurrency   int           `json:"concurrency"`
+	OpenLoop      bool          `json:"open_loop"`
+	Elapsed       time.Duration `json:"elapsed_ns"`
+	Requests      int           `json:"requests"`
+	AckedRequests int           `json:"acked_requests"`
+	SentSpans     int64         `json:"sent_spans"`
+	AcceptedSpans int64         `json:"accepted_spans"`
+	RejectedSpans int64         `json:"rejected_spans"` // partial_success.rejected_spans
+	Status429     int           `json:"status_429"`
+	Retried429    int           `json:"retried_429,omitempty"` // 429s answered and then retried (LoadOptions.Retry429)
+	Errors        int           `json:"errors"`                // other non-2xx responses and request errors
+	Shed          int           `json:"shed"`                  // connections reset, refused or closed by the server
+	WireBytes     int64         `json:"wire_bytes"`
+	LateSends     int           `json:"late_sends"` // open loop: sends that started after their scheduled time + 1ms
+	// Latency is every request's, AckedLatency the acknowledged ones': in
+	// an open loop from each request's due time (what a sender on a
+	// schedule sees, its own backlog included), in a closed loop from the
+	// send.
+	Latency      Latency `json:"latency"`
+	AckedLatency Latency `json:"acked_latency"`
+	// AckedSendLatency is the acknowledged requests' latency from the
+	// moment each was first sent: the server's answer time, without the
+	// generator's backlog. It equals AckedLatency in a closed loop.
+	AckedSendLatency Latency `json:"acked_send_latency"`
+	// SendLag is, in an open loop, how long after its due time each
+	// request was sent (0 when on time): the generator's backlog, from its
+	// own CPU or from all its workers waiting on answers.
+	SendLag Latency `json:"send_lag"`
+	// Unsent is, in an open loop with a duration, the requests due within
+	// it that were not sent when it ended: the generator's backlog then.
+	// They are in no latency figure.
+	Unsent         int     `json:"unsent"`
+	SpansPerSecond float64 `json:"spans_per_second"`
+	FirstError     string  `json:"first_error,omitempty"`
 }
 
 // FailedRequests is the number of requests that were not acknowledged.
@@ -214,7 +233,8 @@ type outcome struct {
 // answered; latency is send to answer. Open loop: payload i is due at
 // start + (spans before i)/Rate; a worker sends it at that time or, when it
 // is behind, at once, and latency runs from the due time, so a slow server
-// is charged for the requests it delayed (no coordinated omission).
+// is charged for the requests it delayed (no coordinated omission);
+// LoadResult.AckedSendLatency runs from the send in both.
 func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, error) {
 	if err := CheckLoopback(o.Endpoint); err != nil {
 		return LoadResult{}, err
@@ -288,12 +308,14 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		next                                    atomic.Int64
 		accepted, rejected, sent, wire          atomic.Int64
 		requests, acked, n429, nerr, shed, late atomic.Int64
-		retried                                 atomic.Int64
+		retried, started                        atomic.Int64
 		errOnce                                 sync.Once
 		firstErr                                string
 	)
 	lat := make([][]time.Duration, o.Concurrency)
 	ackLat := make([][]time.Duration, o.Concurrency)
+	ackSendLat := make([][]time.Duration, o.Concurrency)
+	lag := make([][]time.Duration, o.Concurrency)
 	start := time.Now()
 	var deadline time.Time
 	if o.Duration > 0 {
@@ -359,7 +381,9 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				if o.Rate > 0 {
 					sendAt = start.Add(time.Duration(pass)*passLen + due[i%len(payloads)])
 				}
-				if !deadline.IsZero() && !sendAt.Before(deadline) || runCtx.Err() != nil {
+				// The run ends at its deadline: at the due time of the next
+				// request, or on the wall clock when the sends are behind.
+				if !deadline.IsZero() && (!sendAt.Before(deadline) || !time.Now().Before(deadline)) || runCtx.Err() != nil {
 					return
 				}
 				if o.Rate > 0 {
@@ -374,6 +398,11 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 					} else if wait < -time.Millisecond {
 						late.Add(1)
 					}
+				}
+				sentAt := time.Now()
+				started.Add(1)
+				if o.Rate > 0 {
+					lag[w] = append(lag[w], max(sentAt.Sub(sendAt), 0))
 				}
 				rctx, rcancel := context.WithTimeout(runCtx, o.Timeout)
 				out := s.send(rctx, p)
@@ -396,7 +425,8 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				if runCtx.Err() != nil && !out.ok {
 					return // interrupted, not a server failure
 				}
-				took := time.Since(sendAt)
+				answered := time.Now()
+				took := answered.Sub(sendAt)
 				lat[w] = append(lat[w], took)
 				requests.Add(1)
 				sent.Add(int64(p.Spans))
@@ -405,8 +435,9 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 				case out.ok:
 					acked.Add(1)
 					ackLat[w] = append(ackLat[w], took)
+					ackSendLat[w] = append(ackSendLat[w], answered.Sub(sentAt))
 					if o.OnAck != nil {
-						o.OnAck(i % len(payloads))
+						o.OnAck(i)
 					}
 					r := min(out.rejected, int64(p.Spans))
 					rejected.Add(r)
@@ -429,10 +460,12 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 	close(stopProgress)
 	<-progressDone
 
-	var all, ackAll []time.Duration
+	var all, ackAll, ackSendAll, lagAll []time.Duration
 	for w := range lat {
 		all = append(all, lat[w]...)
 		ackAll = append(ackAll, ackLat[w]...)
+		ackSendAll = append(ackSendAll, ackSendLat[w]...)
+		lagAll = append(lagAll, lag[w]...)
 	}
 	r := LoadResult{
 		Protocol: o.Protocol, Concurrency: o.Concurrency, OpenLoop: o.Rate > 0,
@@ -440,7 +473,17 @@ func Load(ctx context.Context, o LoadOptions, payloads []Payload) (LoadResult, e
 		SentSpans: sent.Load(), AcceptedSpans: accepted.Load(), RejectedSpans: rejected.Load(),
 		Status429: int(n429.Load()), Retried429: int(retried.Load()), Errors: int(nerr.Load()), Shed: int(shed.Load()),
 		WireBytes: wire.Load(), LateSends: int(late.Load()), Latency: SummarizeLatency(all), AckedLatency: SummarizeLatency(ackAll),
-		FirstError: firstErr,
+		AckedSendLatency: SummarizeLatency(ackSendAll), SendLag: SummarizeLatency(lagAll), FirstError: firstErr,
+	}
+	if o.Rate > 0 && o.Duration > 0 && passLen > 0 {
+		// Requests due before the deadline: whole passes, then the part
+		// of one.
+		passes := int(o.Duration / passLen)
+		n := passes*len(payloads) + sort.Search(len(due), func(j int) bool { return due[j] >= o.Duration-time.Duration(passes)*passLen })
+		if !o.Loop {
+			n = min(n, len(payloads))
+		}
+		r.Unsent = max(n-int(started.Load()), 0)
 	}
 	if elapsed > 0 {
 		r.SpansPerSecond = float64(r.AcceptedSpans) / elapsed.Seconds()

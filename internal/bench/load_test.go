@@ -197,6 +197,45 @@ func TestLoadOpenLoopChargesQueueing(t *testing.T) {
 	if res.LateSends == 0 {
 		t.Error("no late sends recorded though the server could not keep up")
 	}
+	// From the send, a request's latency is the server's 30 ms; from its
+	// due time, that plus the wait behind the others.
+	if a, s := res.AckedLatency, res.AckedSendLatency; s.Samples != 10 || s.P50 < 30 || s.P99 > a.P99 || s.Max > a.Max || s.Max >= 150 {
+		t.Errorf("latency from the send %+v, from the due time %+v", s, a)
+	}
+	if res.SendLag.Samples != 10 || !(res.SendLag.Max > 100) || res.Unsent != 0 {
+		t.Errorf("send lag %+v, unsent %d: the last send was due at 90 ms and could not start before 270 ms", res.SendLag, res.Unsent)
+	}
+}
+
+// TestLoadOpenLoopEndsAtItsDuration: an open loop far behind its schedule
+// stops at its duration on the wall clock, and counts the requests due
+// within it that it never sent, instead of sending its whole backlog late.
+func TestLoadOpenLoopEndsAtItsDuration(t *testing.T) {
+	release := make(chan struct{})
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // no answer while the load runs: each request ends at the client's timeout
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer ts.Close()
+	defer close(release)                                            // before Close, which waits for the handlers
+	pl := testPayloads(t, 1000, 10, false)                          // 100 requests of 10 spans
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a backlog sent in full would take 25 minutes
+	defer cancel()
+	res, err := Load(ctx, LoadOptions{Endpoint: ts.URL, Protocol: ProtoOTLPProto, Concurrency: 1, Rate: 1_000_000, KeepAlive: true,
+		Duration: 300 * time.Millisecond, Loop: true, Timeout: 50 * time.Millisecond}, pl)
+	if err != nil {
+		t.Fatalf("%v: the load went on past its duration", err)
+	}
+	// 100,000 requests/s for 300 ms are due; each request takes at least
+	// its 50 ms timeout, so one worker starts at most 7.
+	if res.Requests > 7 || res.Requests+res.Unsent < 29_900 || res.Requests+res.Unsent > 30_100 {
+		t.Errorf("%d requests sent and %d unsent; want at most 7 sent and 30,000 in all", res.Requests, res.Unsent)
+	}
+	if res.Errors != res.Requests || res.AcceptedSpans != 0 {
+		t.Errorf("errors %d of %d requests, accepted %d; want every request timed out", res.Errors, res.Requests, res.AcceptedSpans)
+	}
 }
 
 func TestLoadDurationStopsALoop(t *testing.T) {

@@ -19,7 +19,7 @@ func runCLI(t *testing.T, name string, args ...string) (string, string, error) {
 
 func TestHarnessCommandsDocumentEveryFlag(t *testing.T) {
 	for name, flags := range map[string][]string{
-		"load":  {"endpoint", "protocol", "corpus", "concurrency", "batch", "rate", "spans", "duration", "gzip", "keepalive", "project", "seed", "window", "json", "progress", "start", "fresh-ids", "retry-429", "nice"},
+		"load":  {"endpoint", "protocol", "corpus", "concurrency", "batch", "rate", "spans", "duration", "gzip", "keepalive", "project", "seed", "window", "json", "progress", "start", "fresh-ids", "retry-429", "nice", "timeout", "hold", "acked-file"},
 		"demo":  {"server", "endpoint", "hours", "spans-per-hour", "rate", "live", "live-rate", "live-for", "project", "seed"},
 		"bench": {"binary", "runs", "spans", "batch", "samples", "seed", "only", "out-dir", "no-write", "json", "list", "tmp-dir", "quiet", "load-nice"},
 	} {
@@ -78,6 +78,7 @@ func TestLoadRefusesBadGeneratorSettings(t *testing.T) {
 		{[]string{"--nice", "-5"}, "0-19"},                                                     // a generator may not raise its priority
 		{[]string{"--nice", "20"}, "0-19"},
 		{[]string{"--start", "yesterday"}, "RFC 3339"},
+		{[]string{"--timeout", "0s"}, "--timeout"},
 	} {
 		_, _, err := runCLI(t, "load", append([]string{"--spans", "10", "--progress", "0"}, c.args...)...)
 		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), c.want) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
@@ -31,7 +33,8 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	duration := fs.Duration("duration", 0, "stop after this long; with a duration the generated spans are re-sent from the start when they run out (the server de-duplicates them)")
 	gz := fs.Bool("gzip", false, "gzip request bodies (compressed before the clock starts; gRPC compresses per call)")
 	keepAlive := fs.Bool("keepalive", true, "reuse HTTP connections between requests")
-	project := fs.String("project", "", "project to write to (X-Scope-OrgID header); empty = server default")
+	project := fs.String("project", "", "project to write to (the X-Scope-OrgID header over HTTP, x-scope-orgid metadata over gRPC); empty = the server's default project")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up on a request after this long (counted as an error)")
 	var token string
 	registerToken(fs, env, &token)
 	fs.Lookup("token").Usage = "bearer token (ingest role) for a server with --auth-file (default: RASTRO_TOKEN)"
@@ -40,6 +43,8 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	startAt := fs.String("start", "", "start time of the first span (RFC 3339); default: now minus --window")
 	freshIDs := fs.Bool("fresh-ids", false, "with --duration: every pass after the first sends new spans (the pass number mixed into each trace id, times moved one --window later a pass), so the store keeps growing as under live traffic; otlp-proto without gzip only")
 	retry429 := fs.Bool("retry-429", false, "re-send a batch answered 429 (gRPC RESOURCE_EXHAUSTED) after a backoff until it is accepted, as OTLP exporters do; such answers are counted apart")
+	hold := fs.Bool("hold", false, "after generating the corpus, write \"rastro load: ready ...\" on stderr and start sending only when standard input closes: several generators start together")
+	ackedFile := fs.String("acked-file", "", "write the send number of every acknowledged request to this file, one a line, ascending (0-based; with --duration, pass k's batch j is k*B+j, B the batches of one pass)")
 	nice := fs.Int("nice", 0, "run at this nice value (1-19, Linux): a generator on the server's own machine yields the CPU to the server and to other clients")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	progress := fs.Duration("progress", time.Second, "interval of the progress line, shown on stderr when it is a terminal; 0 = none")
@@ -56,8 +61,8 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *concurrency < 1 || *batch < 1 || *spans < 1 || *rate < 0 || *duration < 0 {
-		return fmt.Errorf("%w: --concurrency, --batch and --spans must be >= 1; --rate and --duration >= 0", errUsage)
+	if *concurrency < 1 || *batch < 1 || *spans < 1 || *rate < 0 || *duration < 0 || *timeout <= 0 {
+		return fmt.Errorf("%w: --concurrency, --batch and --spans must be >= 1; --rate and --duration >= 0; --timeout > 0", errUsage)
 	}
 	if *freshIDs && (*duration == 0 || p != bench.ProtoOTLPProto || *gz) {
 		return fmt.Errorf("%w: --fresh-ids needs --duration (it changes the passes that re-send the corpus) and --protocol otlp-proto without --gzip", errUsage)
@@ -88,6 +93,13 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if err := bench.CheckLoopback(ep); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if *ackedFile != "" {
+		// Written at the end; created now, so that a path it cannot write
+		// fails before anything is sent.
+		if err := bench.WriteAckedFile(*ackedFile, nil); err != nil {
+			return err
+		}
+	}
 	s, err := bench.Generate(*corpus, bench.CorpusOptions{Seed: *seed, Spans: *spans, Start: start, Window: *window})
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -98,8 +110,19 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	o := bench.LoadOptions{
 		Endpoint: ep, Protocol: p, Concurrency: *concurrency, Rate: *rate, Duration: *duration, Loop: *duration > 0,
-		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, Token: token, ProgressEvery: *progress,
+		Gzip: *gz, KeepAlive: *keepAlive, Project: *project, Token: token, Timeout: *timeout, ProgressEvery: *progress,
 		FreshIDs: *freshIDs, Retry429: *retry429,
+	}
+	var (
+		ackMu sync.Mutex
+		acked []int // guarded by ackMu
+	)
+	if *ackedFile != "" {
+		o.OnAck = func(n int) {
+			ackMu.Lock()
+			acked = append(acked, n)
+			ackMu.Unlock()
+		}
 	}
 	if *freshIDs {
 		o.PassShift = *window
@@ -108,6 +131,12 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if *progress > 0 {
 		if pl = newProgress(env); pl != nil {
 			o.Progress = pl
+		}
+	}
+	if *hold {
+		fmt.Fprintf(env.Stderr, "%s %d spans in %d requests; sending when standard input closes\n", bench.LoadReadyLine, len(s), len(payloads))
+		if err := waitStdinClosed(ctx); err != nil {
+			return err
 		}
 	}
 	// The clock starts now: a parent process (rastro bench) waits for this
@@ -120,6 +149,11 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	if err != nil && res.Requests == 0 {
 		return fmt.Errorf("load %s: %w", ep, err)
 	}
+	if *ackedFile != "" { // Load has returned: no worker appends any more
+		if err := bench.WriteAckedFile(*ackedFile, acked); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -127,6 +161,24 @@ func runLoad(ctx context.Context, env *Env, args []string) error {
 	}
 	printLoad(env.Stdout, ep, o, *batch, res)
 	return nil
+}
+
+// waitStdinClosed reads standard input to its end, or until ctx ends.
+func waitStdinClosed(ctx context.Context) error {
+	eof := make(chan error, 1)
+	go func() { // ends at end of input; when ctx ends first, the process is about to exit
+		_, err := io.Copy(io.Discard, os.Stdin)
+		eof <- err
+	}()
+	select {
+	case err := <-eof:
+		if err != nil {
+			return fmt.Errorf("--hold: read standard input: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func printLoad(w io.Writer, ep string, o bench.LoadOptions, batch int, r bench.LoadResult) {
@@ -144,8 +196,19 @@ func printLoad(w io.Writer, ep string, o bench.LoadOptions, batch int, r bench.L
 		r.SentSpans, r.Requests, r.WireBytes, float64(r.WireBytes)/float64(max(r.SentSpans, 1)))
 	fmt.Fprintf(w, "accepted     %d spans (%d rejected as partial success)\n", r.AcceptedSpans, r.RejectedSpans)
 	fmt.Fprintf(w, "rate         %.0f accepted spans/s over %.2f s\n", r.SpansPerSecond, r.Elapsed.Seconds())
-	fmt.Fprintf(w, "latency      p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms  (%d requests, client-observed)\n",
-		r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max, r.Latency.Samples)
+	from := "from the send"
+	if o.Rate > 0 {
+		from = "from each batch's due time"
+	}
+	fmt.Fprintf(w, "latency      p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms  (%d requests, client-observed, %s)\n",
+		r.Latency.P50, r.Latency.P95, r.Latency.P99, r.Latency.Max, r.Latency.Samples, from)
+	if o.Rate > 0 {
+		a := r.AckedSendLatency
+		fmt.Fprintf(w, "answer time  p50 %.2f ms  p95 %.2f ms  p99 %.2f ms  max %.2f ms  (%d acknowledged requests, from the send)\n",
+			a.P50, a.P95, a.P99, a.Max, a.Samples)
+		fmt.Fprintf(w, "send lag     p99 %.2f ms  max %.2f ms  (how late sends started after their due time); %d due but not sent when the duration ended\n",
+			r.SendLag.P99, r.SendLag.Max, r.Unsent)
+	}
 	fmt.Fprintf(w, "429s         %d\n", r.Status429)
 	fmt.Fprintf(w, "errors       %d (connections shed: %d)\n", r.Errors, r.Shed)
 	if r.FirstError != "" {
