@@ -27,12 +27,14 @@ type Config struct {
 	// Rate is the open-loop ingest rate in spans/s of suites that query
 	// while spans arrive (search-live); 0 lets the suite measure it.
 	Rate float64
-	// IngestFor is how long such a suite ingests; 0 = the suite's default.
+	// IngestFor is how long such a suite ingests (search-live), or the
+	// overload window (overload); 0 = the suite's default.
 	IngestFor time.Duration
-	// Harness is the rastro binary whose `rastro load` such a suite runs as
-	// its load process (default Binary).
+	// Harness is the rastro binary whose `rastro load` the suites that send
+	// from a load process of their own run (search-live, overload; default
+	// Binary).
 	Harness string
-	// LoadNice is the nice value of that process (0-19).
+	// LoadNice is the nice value of those processes (0-19).
 	LoadNice int
 	// Log receives progress lines (which run, which scenario); may be nil.
 	Log io.Writer

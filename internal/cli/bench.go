@@ -33,8 +33,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	list := fs.Bool("list", false, "list the suites and exit")
 	tmp := fs.String("tmp-dir", "", "parent directory of the per-run data directories (default: the system temp dir)")
 	rate := fs.Float64("rate", 0, "search-live: open-loop ingest rate in spans/s while querying (0 = half the saturation rate measured by the preload)")
-	ingestFor := fs.Duration("ingest-for", 0, "search-live: how long to ingest while querying (0 = 60s)")
-	loadNice := fs.Int("load-nice", 10, "search-live: nice value (0-19) of the process that sends the live ingest; it stands for senders on other machines")
+	ingestFor := fs.Duration("ingest-for", 0, "search-live: how long to ingest while querying; overload: the overload window (0 = 60s for both)")
+	loadNice := fs.Int("load-nice", 10, "search-live and overload: nice value (0-19) of the processes that send the load; they stand for senders on other machines")
 	quiet := fs.Bool("quiet", false, "no progress line (shown on stderr when it is a terminal: which run, which scenario)")
 	var names []string
 	rest := args
