@@ -61,7 +61,7 @@ func TestBenchOverloadEndToEnd(t *testing.T) {
 		}
 		// The server's counters over the window are recorded, 0 or not.
 		for _, k := range []string{"paced_requests", "rejected_buffer_full", "rejected_overloaded", "rejected_project_buffer_share",
-			"rejected_project_rate", "rejected_ingest_busy", "rejected_other", "noisy_late_sends", "noisy_send_lag_p99_ms", "noisy_unsent", "quiet_unsent"} {
+			"rejected_project_rate", "rejected_ingest_busy", "rejected_project_ingest_busy", "rejected_other", "noisy_late_sends", "noisy_send_lag_p99_ms", "noisy_unsent", "quiet_unsent"} {
 			if v := m(k); v < 0 {
 				t.Errorf("%s: %s = %v", name, k, v)
 			}
