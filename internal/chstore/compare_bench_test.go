@@ -29,6 +29,9 @@ var (
 		"when it already holds the corpus (as many spans), the ClickHouse ingest is skipped")
 	compareStart = flag.Int64("compare-start", 0, "the corpus's start (unix seconds; default three hours ago): the one a previous run logged regenerates its corpus, "+
 		"as -compare-url's reuse needs (the generator's traces depend on the time of day)")
+	compareLLMSpans = flag.Int("compare-llm-spans", 0, "of -compare-spans, how many come from the LLM corpus (default a tenth)")
+	compareWindow   = flag.Duration("compare-window", 2*time.Hour, "the time the corpus spans (rastro bench clickhouse's is 25m)")
+	compareSamples  = flag.Int("compare-samples", 200, "timed samples of trace by id and of the filter (LLM statistics: a tenth)")
 )
 
 // BenchmarkVersusEngine loads one corpus (canonical spans and a tenth of
@@ -46,16 +49,20 @@ var (
 //	go test ./internal/chstore -run XXX -bench VersusEngine -benchtime 1x [-compare-spans N]
 func BenchmarkVersusEngine(b *testing.B) {
 	n := *compareSpans
+	nLLM := n / 10
+	if *compareLLMSpans != 0 {
+		nLLM = *compareLLMSpans
+	}
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
 	if *compareStart != 0 {
 		start = time.Unix(*compareStart, 0)
 	}
 	b.Logf("corpus start %d (-compare-start)", start.Unix())
-	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - n/10, Start: start, Window: 2 * time.Hour})
+	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - nLLM, Start: start, Window: *compareWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
-	llmSpans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 1001, Spans: n / 10, Start: start, Window: 2 * time.Hour})
+	llmSpans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 1001, Spans: nLLM, Start: start, Window: *compareWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,12 +81,12 @@ func BenchmarkVersusEngine(b *testing.B) {
 	}
 	rng := rand.New(rand.NewPCG(1, 99))
 	var traces []model.TraceID
-	for range 210 {
+	for range *compareSamples + 10 {
 		traces = append(traces, ids[rng.IntN(len(ids))])
 	}
 	var filters []query.Filter
 	all := bench.CanonicalUsers()
-	for len(filters) < 210 {
+	for len(filters) < *compareSamples+10 {
 		if u := all[rng.IntN(len(all))]; users[u] {
 			expr, err := query.ParseTraceQL(fmt.Sprintf(`{ span.user.id = %q }`, u))
 			if err != nil {
@@ -177,10 +184,10 @@ func BenchmarkVersusEngine(b *testing.B) {
 				b.Fatalf("%s: LLM statistics: %d spans (%v)", c.name, spans, err)
 			}
 		}
-		timeit(b, c.name+"-llm", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+		timeit(b, c.name+"-llm", 2, 2+max(*compareSamples/10, 1), func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
 		if c.name == "clickhouse" {
 			ch.opts.NoRollups = true
-			timeit(b, c.name+"-llm-spans-only", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+			timeit(b, c.name+"-llm-spans-only", 2, 2+max(*compareSamples/10, 1), func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
 			ch.opts.NoRollups = false
 			rows, err := ch.conn.Query(ctx, "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table ORDER BY table")
 			if err != nil {
