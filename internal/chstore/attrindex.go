@@ -102,9 +102,14 @@ func indexWhere(project string, a *query.AttrEq, start, end uint64) *where {
 	return w
 }
 
-// firstSlice is the length of the newest time slice a page of the
-// attribute index is first read from (indexKeys).
-const firstSlice = uint64(5 * time.Minute)
+// The time slices a page of the attribute index is read in (indexKeys):
+// the first is firstSlice long, each next one sliceGrowth times longer,
+// and the last of maxSlices holds the rest of the window.
+const (
+	firstSlice  = uint64(5 * time.Minute)
+	sliceGrowth = 4
+	maxSlices   = 5
+)
 
 // indexKeys returns the keys of up to page spans holding a, newest first,
 // after c, each once.
@@ -113,13 +118,13 @@ const firstSlice = uint64(5 * time.Minute)
 // stop at a limit: one query over the window reads every row holding the
 // pair (about 1% of the spans for a selective filter: 90,000 rows at 10M
 // spans) and sorts them for the newest 64. So the page is read newest time
-// slice first, as Tempo and Jaeger's ClickHouse plugin do: first the last
-// firstSlice before the window's end (or now; nothing bounds it above but
-// the window and the cursor, so spans stamped in the future are in it);
-// when that does not fill the page, one query counts the rest of the pair's
-// rows and finds their newest and oldest start, and the next slice, ending
-// at the newest, is sized for twice the keys still wanted at that density.
-// Slices never split one start time, so keys stay in order and each once.
+// slice first, as Tempo and Jaeger's ClickHouse plugin do, and stops once
+// it is full: first the last firstSlice before the window's end (or now, or
+// the cursor; nothing bounds it above but the window and the cursor, so
+// spans stamped in the future are in it), then slices sliceGrowth times
+// longer each, then the rest. A slice whose rows are few reads a granule
+// or so per part. Slices never split one start time, so keys stay in
+// order and each once.
 func (s *Store) indexKeys(ctx context.Context, project string, a *query.AttrEq, start, end uint64, c *store.Cursor, page int) ([]store.Cursor, error) {
 	if s.opts.NoIndexSlices {
 		w := indexWhere(project, a, start, end)
@@ -134,9 +139,10 @@ func (s *Store) indexKeys(ctx context.Context, project string, a *query.AttrEq, 
 		top = min(top, c.Start+1)
 	}
 	var out []store.Cursor
-	lo, hi := saturatingSub(top, firstSlice), uint64(0) // the slice [lo, hi); 0: unbounded
-	for estimated := 0; ; estimated++ {
-		if lo <= start || estimated > 3 {
+	length := firstSlice
+	lo, hi := saturatingSub(top, length), uint64(0) // the slice [lo, hi); 0: unbounded
+	for i := 1; ; i++ {
+		if lo <= start || i == maxSlices {
 			lo = 0 // the last slice: the rest of the window
 		}
 		w := indexWhere(project, a, start, end)
@@ -156,23 +162,8 @@ func (s *Store) indexKeys(ctx context.Context, project string, a *query.AttrEq, 
 		if len(out) >= page || lo == 0 {
 			return out, nil
 		}
-		rest := indexWhere(project, a, start, end)
-		rest.after(c)
-		rest.add("start < ?", lo)
-		var n, oldest, newest uint64
-		if err := s.conn.QueryRow(ctx, "SELECT count(), min(start), max(start) FROM attr_index WHERE "+rest.String(), rest.args...).Scan(&n, &oldest, &newest); err != nil {
-			return nil, fmt.Errorf("search the attribute index in ClickHouse: %w", err)
-		}
-		if n == 0 {
-			return out, nil
-		}
-		hi = newest + 1
-		length := float64(newest-oldest+1) / float64(n) * float64(2*(page-len(out)))
-		if length >= float64(newest-oldest) {
-			lo = 0
-		} else {
-			lo = saturatingSub(hi, max(uint64(length), 1))
-		}
+		length *= sliceGrowth
+		lo, hi = saturatingSub(lo, length), lo
 	}
 }
 
