@@ -19,17 +19,23 @@ import (
 // exactly what a search over spans alone finds, page by page, in the same
 // order: span, resource and either scope, pairs present and absent, pairs
 // with further conditions and two pairs, windows and expired or erased
-// spans.
+// spans. Spans spread from two hours ago to a few minutes in the future
+// make the index's pages cross its time slices (indexKeys), and the same
+// walk reading each page in one query (NoIndexSlices) agrees too.
 func TestAttrIndexSearchEqualsScan(t *testing.T) {
 	dsn := chtestURL(t)
 	ix := open(t, Options{URL: dsn, Retention: 30 * 24 * time.Hour})
 	scan := open(t, Options{URL: dsn, Retention: 30 * 24 * time.Hour, NoAttrIndex: true})
+	whole := open(t, Options{URL: dsn, Retention: 30 * 24 * time.Hour, NoIndexSlices: true})
 	if !ix.rollups["attr_index"] {
 		t.Fatal("the attribute index of a fresh database is not complete")
 	}
 	ctx := t.Context()
 	now := time.Now()
 	spans := spansAt(t, 5, 3000, now.Add(-2*time.Hour))
+	spans = append(spans, spansAt(t, 7, 600, now.Add(-30*time.Minute))...)
+	spans = append(spans, spansAt(t, 8, 300, now.Add(-3*time.Minute))...)
+	spans = append(spans, spansAt(t, 9, 100, now.Add(5*time.Minute))...)    // stamped in the future
 	spans = append(spans, spansAt(t, 6, 300, now.Add(-40*24*time.Hour))...) // expired
 	appendAll(t, ix, "p", slices.Clone(spans))
 	appendAll(t, ix, "other", slices.Clone(spans[:500]))
@@ -113,10 +119,17 @@ func TestAttrIndexSearchEqualsScan(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Fatalf("query %d %s (since %q): with the index %d spans, from spans %d\n%v\n%v", i, q, window, len(got), len(want), got, want)
 			}
+			if one := walk(whole, &f); !slices.Equal(one, want) {
+				t.Fatalf("query %d %s (since %q): with the index in one query %d spans, from spans %d\n%v\n%v", i, q, window, len(one), len(want), one, want)
+			}
 			found += len(got)
 		}
 	}
 	if found == 0 {
 		t.Fatal("no query found anything: the test tests nothing")
+	}
+	t.Logf("%d time slices read for %d searches", ix.indexSlices.Load(), ix.indexReads.Load())
+	if n := ix.indexSlices.Load(); n <= ix.indexReads.Load() {
+		t.Fatalf("%d time slices read for %d searches: pages did not cross slices", n, ix.indexReads.Load())
 	}
 }

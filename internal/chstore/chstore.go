@@ -102,6 +102,10 @@ type Options struct {
 	NoRollups bool
 	// NoAttrIndex searches without the attribute index (attrindex.go).
 	NoAttrIndex bool
+	// NoIndexSlices reads a page of the attribute index in one query over
+	// the whole window instead of newest time slice first (attrindex.go;
+	// for tests and benchmarks comparing the two).
+	NoIndexSlices bool
 	// NoByTrace reads whole spans from spans instead of spans_by_trace
 	// (bytrace.go; for tests and benchmarks comparing the two).
 	NoByTrace bool
@@ -200,6 +204,8 @@ type Store struct {
 
 	rollupReads atomic.Int64 // queries the rollup answered part of (tests)
 	indexReads  atomic.Int64 // searches whose candidates came from the attribute index (tests)
+	indexSlices atomic.Int64 // time slices of the attribute index read (tests)
+	hourReads   atomic.Int64 // LLM statistics that read the hourly rollup (tests)
 	spanInserts atomic.Int64 // inserts into spans acknowledged (benchmarks: spans per insert)
 	reRemovals  atomic.Int64 // removals the erasure pass started again (tests)
 

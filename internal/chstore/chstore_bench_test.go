@@ -133,7 +133,7 @@ func BenchmarkIngestViews(b *testing.B) {
 					b.Fatal(err)
 				}
 				if !views {
-					for _, v := range []string{"llm_rollup_mv", "attr_index_span_mv", "attr_index_res_mv"} {
+					for _, v := range []string{"llm_rollup_mv", "llm_rollup_hour_mv", "attr_index_span_mv", "attr_index_res_mv"} {
 						if err := s.conn.Exec(b.Context(), "DROP TABLE "+v); err != nil {
 							b.Fatal(err)
 						}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,13 @@ var (
 		"when it already holds the corpus (as many spans), the ClickHouse ingest is skipped")
 	compareStart = flag.Int64("compare-start", 0, "the corpus's start (unix seconds; default three hours ago): the one a previous run logged regenerates its corpus, "+
 		"as -compare-url's reuse needs (the generator's traces depend on the time of day)")
+	compareLLMSpans = flag.Int("compare-llm-spans", 0, "of -compare-spans, how many come from the LLM corpus (default a tenth)")
+	compareWindow   = flag.Duration("compare-window", 2*time.Hour, "the time the corpus spans (rastro bench clickhouse's is 25m)")
+	compareAB       = flag.Bool("compare-ab", false, "on ClickHouse, time only A/B pairs, interleaved sample by sample: the filter by time slices and in one query "+
+		"(NoIndexSlices), LLM statistics with and without the hourly rollup")
+	compareNowAfter = flag.Duration("compare-now-after", 0, "with -compare-ab: the ClickHouse store's clock (Options.Now, the filter's first time slice) "+
+		"set this long after the corpus's end, as when the corpus was just ingested")
+	compareSamples = flag.Int("compare-samples", 200, "timed samples of trace by id and of the filter (LLM statistics: a tenth)")
 )
 
 // BenchmarkVersusEngine loads one corpus (canonical spans and a tenth of
@@ -46,16 +54,20 @@ var (
 //	go test ./internal/chstore -run XXX -bench VersusEngine -benchtime 1x [-compare-spans N]
 func BenchmarkVersusEngine(b *testing.B) {
 	n := *compareSpans
+	nLLM := n / 10
+	if *compareLLMSpans != 0 {
+		nLLM = *compareLLMSpans
+	}
 	start := time.Now().Add(-3 * time.Hour).Truncate(time.Minute)
 	if *compareStart != 0 {
 		start = time.Unix(*compareStart, 0)
 	}
 	b.Logf("corpus start %d (-compare-start)", start.Unix())
-	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - n/10, Start: start, Window: 2 * time.Hour})
+	canon, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 1, Spans: n - nLLM, Start: start, Window: *compareWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
-	llmSpans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 1001, Spans: n / 10, Start: start, Window: 2 * time.Hour})
+	llmSpans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 1001, Spans: nLLM, Start: start, Window: *compareWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,12 +86,12 @@ func BenchmarkVersusEngine(b *testing.B) {
 	}
 	rng := rand.New(rand.NewPCG(1, 99))
 	var traces []model.TraceID
-	for range 210 {
+	for range *compareSamples + 10 {
 		traces = append(traces, ids[rng.IntN(len(ids))])
 	}
 	var filters []query.Filter
 	all := bench.CanonicalUsers()
-	for len(filters) < 210 {
+	for len(filters) < *compareSamples+10 {
 		if u := all[rng.IntN(len(all))]; users[u] {
 			expr, err := query.ParseTraceQL(fmt.Sprintf(`{ span.user.id = %q }`, u))
 			if err != nil {
@@ -137,6 +149,33 @@ func BenchmarkVersusEngine(b *testing.B) {
 			b.ReportMetric(float64(len(corpus))/el.Seconds(), c.name+"-ingest-spans/s")
 		}
 	read:
+		if c.name == "clickhouse" && *compareAB {
+			if *compareNowAfter != 0 {
+				at := start.Add(*compareWindow + *compareNowAfter)
+				ch.opts.Now = func() time.Time { return at }
+			}
+			timeAB(b, "clickhouse-filter-slices", "clickhouse-filter-one-query", 10, len(filters),
+				func(ab int) { ch.opts.NoIndexSlices = ab == 1 }, func(i int) {
+					got, _, _, err := c.be.SearchSpans(ctx, "p", &filters[i], 20, nil)
+					if err != nil || len(got) == 0 {
+						b.Fatalf("%s: %s: %d spans (%v)", c.name, filters[i].Expr, len(got), err)
+					}
+				})
+			ch.opts.NoIndexSlices = false
+			hours := ch.rollups["llm_hour"]
+			llmq := &store.LLMQuery{GroupBy: []string{"model"}}
+			var want []store.LLMGroup
+			timeAB(b, "clickhouse-llm-hours", "clickhouse-llm-minutes", 2, 2+max(*compareSamples/10, 1),
+				func(ab int) { ch.rollups["llm_hour"] = hours && ab == 0 }, func(int) {
+					st, err := c.be.LLMStats(ctx, "p", llmq)
+					if err != nil || len(st.Groups) == 0 || want != nil && !reflect.DeepEqual(st.Groups, want) {
+						b.Fatalf("%s: LLM statistics: %d groups (%v), not the first answer", c.name, len(st.Groups), err)
+					}
+					want = st.Groups
+				})
+			ch.rollups["llm_hour"] = hours
+			continue
+		}
 		timeit(b, c.name+"-trace", 10, len(traces), func(i int) {
 			tr, _, err := c.be.Trace(ctx, "p", traces[i])
 			if err != nil || len(tr) != perTrace[traces[i]] {
@@ -177,10 +216,10 @@ func BenchmarkVersusEngine(b *testing.B) {
 				b.Fatalf("%s: LLM statistics: %d spans (%v)", c.name, spans, err)
 			}
 		}
-		timeit(b, c.name+"-llm", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+		timeit(b, c.name+"-llm", 2, 2+max(*compareSamples/10, 1), func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
 		if c.name == "clickhouse" {
 			ch.opts.NoRollups = true
-			timeit(b, c.name+"-llm-spans-only", 2, 22, func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
+			timeit(b, c.name+"-llm-spans-only", 2, 2+max(*compareSamples/10, 1), func(int) { check(c.be.LLMStats(ctx, "p", llmq)) })
 			ch.opts.NoRollups = false
 			rows, err := ch.conn.Query(ctx, "SELECT table, sum(bytes_on_disk) FROM system.parts WHERE database = currentDatabase() AND active GROUP BY table ORDER BY table")
 			if err != nil {
@@ -282,6 +321,30 @@ func timeit(b *testing.B, name string, warm, n int, f func(i int)) {
 	b.ReportMetric(rank(0.5), name+"-p50-ms")
 	b.ReportMetric(rank(0.95), name+"-p95-ms")
 	b.Logf("%s: p50 %.2f ms, p95 %.2f ms over %d", name, rank(0.5), rank(0.95), len(d))
+}
+
+// timeAB runs f for warm then timed samples, each sample twice in turn
+// after set(0) (A) and set(1) (B), and reports p50 and p95 of each (ms,
+// nearest rank).
+func timeAB(b *testing.B, nameA, nameB string, warm, n int, set func(ab int), f func(i int)) {
+	var d [2][]float64
+	for i := range n {
+		for ab := range 2 {
+			set(ab)
+			t0 := time.Now()
+			f(i)
+			if i >= warm {
+				d[ab] = append(d[ab], float64(time.Since(t0).Microseconds())/1000)
+			}
+		}
+	}
+	for ab, name := range []string{nameA, nameB} {
+		slices.Sort(d[ab])
+		rank := func(q float64) float64 { return d[ab][max(int(q*float64(len(d[ab]))+0.999999)-1, 0)] }
+		b.ReportMetric(rank(0.5), name+"-p50-ms")
+		b.ReportMetric(rank(0.95), name+"-p95-ms")
+		b.Logf("%s: p50 %.2f ms, p95 %.2f ms over %d", name, rank(0.5), rank(0.95), len(d[ab]))
+	}
 }
 
 func loadavg() string {

@@ -118,25 +118,49 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 	}
 	if ok {
 		s.rollupReads.Add(1)
-		var sel []string
-		for i, d := range q.GroupBy {
-			sel = append(sel, fmt.Sprintf("%s AS k%d", llmRollupDims[d], i))
-		}
-		var ra []any
-		if step > 0 {
-			sel = append(sel, "toInt64(intDiv(minute * 60000000000, ?) * ?) AS bucket")
-			ra = append(ra, uint64(step), uint64(step/time.Second))
-		} else {
-			sel = append(sel, s.target.zero("minute")+" AS bucket")
+		// rollupPart aggregates the rows of an LLM rollup (the minutes or
+		// the hours table) that rw selects; unit is its time column.
+		rollupPart := func(table, unit string, dims map[string]string, rw *where) {
+			var sel []string
+			for i, d := range q.GroupBy {
+				sel = append(sel, fmt.Sprintf("%s AS k%d", dims[d], i))
+			}
+			var ra []any
+			if step > 0 {
+				nanos := uint64(time.Minute)
+				if unit == "hour" {
+					nanos = uint64(time.Hour)
+				}
+				sel = append(sel, fmt.Sprintf("toInt64(intDiv(%s * %d, ?) * ?) AS bucket", unit, nanos))
+				ra = append(ra, uint64(step), uint64(step/time.Second))
+			} else {
+				sel = append(sel, s.target.zero(unit)+" AS bucket")
+			}
+			rw.exact(f)
+			add("SELECT "+strings.Join(append(sel, stateNames...), ", ")+" FROM "+table+" WHERE "+rw.String(), append(ra, rw.args...))
 		}
 		rw := &where{}
 		rw.add("project = ?", project)
 		rw.add("minute >= ?", m0)
-		if end != 0 {
+		if h0, h1, ok := s.llmHours(m0, m1, end, step); ok {
+			// The whole hours from the hourly rollup, the minutes around
+			// them from the minutes.
+			hw := &where{}
+			hw.add("project = ?", project)
+			hw.add("hour >= ?", h0)
+			if end != 0 {
+				hw.add("hour < ?", h1)
+				rw.add("(minute < ? OR minute >= ?)", h0*60, h1*60)
+				rw.add("minute < ?", m1)
+			} else {
+				rw.add("minute < ?", h0*60)
+			}
+			s.hourReads.Add(1)
+			rollupPart("llm_rollup_hour", "hour", llmHourDims, hw)
+		} else if end != 0 {
 			rw.add("minute < ?", m1)
 		}
-		rw.exact(f)
-		add("SELECT "+strings.Join(append(sel, stateNames...), ", ")+" FROM llm_rollup WHERE "+rw.String(), append(ra, rw.args...))
+		rollupPart("llm_rollup", "minute", llmRollupDims, rw)
 		// The edges: the partial minutes before m0 and from m1 on.
 		w := s.base(project, start, end)
 		w.add("llm = 1")
@@ -218,6 +242,21 @@ func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQ
 		}
 	}
 	return s.rollupSpan(ctx, project, "llm", start, end)
+}
+
+// llmHours returns the whole hours [h0, h1) (end 0: unbounded, h1 unused)
+// within the rollup's minutes [m0, m1) that the hourly rollup answers: when
+// it saw every span, a step is whole hours, and there is such an hour.
+func (s *Store) llmHours(m0, m1, end uint64, step time.Duration) (h0, h1 uint64, ok bool) {
+	if !s.rollups["llm_hour"] || step%time.Hour != 0 {
+		return 0, 0, false
+	}
+	h0 = (m0 + 59) / 60
+	if end == 0 {
+		return h0, 0, true
+	}
+	h1 = m1 / 60
+	return h0, h1, h1 > h0
 }
 
 // rollupSpan reports whether the named rollup can answer the whole minutes

@@ -201,6 +201,7 @@ func (s *Store) withTraces(ctx context.Context, project string, f *query.Filter,
 const (
 	minCandidatePage = 64
 	maxCandidatePage = 1024 // keeps the ids a page binds well under max_query_size (256 KiB)
+	minBodies        = 8    // the fewest bodies read at once once matches are wanted
 )
 
 // matching calls visit with the spans f matches, newest first (start
@@ -208,8 +209,8 @@ const (
 // returns false; want (0: unknown) sizes the first page. Candidates come from
 // SQL (the window and f's hints) a page at a time in two steps: the page's
 // keys, ordered and limited, from the light columns only (or from the
-// attribute index, attrindex.go); then the bodies of those rows. f.Match
-// decides.
+// attribute index, attrindex.go); then the bodies of those rows, as many at
+// a time as matches are still wanted (at least minBodies). f.Match decides.
 func (s *Store) matching(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, want int, visit func(sp *model.Span) bool) error {
 	if err := s.usable(ctx); err != nil {
 		return err
@@ -230,6 +231,7 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 	if ix != nil {
 		s.indexReads.Add(1)
 	}
+	matched := 0
 	page := maxCandidatePage
 	if want > 0 {
 		page = min(max(2*want, minCandidatePage), maxCandidatePage)
@@ -251,19 +253,31 @@ func (s *Store) matching(ctx context.Context, project string, f *query.Filter, c
 		if err != nil {
 			return err
 		}
-		spans, err := s.bodies(ctx, bw, keys)
-		if err != nil {
-			return err
-		}
-		for i := range keys {
-			last = &keys[i]
-			sp, ok := spans[keys[i]]
-			if !ok {
-				continue // erased or deleted between the two steps
+		// The bodies of as many keys as matches are still wanted (a body
+		// costs a granule of spans_by_trace), then of the next ones.
+		for from := 0; from < len(keys); {
+			n := len(keys) - from
+			if want > 0 {
+				n = min(n, max(want-matched, minBodies))
 			}
-			if mf.Match(sp) && !visit(sp) {
-				return traceErr
+			spans, err := s.bodies(ctx, bw, keys[from:from+n])
+			if err != nil {
+				return err
 			}
+			for i := from; i < from+n; i++ {
+				last = &keys[i]
+				sp, ok := spans[keys[i]]
+				if !ok {
+					continue // erased or deleted between the two steps
+				}
+				if mf.Match(sp) {
+					matched++
+					if !visit(sp) {
+						return traceErr
+					}
+				}
+			}
+			from += n
 		}
 		if traceErr != nil {
 			return traceErr

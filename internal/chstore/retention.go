@@ -220,7 +220,7 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 
 // partitionedTables are the tables partitioned by the day of start, with
 // the same partition ids.
-var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace"}
+var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace", "llm_rollup_hour"}
 
 // retentionDeletes remove a project's rows older than a cutoff (bound:
 // project, cutoff in unix ns).
@@ -231,6 +231,9 @@ var retentionDeletes = []string{
 	"ALTER TABLE attr_index DELETE WHERE project = ? AND start < ?",
 	"ALTER TABLE ops_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 	"ALTER TABLE spans_by_trace DELETE WHERE project = ? AND start < ?",
+	// The hour holding the cutoff stays: queries read only hours wholly
+	// after it (the window starts at the cutoff).
+	"ALTER TABLE llm_rollup_hour DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)",
 }
 
 // validPartitionID accepts the ids of a toDate partition key (YYYYMMDD).

@@ -155,6 +155,7 @@ func testRetention(t *testing.T, open func(Options) *Store) {
 		{"trace_index", "project = 'a' AND start_max < ?"},
 		{"attr_index", "project = 'a' AND start < ?"},
 		{"llm_rollup", "project = 'a' AND minute * 60000000000 < ?"},
+		{"llm_rollup_hour", "project = 'a' AND (hour + 1) * 3600000000000 <= ?"},
 		{"ops_rollup", "project = 'a' AND minute * 60000000000 < ?"},
 		{"ops_rollup", "project = 'b' AND minute * 60000000000 < ? - 6 * 86400000000000"},
 		{"attr_index", "project = 'b' AND start < ? - 6 * 86400000000000"},

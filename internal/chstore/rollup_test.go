@@ -27,8 +27,8 @@ func TestRollupEqualsSpanScan(t *testing.T) {
 	url := chtestURL(t)
 	roll := open(t, Options{URL: url})
 	scan := open(t, Options{URL: url, NoRollups: true})
-	if !roll.rollups["llm"] {
-		t.Fatal("the LLM rollup of a fresh database is not complete")
+	if !roll.rollups["llm"] || !roll.rollups["llm_hour"] {
+		t.Fatal("the LLM rollups of a fresh database are not complete")
 	}
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -128,6 +128,9 @@ func TestRollupEqualsSpanScan(t *testing.T) {
 	}
 	if used < 20 {
 		t.Fatalf("the rollup answered %d of 40 random queries, want most", used)
+	}
+	if n := roll.hourReads.Load(); n < 5 {
+		t.Fatalf("the hourly rollup answered %d of 40 random queries, want some", n)
 	}
 
 	// An erasure: the rollup still counts the erased spans, so windows the

@@ -195,6 +195,7 @@ var migrations = []migration{
 	{5, "RED rollup", func(Features) []string { return []string{opsRollupTable(), opsRollupView()} }, markRollupComplete("ops")},
 	{6, "spans by trace", func(Features) []string { return []string{byTraceTable, byTraceView} }, backfillByTrace},
 	{7, "logs", func(Features) []string { return []string{logsTable, logErasuresTable} }, nil},
+	{8, "LLM hourly rollup", func(Features) []string { return []string{llmHourTable(), llmHourView()} }, markRollupComplete("llm_hour")},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }
