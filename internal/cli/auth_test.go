@@ -173,7 +173,15 @@ func startTokenServer(t *testing.T, name string, roles ...string) (*server.Serve
 	if err := os.WriteFile(auth, []byte(`{"tokens": [{"name": "`+name+`", "secret": "`+hash+`", "roles": `+string(quoted)+`, "projects": ["p"]}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
+	srv, eng := startEngineServer(t, server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", AuthFile: auth})
+	return srv, eng, token
+}
+
+// startEngineServer starts a server with opts over an engine in a temporary
+// directory, both stopped when the test ends.
+func startEngineServer(t *testing.T, opts server.Options) (*server.Server, *engine.Engine) {
+	t.Helper()
+	srv, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,5 +199,5 @@ func startTokenServer(t *testing.T, name string, roles ...string) (*server.Serve
 		srv.Shutdown(ctx)
 		eng.Close()
 	})
-	return srv, eng, token
+	return srv, eng
 }

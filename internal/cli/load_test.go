@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -12,31 +11,13 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
-	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/server"
 )
 
 // TestLoadProject: rastro load --project writes into that project, over
 // HTTP and over gRPC, and --acked-file lists every acknowledged request.
 func TestLoadProject(t *testing.T) {
-	srv, err := server.New(server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.Open(engine.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetBackend(eng)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		eng.Close()
-	})
+	srv, _ := startEngineServer(t, server.Options{HTTPAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0"})
 	start := time.Now().Add(-time.Hour).Truncate(time.Minute)
 	spans, err := bench.Generate(bench.CorpusCanonical, bench.CorpusOptions{Seed: 3, Spans: 300, Start: start, Window: 30 * time.Minute})
 	if err != nil {
