@@ -277,15 +277,7 @@ func TestFsyncFailureStopsWrites(t *testing.T) {
 // refused with 429 at once (HTTP and gRPC) instead of waiting behind the
 // ones being stored, which are acknowledged as usual.
 func TestIngestCapRefusesAtOnce(t *testing.T) {
-	var hold atomic.Bool
-	held, release := make(chan struct{}, 1), make(chan struct{})
-	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
-		if op == vfs.OpSync && strings.HasSuffix(name, ".wal") && hold.CompareAndSwap(true, false) {
-			held <- struct{}{}
-			<-release // the first request's fsync waits: it holds the only slot
-		}
-		return vfs.Fault{}
-	}}
+	fs, hold, held, release := holdWALSync() // the WAL's commit waits: every request in it holds its slot
 	ts := startLimited(t, Options{MaxConcurrentIngest: 1}, engine.Options{Dir: "/data", FS: fs})
 	hold.Store(true)
 	first := make(chan int, 1)
@@ -318,15 +310,7 @@ func TestIngestCapRefusesAtOnce(t *testing.T) {
 // requests get 429 (HTTP and gRPC, counted by project) while another
 // project's request still takes a slot and is stored.
 func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
-	var hold atomic.Bool
-	held, release := make(chan struct{}, 1), make(chan struct{})
-	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
-		if op == vfs.OpSync && strings.HasSuffix(name, ".wal") && hold.CompareAndSwap(true, false) {
-			held <- struct{}{}
-			<-release // the WAL's commit waits: every request in it holds its slot
-		}
-		return vfs.Fault{}
-	}}
+	fs, hold, held, release := holdWALSync() // the WAL's commit waits: every request in it holds its slot
 	ts := startLimited(t, Options{MaxConcurrentIngest: 4}, engine.Options{Dir: "/data", FS: fs})
 	slots := func() (total, noisy int) {
 		sl := ts.srv.ingestSlots
@@ -394,4 +378,19 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 2`) {
 		t.Fatalf("the refusals are not counted by project:\n%s\n%s", limited, rejected)
 	}
+}
+
+// holdWALSync returns a filesystem whose next WAL fsync after hold is set
+// signals held and waits until release is closed.
+func holdWALSync() (fs *vfs.Faulty, hold *atomic.Bool, held chan struct{}, release chan struct{}) {
+	hold = new(atomic.Bool)
+	held, release = make(chan struct{}, 1), make(chan struct{})
+	fs = &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if op == vfs.OpSync && strings.HasSuffix(name, ".wal") && hold.CompareAndSwap(true, false) {
+			held <- struct{}{}
+			<-release
+		}
+		return vfs.Fault{}
+	}}
+	return fs, hold, held, release
 }
