@@ -278,3 +278,58 @@ func BenchmarkBufferInsert(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompactResent measures the compaction of four segments that each
+// hold the same 50,000 canonical spans (a sender re-sending whole traces,
+// as an at-least-once exporter replaying its queue or the overload suite's
+// looping load does): every trace is split over the four inputs.
+func BenchmarkCompactResent(b *testing.B) {
+	const total, copies = 50_000, 4
+	ctx := context.Background()
+	spans, err := bench.Generate("canonical", bench.CorpusOptions{Seed: 1, Spans: total, Start: time.Now().Add(-time.Hour), Window: 30 * time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var bodies [][]byte
+	for i := 0; i < len(spans); i += 1000 {
+		bodies = append(bodies, otlp.EncodeProto(spans[i:min(i+1000, len(spans))]))
+	}
+	b.ReportAllocs()
+	var cpu time.Duration
+	for range b.N {
+		b.StopTimer()
+		e, err := engine.Open(engine.Options{Dir: b.TempDir(), NoCompaction: true, SealBytes: 1 << 40, MaxBufferBytes: 1 << 40, SealAge: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range copies {
+			for _, body := range bodies {
+				bt, err := otlp.DecodeProto(body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := e.Seal(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		b.StartTimer()
+		c0 := cpuTime()
+		res, err := e.Compact(ctx)
+		if err != nil || res.SegmentsAfter != 1 {
+			b.Fatalf("compact: %+v %v", res, err)
+		}
+		cpu += cpuTime() - c0
+		b.StopTimer()
+		if st, err := e.Stats(ctx, "default"); err != nil || st.Spans != total {
+			b.Fatalf("after compaction: %d spans (%v), want %d", st.Spans, err, total)
+		}
+		e.Close()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*total*copies), "cpu-us/span-in")
+}

@@ -24,9 +24,10 @@ import (
 // sides of a seal). Before merging, the inputs' trace indexes (sorted by
 // trace id) are intersected as streams to find the split traces; when the
 // merge reaches a split trace in the input where it starts first, it reads
-// the trace's other parts from the other inputs (trace index lookups) and
-// writes the whole trace at once; the other inputs skip it when they reach
-// it. Within a split trace, the newest input's copy of a re-sent span wins,
+// the trace's other parts from the other inputs and writes the whole trace
+// at once: a part whose input's cursor is at it (a re-sent copy of the whole
+// trace sorts to the same place) is taken from the cursor, any other by a
+// trace index lookup, and those inputs skip it when they reach it. Within a split trace, the newest input's copy of a re-sent span wins,
 // as it does in queries.
 
 // mergeInput is the read cursor of one input segment.
@@ -72,6 +73,20 @@ func (in *mergeInput) less(o *mergeInput) bool {
 		return string(a.TraceID[:]) < string(b.TraceID[:])
 	}
 	return in.idx < o.idx
+}
+
+// headOf returns the position in live of input idx when its head is the
+// first span of trace id in proj, else -1.
+func headOf(live []*mergeInput, idx int, proj string, id model.TraceID) int {
+	for k, in := range live {
+		if in.idx == idx {
+			if in.proj == proj && in.head().TraceID == id {
+				return k
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // takeTrace appends the spans of the trace at the head to dst and advances
@@ -219,7 +234,7 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 	}
 	rv := e.newResolver(nil)
 	resolved := 0
-	var trace []model.Span
+	var trace, part []model.Span
 	for len(live) > 0 {
 		if err := ctx.Err(); err != nil {
 			return fail(err)
@@ -253,8 +268,22 @@ func (e *Engine) merge(ctx context.Context, run []*segHandle, name string, drop 
 			trace = dd.add(trace, trace, in.idx, &res.dupes)
 			for rest := parts; rest != 0; rest &= rest - 1 {
 				j := bits.TrailingZeros64(rest)
-				more, err := run[j].r.FindTrace(proj, id)
-				if err != nil {
+				var more []model.Span
+				if k := headOf(live, j, proj, id); k >= 0 {
+					// A part that starts where this one does (a re-sent
+					// copy of the whole trace) is at the head of its
+					// input: taken from there, it costs no index lookup
+					// and no second read of its block.
+					if more, err = live[k].takeTrace(part[:0]); err != nil {
+						return fail(err)
+					}
+					part = more
+					if ok, err := live[k].fill(); err != nil {
+						return fail(err)
+					} else if !ok {
+						live = slices.Delete(live, k, k+1)
+					}
+				} else if more, err = run[j].r.FindTrace(proj, id); err != nil {
 					return fail(fmt.Errorf("segment %s: trace %s: %w", run[j].name, id, err))
 				}
 				trace = dd.add(trace, more, j, &res.dupes)
