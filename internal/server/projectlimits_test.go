@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -279,6 +280,8 @@ func TestFsyncFailureStopsWrites(t *testing.T) {
 func TestIngestCapRefusesAtOnce(t *testing.T) {
 	fs, hold, held, release := holdWALSync() // the WAL's commit waits: every request in it holds its slot
 	ts := startLimited(t, Options{MaxConcurrentIngest: 1}, engine.Options{Dir: "/data", FS: fs})
+	unhold := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unhold) // a failure must not leave the server's shutdown waiting on the held fsync
 	hold.Store(true)
 	first := make(chan int, 1)
 	go func() { code, _, _ := ts.postAs("p", spansFor(5, 1)); first <- code }()
@@ -296,7 +299,7 @@ func TestIngestCapRefusesAtOnce(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-concurrent-ingest") {
 		t.Fatalf("beyond the cap over gRPC: %v", err)
 	}
-	close(release)
+	unhold()
 	if code := <-first; code != 200 {
 		t.Fatalf("the request holding the slot: %d", code)
 	}
@@ -311,7 +314,11 @@ func TestIngestCapRefusesAtOnce(t *testing.T) {
 // project's request still takes a slot and is stored.
 func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 	fs, hold, held, release := holdWALSync() // the WAL's commit waits: every request in it holds its slot
-	ts := startLimited(t, Options{MaxConcurrentIngest: 4}, engine.Options{Dir: "/data", FS: fs})
+	// The in-flight budget is one body: a refused request must not have
+	// read its body into it (below).
+	ts := startLimited(t, Options{MaxConcurrentIngest: 4, MaxBodyBytes: 1 << 20, MaxInflightBytes: 1 << 20}, engine.Options{Dir: "/data", FS: fs})
+	unhold := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unhold) // a failure must not leave the server's shutdown waiting on the held fsync
 	slots := func() (total, noisy int) {
 		sl := ts.srv.ingestSlots
 		sl.mu.Lock()
@@ -341,6 +348,22 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 	if code != http.StatusTooManyRequests || retry == "" || !strings.Contains(body, `project \"noisy\"`) || !strings.Contains(body, "--max-concurrent-ingest") {
 		t.Fatalf("the noisy project's 4th request: %d, Retry-After %q, %s", code, retry, body)
 	}
+	// A request refused for want of a slot is refused before its body is
+	// read: a body that, read, would not fit beside the three held ones in
+	// the in-flight budget is refused for the slot, not for the budget, and
+	// the connection stays usable.
+	big, _ := http.NewRequest(http.MethodPost, ts.base+"/v1/traces", bytes.NewReader(make([]byte, 1<<20-100)))
+	big.Header.Set("Content-Type", "application/x-protobuf")
+	big.Header.Set("X-Scope-OrgID", "noisy")
+	resp, err := http.DefaultClient.Do(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `project \"noisy\"`) || resp.Close {
+		t.Fatalf("a large request of the noisy project with its slots taken: %d, connection closed %v, %s", resp.StatusCode, resp.Close, b)
+	}
 	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +380,7 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 	if code, _, body := ts.postAs("other", spansFor(5, 8)); code != http.StatusTooManyRequests || !strings.Contains(body, "this server is storing 4 requests at once") {
 		t.Fatalf("a request with every slot taken: %d %s", code, body)
 	}
-	close(release)
+	unhold()
 	if code := <-quiet; code != 200 {
 		t.Fatalf("the quiet project's request: %d", code)
 	}
@@ -374,8 +397,8 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 		t.Fatalf("the quiet project's spans: %d, %d spans", c, len(got.Spans))
 	}
 	limited, rejected := ts.metric("rastro_ingest_limited_total"), ts.metric("rastro_ingest_rejected_total")
-	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 2`) ||
-		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 2`) {
+	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 3`) ||
+		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 3`) {
 		t.Fatalf("the refusals are not counted by project:\n%s\n%s", limited, rejected)
 	}
 }

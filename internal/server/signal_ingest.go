@@ -3,9 +3,11 @@ package server
 import (
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -35,11 +37,18 @@ func (s *Server) otlpContentType(w http.ResponseWriter, r *http.Request, path st
 	return false, false
 }
 
-// admitHTTP admits one OTLP/HTTP export of logs or metrics, as /v1/traces
-// does: a body over --max-body-bytes is refused before it is read (413,
-// final, rather than 429); then the project's limits and a full write
-// buffer; then the body is read, its bytes admitted as bytes in flight;
-// then an ingest slot. release gives back what it took.
+// admitHTTP admits one OTLP/HTTP export of spans, logs or metrics: a body
+// over --max-body-bytes is refused before it is read (413, final, rather
+// than 429); then the project's limits and a full write buffer; then, if
+// no ingest slot is free for the project now, a 429 before the body is
+// read; then the body is read, its bytes admitted as bytes in flight; then
+// an ingest slot is taken (a slot is not held while a slow client sends its
+// body). release gives back what it took.
+//
+// Why the early refusal: under a flood most requests are refused for want
+// of a slot, and reading each body first (a buffer per request, grown as
+// it arrives) was 41% of the server's allocated bytes in an overload run
+// (docs/benchmarks/overload.md), garbage the collector then had to chase.
 func (s *Server) admitHTTP(r *http.Request) (project string, body []byte, release func(), ierr *ingestError) {
 	project = projectFrom(r.Context())
 	if r.ContentLength > s.opts.MaxBodyBytes {
@@ -47,8 +56,13 @@ func (s *Server) admitHTTP(r *http.Request) (project string, body []byte, releas
 	}
 	if b := s.currentBackend(); b != nil {
 		if ierr := s.admitProject(b, project); ierr != nil {
+			discardBody(r, s.opts.MaxBodyBytes)
 			return project, nil, nil, ierr
 		}
+	}
+	if ierr := s.ingestBusy(project); ierr != nil {
+		discardBody(r, s.opts.MaxBodyBytes)
+		return project, nil, nil, ierr
 	}
 	body, held, ierr := s.readBody(r)
 	if ierr != nil {
@@ -132,4 +146,19 @@ func appendError(err error, what string, overloaded func(error) *ingestError) *i
 		msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart)"
 	}
 	return &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
+}
+
+// discardBuffers are the buffers discardBody reads into.
+var discardBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// discardBody reads and drops the rest of a refused request's body (at most
+// limit bytes, within the server's read timeout) through a pooled buffer,
+// so that the answer keeps the connection: net/http itself would drain at
+// most 256 KiB and close the connection after a larger body, and a client
+// still writing that body can then see a broken connection instead of the
+// 429.
+func discardBody(r *http.Request, limit int64) {
+	buf := discardBuffers.Get().(*[]byte)
+	defer discardBuffers.Put(buf)
+	io.CopyBuffer(io.Discard, io.LimitReader(r.Body, limit+1), *buf)
 }
