@@ -3,7 +3,6 @@ package engine
 import (
 	"math"
 	"os"
-	"runtime/debug"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -116,7 +115,7 @@ func holdMemoryLimit(fixed, room int64, buffered func() int64) *memLimitHold {
 	memLimit.mu.Lock()
 	defer memLimit.mu.Unlock()
 	if len(memLimit.holders) == 0 {
-		if debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		if process.BaseMemoryLimit() != math.MaxInt64 {
 			return nil // someone else's limit: leave it
 		}
 		memLimit.holders = map[*memLimitHold]struct{}{}
@@ -205,9 +204,10 @@ func measureHeadroom() {
 }
 
 // applyMemoryLimitLocked sets the largest limit the holders ask for (none
-// without holders), unless the limit in force is not the one the engines
-// set: a merge holding it lower (it restores the engines' limit when it
-// ends), or an operator's.
+// without holders) as the process's base limit, unless that is no longer
+// the one the engines set (an operator's). While merges hold the process's
+// memory guard, the guard applies it: at once while ingest is busy, as the
+// ceiling of its own lower limit while ingest is idle.
 func applyMemoryLimitLocked() {
 	want := int64(math.MaxInt64)
 	if len(memLimit.holders) > 0 {
@@ -217,9 +217,7 @@ func applyMemoryLimitLocked() {
 		}
 		want += memLimit.extra
 	}
-	if debug.SetMemoryLimit(-1) != memLimit.set {
-		return
+	if process.CompareAndSwapBaseMemoryLimit(memLimit.set, want) {
+		memLimit.set = want
 	}
-	debug.SetMemoryLimit(want)
-	memLimit.set = want
 }

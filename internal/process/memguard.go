@@ -35,8 +35,9 @@ const memGuardInterval = 20 * time.Millisecond
 // compose. While any lease is held the limit is the live heap plus the sum of
 // the held leases' headrooms; it stands aside while any lease's ingest is
 // busy; it never rises above the limit in force when the first lease was
-// taken (an operator's GOMEMLIMIT), and that limit is restored when the last
-// lease ends, whatever the order the leases end in. Its ticker runs at normal
+// taken (an operator's GOMEMLIMIT, the engines' default, which its owner may
+// change meanwhile: CompareAndSwapBaseMemoryLimit), and that limit is
+// restored when the last lease ends, whatever the order the leases end in. Its ticker runs at normal
 // priority, so a merge thread at low priority does not delay its updates.
 var guard struct {
 	mu     sync.Mutex
@@ -46,6 +47,48 @@ var guard struct {
 	stop   chan struct{} // closed when the last lease ends
 	exited chan struct{} // closed when the ticker has returned
 	sample []metrics.Sample
+}
+
+// BaseMemoryLimit is the soft memory limit as its owner (an operator's
+// GOMEMLIMIT, the engines' default) set it: the limit in force, or, while
+// merges hold the guard, the limit the guard stands aside to and restores.
+func BaseMemoryLimit() int64 {
+	guard.mu.Lock()
+	defer guard.mu.Unlock()
+	if len(guard.leases) > 0 {
+		return guard.prev
+	}
+	return debug.SetMemoryLimit(-1)
+}
+
+// CompareAndSwapBaseMemoryLimit sets the base limit (BaseMemoryLimit) to
+// limit if it is old, and reports whether it did. While no merge holds the
+// guard that is the limit in force; while merges do, the guard takes it as
+// the limit it stands aside to while ingest is busy, never rises above, and
+// restores when the last lease ends.
+//
+// Why: the engines raise their limit while the write buffers and the
+// requests in flight grow, and before this the guard stood aside to the
+// limit it found when its first lease was taken; under a flood, with merges
+// following one another, the engines' limit stayed where it was when the
+// merges began, below the live heap, and the collector ran without pause
+// (docs/benchmarks/overload.md, 2026-12-04).
+func CompareAndSwapBaseMemoryLimit(old, limit int64) bool {
+	guard.mu.Lock()
+	defer guard.mu.Unlock()
+	if len(guard.leases) == 0 {
+		if debug.SetMemoryLimit(-1) != old {
+			return false
+		}
+		debug.SetMemoryLimit(limit)
+		return true
+	}
+	if guard.prev != old {
+		return false
+	}
+	guard.prev = limit
+	updateLocked()
+	return true
 }
 
 // lease is one merge's hold on the guard.

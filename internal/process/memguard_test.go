@@ -183,3 +183,44 @@ func TestBackgroundMergesAtOnce(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestMemGuardFollowsTheBaseLimit: while a merge holds the guard, the
+// limit's owner (the engines, raising it as their buffers grow) changes the
+// base limit: with ingest busy it is in force at once, with ingest idle the
+// guard's lower limit stays under it, and when the merge ends it is the
+// limit restored. A stale owner's swap changes nothing. Before, the guard
+// kept the limit it found when the merge began, and under a flood (merges
+// back to back, ingest always busy) the engines' limit never rose.
+func TestMemGuardFollowsTheBaseLimit(t *testing.T) {
+	orig := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(orig)
+	const before, raised = 1 << 40, 2 << 40
+	debug.SetMemoryLimit(before)
+	var busy atomic.Bool
+	busy.Store(true)
+	release := holdMemory(64<<20, busy.Load)
+	if got := BaseMemoryLimit(); got != before {
+		t.Fatalf("base limit under a merge: %d, want %d", got, before)
+	}
+	if CompareAndSwapBaseMemoryLimit(before+1, raised) {
+		t.Fatal("a swap from a base that is not in force succeeded")
+	}
+	if !CompareAndSwapBaseMemoryLimit(before, raised) {
+		t.Fatal("the owner's swap failed")
+	}
+	if got := debug.SetMemoryLimit(-1); got != raised {
+		t.Fatalf("ingest busy under a merge: limit %d, want the owner's new limit %d", got, raised)
+	}
+	busy.Store(false)
+	refresh()
+	if got := debug.SetMemoryLimit(-1); got >= raised {
+		t.Fatalf("ingest idle under a merge: limit %d, want the guard's lower limit", got)
+	}
+	release()
+	if got := debug.SetMemoryLimit(-1); got != raised {
+		t.Fatalf("after the merge: limit %d, want the owner's %d", got, raised)
+	}
+	if !CompareAndSwapBaseMemoryLimit(raised, before) || debug.SetMemoryLimit(-1) != before {
+		t.Fatal("without a merge the owner's swap is the limit in force")
+	}
+}
