@@ -27,8 +27,9 @@ import (
 // the trace's other parts from the other inputs and writes the whole trace
 // at once: a part whose input's cursor is at it (a re-sent copy of the whole
 // trace sorts to the same place) is taken from the cursor, any other by a
-// trace index lookup, and those inputs skip it when they reach it. Within a split trace, the newest input's copy of a re-sent span wins,
-// as it does in queries.
+// trace index lookup, and those inputs skip it when they reach it. Within a
+// split trace, the newest input's copy of a re-sent span wins, as it does in
+// queries.
 
 // mergeInput is the read cursor of one input segment.
 type mergeInput struct {

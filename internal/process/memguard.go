@@ -24,8 +24,9 @@ const memGuardInterval = 20 * time.Millisecond
 // memory limit at the live heap (as of the last collection) plus a fixed
 // headroom: the collector runs when the garbage reaches the headroom.
 //
-// While ingest is active the guard stands aside (the limit in force before
-// the merges applies): the live heap then holds the write buffer, a fixed
+// While ingest is active the guard stands aside (the base limit applies:
+// the one in force before the merges, as its owner changes it meanwhile):
+// the live heap then holds the write buffer, a fixed
 // headroom over it makes the collector run several times more often, and it
 // takes the CPU from ingest (measured: ingest during a compaction fell from
 // 0.76 to 0.40 of idle ingest with the limit held under ingest).
@@ -34,15 +35,17 @@ const memGuardInterval = 20 * time.Millisecond
 // leases on it: several merges (of several engines: traces, later logs)
 // compose. While any lease is held the limit is the live heap plus the sum of
 // the held leases' headrooms; it stands aside while any lease's ingest is
-// busy; it never rises above the limit in force when the first lease was
-// taken (an operator's GOMEMLIMIT, the engines' default, which its owner may
-// change meanwhile: CompareAndSwapBaseMemoryLimit), and that limit is
-// restored when the last lease ends, whatever the order the leases end in. Its ticker runs at normal
-// priority, so a merge thread at low priority does not delay its updates.
+// busy; it never rises above the base limit (the limit in force when the
+// first lease was taken, an operator's GOMEMLIMIT or the engines' default,
+// as its owner changes it meanwhile: CompareAndSwapBaseMemoryLimit), and
+// that limit is restored when the last lease ends, whatever the order the
+// leases end in.
+// Its ticker runs at normal priority, so a merge thread at low priority does
+// not delay its updates.
 var guard struct {
 	mu     sync.Mutex
 	leases map[*lease]struct{}
-	prev   int64         // the limit before the first lease
+	prev   int64         // the base limit: the one before the first lease, as its owner changed it since
 	gen    uint64        // incremented when the last lease ends; a stale ticker writes nothing
 	stop   chan struct{} // closed when the last lease ends
 	exited chan struct{} // closed when the ticker has returned
@@ -160,7 +163,7 @@ func tick(gen uint64, stop, exited chan struct{}) {
 }
 
 // updateLocked sets the limit from the live heap measured by the last
-// collection, or back to the limit before the merges while ingest is active.
+// collection, or to the base limit while ingest is active.
 // Callers hold guard.mu and at least one lease is held.
 func updateLocked() {
 	var headroom int64

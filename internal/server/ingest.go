@@ -218,8 +218,9 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 
 // ingestRequest admits, reads, decodes and stores one HTTP request
 // (admitHTTP: a body too large is refused before admission, with 413; the
-// project's limits and a full write buffer before the body is read; a slow
-// client holds memory, bounded, never an ingest slot).
+// project's limits, a full write buffer and no free ingest slot are refused
+// before the body is read; a slow client holds memory, bounded, never an
+// ingest slot).
 func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (otlp.Batch, *ingestError) {
 	b := s.currentBackend()
 	if b == nil {
