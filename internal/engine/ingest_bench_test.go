@@ -110,7 +110,6 @@ func BenchmarkSeal(b *testing.B) {
 
 func benchmarkSeal(b *testing.B, spans []model.Span) {
 	const batch = 1000
-	ctx := context.Background()
 	var bodies [][]byte
 	for i := 0; i < len(spans); i += batch {
 		bodies = append(bodies, otlp.EncodeProto(spans[i:min(i+batch, len(spans))]))
@@ -126,15 +125,7 @@ func benchmarkSeal(b *testing.B, spans []model.Span) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, body := range bodies {
-			bt, err := otlp.DecodeProto(body)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
-				b.Fatal(err)
-			}
-		}
+		appendBodies(b, e, bodies)
 		runtime.GC()
 		b.StartTimer()
 		c0 := cpuTime()
@@ -303,15 +294,7 @@ func BenchmarkCompactResent(b *testing.B) {
 			b.Fatal(err)
 		}
 		for range copies {
-			for _, body := range bodies {
-				bt, err := otlp.DecodeProto(body)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := e.Append(ctx, &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			appendBodies(b, e, bodies)
 			if err := e.Seal(); err != nil {
 				b.Fatal(err)
 			}
@@ -332,4 +315,19 @@ func BenchmarkCompactResent(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*total*copies), "cpu-us/span-in")
+}
+
+// appendBodies decodes each OTLP/protobuf body and appends its spans to the
+// engine's default project.
+func appendBodies(b *testing.B, e *engine.Engine, bodies [][]byte) {
+	b.Helper()
+	for _, body := range bodies {
+		bt, err := otlp.DecodeProto(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := e.Append(context.Background(), &store.Write{Project: "default", Type: otlp.RecordOTLPProto, Body: body, Spans: bt.Spans}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
