@@ -364,6 +364,24 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(b), `project \"noisy\"`) || resp.Close {
 		t.Fatalf("a large request of the noisy project with its slots taken: %d, connection closed %v, %s", resp.StatusCode, resp.Close, b)
 	}
+	// A client that waits for 100 Continue is refused without being asked
+	// for its body.
+	var sent atomic.Int64
+	ask, _ := http.NewRequest(http.MethodPost, ts.base+"/v1/traces", &countingReader{r: bytes.NewReader(make([]byte, 1<<20-100)), n: &sent})
+	ask.ContentLength = 1<<20 - 100
+	ask.Header.Set("Content-Type", "application/x-protobuf")
+	ask.Header.Set("X-Scope-OrgID", "noisy")
+	ask.Header.Set("Expect", "100-continue")
+	tr := &http.Transport{ExpectContinueTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	resp, err = (&http.Client{Transport: tr}).Do(ask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || sent.Load() != 0 {
+		t.Fatalf("a noisy request waiting for 100 Continue with the slots taken: %d, %d body bytes sent", resp.StatusCode, sent.Load())
+	}
 	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -397,8 +415,8 @@ func TestIngestCapKeepsSlotsForOtherProjects(t *testing.T) {
 		t.Fatalf("the quiet project's spans: %d, %d spans", c, len(got.Spans))
 	}
 	limited, rejected := ts.metric("rastro_ingest_limited_total"), ts.metric("rastro_ingest_rejected_total")
-	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 3`) ||
-		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 3`) {
+	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 4`) ||
+		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_ingest_busy"} 4`) {
 		t.Fatalf("the refusals are not counted by project:\n%s\n%s", limited, rejected)
 	}
 }
@@ -416,4 +434,16 @@ func holdWALSync() (fs *vfs.Faulty, hold *atomic.Bool, held chan struct{}, relea
 		return vfs.Fault{}
 	}}
 	return fs, hold, held, release
+}
+
+// countingReader counts the bytes read from r into n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

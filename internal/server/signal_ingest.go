@@ -7,6 +7,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -156,8 +157,13 @@ var discardBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); retu
 // so that the answer keeps the connection: net/http itself would drain at
 // most 256 KiB and close the connection after a larger body, and a client
 // still writing that body can then see a broken connection instead of the
-// 429.
+// 429. A client that asked to be told first (Expect: 100-continue) has not
+// sent its body: reading would ask for it, so it is not read, and net/http
+// answers and closes the connection.
 func discardBody(r *http.Request, limit int64) {
+	if strings.EqualFold(strings.TrimSpace(r.Header.Get("Expect")), "100-continue") {
+		return
+	}
 	buf := discardBuffers.Get().(*[]byte)
 	defer discardBuffers.Put(buf)
 	io.CopyBuffer(io.Discard, io.LimitReader(r.Body, limit+1), *buf)
