@@ -104,6 +104,14 @@ type gen struct {
 	ids *idGen
 	o   CorpusOptions
 	out []model.Span
+	// sink, when set, is handed out whenever it holds chunk spans (and the
+	// rest by flush), so that a corpus larger than memory can be streamed;
+	// flushed counts the spans handed over, err is the sink's first error
+	// (it ends the corpus).
+	sink    func([]model.Span) error
+	chunk   int
+	flushed int
+	err     error
 }
 
 func newGen(o CorpusOptions, stream uint64) *gen {
@@ -115,7 +123,7 @@ func newGen(o CorpusOptions, stream uint64) *gen {
 	}
 }
 
-func (g *gen) full() bool { return len(g.out) >= g.o.Spans }
+func (g *gen) full() bool { return g.err != nil || g.flushed+len(g.out) >= g.o.Spans }
 
 // emit appends a span unless the corpus is full; it reports whether it did.
 func (g *gen) emit(s model.Span) bool {
@@ -123,7 +131,20 @@ func (g *gen) emit(s model.Span) bool {
 		return false
 	}
 	g.out = append(g.out, s)
+	if g.sink != nil && len(g.out) >= g.chunk {
+		g.flush()
+	}
 	return true
+}
+
+// flush hands the spans held to the sink and starts a new chunk in the
+// same memory.
+func (g *gen) flush() {
+	if g.err == nil && len(g.out) > 0 {
+		g.err = g.sink(g.out)
+	}
+	g.flushed += len(g.out)
+	g.out = g.out[:0]
 }
 
 func (g *gen) pick(xs []string) string { return xs[g.r.IntN(len(xs))] }

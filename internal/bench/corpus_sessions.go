@@ -51,6 +51,32 @@ type conversation struct {
 // model call, sometimes a tool call between them.
 func genLLMSessions(o CorpusOptions) []model.Span {
 	g := newGen(o, 5)
+	g.llmSessions()
+	return g.out
+}
+
+// StreamLLMSessions generates the llm-sessions corpus that Generate returns
+// for o, the same spans in the same order, but hands it to fn chunk spans
+// at a time instead of holding it all (a million of its spans are about 8
+// GB of attribute text). fn must not keep the slice; its first error ends
+// the corpus and is returned.
+func StreamLLMSessions(o CorpusOptions, chunk int, fn func([]model.Span) error) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if chunk <= 0 {
+		return fmt.Errorf("corpus: chunk of %d spans", chunk)
+	}
+	g := newGen(CorpusOptions{Seed: o.Seed}, 5) // the seed alone: no room for o.Spans
+	g.o, g.sink, g.chunk, g.out = o, fn, chunk, make([]model.Span, 0, chunk)
+	g.llmSessions()
+	g.flush()
+	return g.err
+}
+
+// llmSessions emits the conversations of genLLMSessions.
+func (g *gen) llmSessions() {
+	o := g.o
 	svcs := make([]*service, len(llmServices))
 	for i, s := range llmServices {
 		svcs[i] = newService(s.name, "0.9."+fmt.Sprint(i), s.lang, s.scope)
@@ -79,7 +105,6 @@ func genLLMSessions(o CorpusOptions) []model.Span {
 			open = open[:len(open)-1]
 		}
 	}
-	return g.out
 }
 
 // conversationTurn emits one turn of c: a new user message and the model's

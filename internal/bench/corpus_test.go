@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -296,5 +297,38 @@ func TestPayloadsByteIdentical(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestStreamLLMSessionsEqualsGenerate: the streamed corpus is the one
+// Generate returns, span for span, in chunks of the size asked (the last
+// one shorter), and a sink's error ends it.
+func TestStreamLLMSessionsEqualsGenerate(t *testing.T) {
+	const n = 5000
+	want := genT(t, CorpusLLMSessions, 3, n)
+	var got []model.Span
+	var chunks []int
+	err := StreamLLMSessions(CorpusOptions{Seed: 3, Spans: n, Start: testStart, Window: 24 * time.Hour}, 700, func(s []model.Span) error {
+		chunks = append(chunks, len(s))
+		got = append(got, s...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n || len(chunks) != 8 || chunks[0] != 700 || chunks[7] != n-7*700 {
+		t.Fatalf("%d spans in chunks %v, want %d in 7 of 700 and one of %d", len(got), chunks, n, n-7*700)
+	}
+	if !bytes.Equal(mustJSON(t, got), mustJSON(t, want)) {
+		t.Fatal("the streamed corpus differs from the generated one")
+	}
+	calls := 0
+	stop := errors.New("stop")
+	err = StreamLLMSessions(CorpusOptions{Seed: 3, Spans: n, Start: testStart, Window: 24 * time.Hour}, 700, func(s []model.Span) error {
+		calls++
+		return stop
+	})
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("a failing sink: %v after %d calls, want its error after 1", err, calls)
 	}
 }

@@ -54,7 +54,7 @@ client. With the index, every kind gets 10 untimed warm-up queries and ` + "`--s
 share of it, and after the kinds ` + "`GET /readyz`" + ` (no work) is timed the same way, as the floor of loopback HTTP on the
 host. Two more scenarios ingest the ` + "`llm`" + ` corpus (at most 100,000 spans) with large values stored apart and
 deduplicated (the default, ` + "`--value-threshold 1KiB`" + `) and inline (` + "`--value-threshold 0`" + `), stop the server and measure the data
-directory: the issue's bytes-per-span comparison. Without the index, the common word gets the same; a rare word is a
+directory (reported: the value store's 3x target is on the ` + "`llm-sessions`" + ` corpus, in the conversations suite). Without the index, the common word gets the same; a rare word is a
 full scan, so only the one-word and absent-word kinds are timed, as the scan's reference: one warm-up scan, then up
 to 10 queries per kind until 3 s are spent (at least one). Percentiles are exact nearest-rank; tables show medians
 across runs. Every answer is checked against the answer key: the exact span for the rare kinds, no span for the
@@ -102,14 +102,19 @@ const (
 	contentTargetSpans = 1_000_000
 )
 
-// Content search targets (issue 5), at contentTargetSpans spans.
+// Content search targets (issues 5 and 17), at contentTargetSpans spans.
+// A word in no span is judged by the server's own time (issue 17: the
+// loopback request alone costs more than its end-to-end target of issue 5,
+// so that figure is reported). The value store's 3x target is the
+// conversations suite's (the llm-sessions corpus); here the llm corpus's
+// ratio is reported.
 const (
-	ContentOneWordTargetP95MS    = 1.0
-	ContentAbsentWordTargetP95MS = 0.2
-	ContentCommonMaxRatio        = 1.10 // index p95 / scan p95 for the common word
-	ContentDiskOverheadMaxPct    = 5.0
-	ContentResidentMaxBytes      = 32 << 10
-	ContentDedupMinRatio         = 3.0 // llm corpus: inline bytes / stored-apart bytes
+	ContentOneWordTargetP95MS          = 1.0
+	ContentAbsentWordServerTargetP95MS = 0.1
+	ContentPhraseTargetP95MS           = 2.0  // a phrase and a CJK word
+	ContentCommonMaxRatio              = 1.10 // index p95 / scan p95 for the common word
+	ContentDiskOverheadMaxPct          = 5.0
+	ContentResidentMaxBytes            = 32 << 10
 )
 
 // contentKind is one timed query kind.
@@ -502,7 +507,8 @@ func planContent(ctx context.Context, cfg Config) ([]Scenario, error) {
 
 // runContentValues ingests the llm corpus with large values stored apart
 // (deduplicated) or inline, stops the server (sealing everything) and
-// measures the data directory: the issue's bytes-per-span comparison.
+// measures the data directory (the llm corpus's figure; issue 17's target
+// is the conversations suite's).
 func runContentValues(ctx context.Context, env *RunEnv, p *contentPlan, apart bool) Result {
 	opts := ServerOptions{Binary: env.Binary, DataDir: env.Dir, Durability: "wal"}
 	if !apart {
@@ -856,7 +862,7 @@ func contentTargets(rec *Record) []Target {
 	}
 	var out []Target
 	out = append(out, latency("a word in one span", "one_word", ContentOneWordTargetP95MS))
-	out = append(out, latency("a word in no span", "absent_word", ContentAbsentWordTargetP95MS))
+	out = append(out, latency("a word in no span", "absent_word", 0))
 
 	t := Target{Name: "Content search p95, a word in ~98% of spans: with the index / without (the scan)", Want: fmt.Sprintf("<= %.2fx", ContentCommonMaxRatio)}
 	if state(&t, contentIndexScenario, contentScanScenario) {
@@ -896,11 +902,19 @@ func contentTargets(rec *Record) []Target {
 	} else {
 		out = append(out, t)
 	}
-	for _, k := range []struct{ name, kind string }{{"a word in one span", "one_word"}, {"a word in no span", "absent_word"}} {
+	for _, k := range []struct {
+		name, kind string
+		target     float64
+	}{{"a word in one span", "one_word", 0}, {"a word in no span", "absent_word", ContentAbsentWordServerTargetP95MS}} {
 		t := Target{Name: "In the server (Server-Timing) p95, " + k.name + ", with the index (median of runs)", Want: "report"}
 		if state(&t, contentIndexScenario) {
 			v := rec.median(contentIndexScenario, k.kind+"_server_p95_ms")
-			out = append(out, judge(t, num(v, 3)+" ms", v, nil))
+			var ok func(float64) bool
+			if k.target > 0 {
+				t.Want = fmt.Sprintf("< %g ms", k.target)
+				ok = func(x float64) bool { return x < k.target }
+			}
+			out = append(out, judge(t, num(v, 3)+" ms", v, ok))
 		} else {
 			out = append(out, t)
 		}
@@ -912,7 +926,7 @@ func contentTargets(rec *Record) []Target {
 	} else {
 		out = append(out, t)
 	}
-	t = Target{Name: "llm corpus: bytes on disk per span, values inline / values stored apart and deduplicated (medians of runs)", Want: fmt.Sprintf(">= %gx", ContentDedupMinRatio)}
+	t = Target{Name: "llm corpus: bytes on disk per span, values inline / values stored apart and deduplicated (medians of runs; the 3x target is the conversations suite's)", Want: "report"}
 	if state(&t, contentValuesApartScenario, contentValuesInlineScenario) {
 		a, b := rec.median(contentValuesApartScenario, "disk_bytes_per_span"), rec.median(contentValuesInlineScenario, "disk_bytes_per_span")
 		n := float64(min(rec.Spans, contentLLMMaxSpans))
@@ -920,13 +934,13 @@ func contentTargets(rec *Record) []Target {
 		ceiling := b / (rec.median(contentValuesApartScenario, "segment_bytes") / n)
 		r := b / a
 		out = append(out, judge(t, fmt.Sprintf("%sx (%s B/span inline vs %s B/span apart, %s spans; %sx if the stored values took no bytes at all)",
-			num(r, 2), num(b, 1), num(a, 1), num(n, 0), num(ceiling, 2)), r, func(x float64) bool { return x >= ContentDedupMinRatio }))
+			num(r, 2), num(b, 1), num(a, 1), num(n, 0), num(ceiling, 2)), r, nil))
 	} else {
 		out = append(out, t)
 	}
 	out = append(out, latency("two words in one span", "two_words", 0))
-	out = append(out, latency("a phrase in one span", "phrase", 0))
-	out = append(out, latency("a CJK word in one span", "cjk_word", 0))
+	out = append(out, latency("a phrase in one span", "phrase", ContentPhraseTargetP95MS))
+	out = append(out, latency("a CJK word in one span", "cjk_word", ContentPhraseTargetP95MS))
 	return out
 }
 
