@@ -54,7 +54,8 @@ func sessionOf(s *model.Span) string {
 // TestConversationStoredOnce: conversations that resend their history
 // store each message once; reads give back the exact spans after restart
 // and compaction; erasing a session removes from disk the messages no other
-// span holds, and keeps the shared system prompts and the other sessions.
+// span holds, and keeps the shared system prompts and the other sessions;
+// so does retention, for the messages only expired spans held.
 func TestConversationStoredOnce(t *testing.T) {
 	spans, err := bench.Generate(bench.CorpusLLMSessions, bench.CorpusOptions{Seed: 3, Spans: 6000,
 		Start: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), Window: time.Hour})
@@ -169,6 +170,80 @@ func TestConversationStoredOnce(t *testing.T) {
 		delete(byTrace, id)
 	}
 	requireExact("after the erasure")
+
+	// Retention, reopened with one that ends in the middle of the corpus's
+	// hour. The clock runs on between the option and the sweep, so a span
+	// that starts within a minute after the cut may go either way; those
+	// before it must be gone, with the messages only they held, and those
+	// after it kept, exactly, with theirs.
+	cut := time.Date(2026, 5, 1, 0, 30, 0, 0, time.UTC)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ropts := opts
+	ropts.Retention = time.Since(cut)
+	if e, err = engine.Open(ropts); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SweepRetention(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cutNs, sureNs := uint64(cut.UnixNano()), uint64(cut.Add(time.Minute).UnixNano())
+	var expired, stay, remaining []model.Span
+	for _, s := range kept {
+		switch {
+		case s.StartTimeUnixNano < cutNs:
+			expired = append(expired, s)
+		case s.StartTimeUnixNano >= sureNs:
+			stay = append(stay, s)
+			remaining = append(remaining, s)
+		default:
+			remaining = append(remaining, s)
+		}
+	}
+	expiredPieces, remainingPieces := storedPieces(expired), storedPieces(remaining)
+	only, shared = 0, 0
+	for h := range expiredPieces {
+		if remainingPieces[h] > 0 {
+			shared++
+			continue
+		}
+		only++
+		if e.HasValue(h) {
+			t.Fatal("a message only expired spans held is still in the value store after the retention sweep")
+		}
+	}
+	if only == 0 || shared == 0 {
+		t.Fatalf("test premise: %d pieces held only by expired spans, %d shared with later ones", only, shared)
+	}
+	for h := range storedPieces(stay) {
+		if !e.HasValue(h) {
+			t.Fatal("a piece a span within retention holds was deleted by the retention sweep")
+		}
+	}
+	gone, checked := 0, 0
+	for id, want := range byTrace {
+		first, last := want[0].StartTimeUnixNano, want[0].StartTimeUnixNano
+		for _, s := range want {
+			first, last = min(first, s.StartTimeUnixNano), max(last, s.StartTimeUnixNano)
+		}
+		got, _, err := e.Trace(context.Background(), "default", id)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case last < cutNs:
+			if len(got) != 0 {
+				t.Fatalf("after the retention sweep: expired trace %s has %d spans", id, len(got))
+			}
+			gone++
+		case first >= sureNs:
+			requireSameSpans(t, fmt.Sprintf("after the retention sweep: trace %s", id), got, want)
+			checked++
+		}
+	}
+	if gone == 0 || checked == 0 {
+		t.Fatalf("test premise: %d traces expired, %d checked", gone, checked)
+	}
 }
 
 // requireSameSpans compares two sets of spans by span id: name, times,
