@@ -237,14 +237,17 @@ func TestCheckContentAnswerRefusesWrongAnswers(t *testing.T) {
 	}
 }
 
-func TestContentTargets(t *testing.T) {
-	sc := func(name string, m map[string]float64) ScenarioRecord {
-		sr := ScenarioRecord{Name: name, Status: "ok", Summary: map[string]Spread{}}
-		for k, v := range m {
-			sr.Summary[k] = Spread{Median: v, Min: v, Max: v, N: 1}
-		}
-		return sr
+// okScenario is a scenario that ran, with one run's metrics m.
+func okScenario(name string, m map[string]float64) ScenarioRecord {
+	sr := ScenarioRecord{Name: name, Status: "ok", Summary: map[string]Spread{}}
+	for k, v := range m {
+		sr.Summary[k] = Spread{Median: v, Min: v, Max: v, N: 1}
 	}
+	return sr
+}
+
+func TestContentTargets(t *testing.T) {
+	sc := okScenario
 	rec := &Record{Spans: contentTargetSpans, Scenarios: []ScenarioRecord{
 		sc(contentIndexScenario, map[string]float64{"one_word_p95_ms": 0.8, "absent_word_p95_ms": 0.3, "common_word_p95_ms": 2.1,
 			"disk_bytes": 1040, "index_share_pct": 3.8, "resident_filter_max_bytes": 20000, "segments": 12, "saturated_segments": 0,

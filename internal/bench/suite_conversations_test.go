@@ -11,13 +11,7 @@ import (
 // apart over inline for the read, judged against the bounds; a
 // refused scenario fails every target.
 func TestConversationsTargets(t *testing.T) {
-	sc := func(name string, m map[string]float64) ScenarioRecord {
-		sr := ScenarioRecord{Name: name, Status: "ok", Summary: map[string]Spread{}}
-		for k, v := range m {
-			sr.Summary[k] = Spread{Median: v, Min: v, Max: v, N: 1}
-		}
-		return sr
-	}
+	sc := okScenario
 	rec := &Record{Spans: conversationsTargetSpans, Scenarios: []ScenarioRecord{
 		sc(conversationsApartScenario, map[string]float64{"sealed_disk_bytes_per_span": 700, "trace_p95_ms": 3}),
 		sc(conversationsInlineScenario, map[string]float64{"sealed_disk_bytes_per_span": 1900, "trace_p95_ms": 1.9}),
