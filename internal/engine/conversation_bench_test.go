@@ -131,3 +131,39 @@ func BenchmarkConversationStorage(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConversationSealAndMerge times what the engine spends writing
+// conversations: sealing 40,000 spans of the llm-sessions corpus into 10
+// segments, then merging them (Compact), with values stored apart (the
+// default). Both write every span through the segment writer, which
+// tokenises its text for the token filters; the merge first resolves the
+// stored values again.
+func BenchmarkConversationSealAndMerge(b *testing.B) {
+	const n, perSeal = 40_000, 4_000
+	spans, err := bench.Generate(bench.CorpusLLMSessions, bench.CorpusOptions{Seed: 1, Spans: n, Start: time.Now().Add(-2 * time.Hour), Window: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var seal, merge time.Duration
+	for range b.N {
+		e, err := engine.Open(engine.Options{Dir: b.TempDir(), Durability: engine.DurabilityBuffered, NoCompaction: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < n; i += perSeal {
+			t0 := time.Now()
+			appendSealed(b, e, spans[i:i+perSeal], 1000)
+			seal += time.Since(t0)
+		}
+		t0 := time.Now()
+		if res, err := e.Compact(context.Background()); err != nil || res.Merges == 0 {
+			b.Fatalf("compact: %+v %v", res, err)
+		}
+		merge += time.Since(t0)
+		if err := e.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(seal.Milliseconds())/float64(b.N), "append+seal-ms")
+	b.ReportMetric(float64(merge.Milliseconds())/float64(b.N), "merge-ms")
+}

@@ -1,6 +1,8 @@
 package text
 
 import (
+	"strings"
+
 	"github.com/cespare/xxhash/v2"
 	"github.com/rastro-dev/rastro/internal/model"
 )
@@ -14,6 +16,9 @@ func SpanTokens(s *model.Span, minLen int, emit func(hash uint64)) {
 		if sc == nil {
 			sc = getScratch()
 		}
+		if len(text) >= tokenCacheMin && len(text) <= tokenCacheMax {
+			return sc.cachedTokens(text, escaped, emit)
+		}
 		return tokenize(text, escaped, sc, func(tok string, _ bool) bool {
 			h := xxhash.Sum64String(tok)
 			if sc.seen.insert(h) {
@@ -25,6 +30,54 @@ func SpanTokens(s *model.Span, minLen int, emit func(hash uint64)) {
 	if sc != nil {
 		putScratch(sc)
 	}
+}
+
+// A long text that repeats from span to span (the system prompt and tool
+// schema an LLM application sends on every call, a few KB each) is
+// tokenised once: each scratch keeps the token hashes of the last long
+// texts it tokenised, in a small direct-mapped cache keyed by the text's
+// hash, and gives them again when the same text comes back. In a merge of
+// the llm-sessions corpus tokenising was a third of the CPU, and about half
+// of a span's text is its shared system prompt
+// (docs/benchmarks/conversations.md).
+const (
+	tokenCacheMin   = 1 << 10
+	tokenCacheMax   = 64 << 10
+	tokenCacheSlots = 16
+)
+
+// tokenCacheEntry is one text and the hash of each token of it, in order.
+// The text is a copy: a caller's string may view a buffer it reuses.
+type tokenCacheEntry struct {
+	text    string
+	escaped bool
+	hashes  []uint64
+}
+
+// cachedTokens is SpanTokens' tokenize for a long text: from the cache
+// when the text is there, else tokenised and kept. emit gets the same
+// hashes in the same order either way.
+func (sc *scratch) cachedTokens(text string, escaped bool, emit func(uint64)) bool {
+	e := &sc.cache[xxhash.Sum64String(text)%tokenCacheSlots]
+	if e.escaped == escaped && e.text == text {
+		for _, h := range e.hashes {
+			if sc.seen.insert(h) {
+				emit(h)
+			}
+		}
+		return true
+	}
+	hashes := e.hashes[:0]
+	ok := tokenize(text, escaped, sc, func(tok string, _ bool) bool {
+		h := xxhash.Sum64String(tok)
+		hashes = append(hashes, h)
+		if sc.seen.insert(h) {
+			emit(h)
+		}
+		return true
+	})
+	*e = tokenCacheEntry{text: strings.Clone(text), escaped: escaped, hashes: hashes}
+	return ok
 }
 
 // hashSet is an open-addressing set of hashes, reused through the scratch

@@ -44,6 +44,8 @@ type scratch struct {
 	seq  []byte  // a combining sequence (tokenizer.composed), and
 	nfkc []byte  // its NFKC form
 	seen hashSet
+	// cache holds the tokens of the last long texts SpanTokens tokenised.
+	cache [tokenCacheSlots]tokenCacheEntry
 	// lo and hi place the token being emitted in the input: it starts at
 	// lo, and its last input character starts before hi (Snippets snaps
 	// hi to the end of that character and the marks after it).
