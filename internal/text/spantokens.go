@@ -16,16 +16,33 @@ func SpanTokens(s *model.Span, minLen int, emit func(hash uint64)) {
 		if sc == nil {
 			sc = getScratch()
 		}
+		// A long text: its hashes from the cache, or kept for next time.
+		var e *tokenCacheEntry
 		if len(text) >= tokenCacheMin && len(text) <= tokenCacheMax {
-			return sc.cachedTokens(text, escaped, emit)
+			if e = &sc.cache[xxhash.Sum64String(text)%tokenCacheSlots]; e.escaped == escaped && e.text == text {
+				for _, h := range e.hashes {
+					if sc.seen.insert(h) {
+						emit(h)
+					}
+				}
+				return true
+			}
+			e.text, e.hashes = "", e.hashes[:0]
 		}
-		return tokenize(text, escaped, sc, func(tok string, _ bool) bool {
+		ok := tokenize(text, escaped, sc, func(tok string, _ bool) bool {
 			h := xxhash.Sum64String(tok)
+			if e != nil {
+				e.hashes = append(e.hashes, h)
+			}
 			if sc.seen.insert(h) {
 				emit(h)
 			}
 			return true
 		})
+		if e != nil {
+			e.text, e.escaped = strings.Clone(text), escaped
+		}
+		return ok
 	})
 	if sc != nil {
 		putScratch(sc)
@@ -46,38 +63,14 @@ const (
 	tokenCacheSlots = 16
 )
 
-// tokenCacheEntry is one text and the hash of each token of it, in order.
-// The text is a copy: a caller's string may view a buffer it reuses.
+// tokenCacheEntry is one text and the hash of each token of it, in order:
+// SpanTokens gives the same hashes in the same order from the cache as
+// from tokenising. The text is a copy: a caller's string may view a buffer
+// it reuses.
 type tokenCacheEntry struct {
 	text    string
 	escaped bool
 	hashes  []uint64
-}
-
-// cachedTokens is SpanTokens' tokenize for a long text: from the cache
-// when the text is there, else tokenised and kept. emit gets the same
-// hashes in the same order either way.
-func (sc *scratch) cachedTokens(text string, escaped bool, emit func(uint64)) bool {
-	e := &sc.cache[xxhash.Sum64String(text)%tokenCacheSlots]
-	if e.escaped == escaped && e.text == text {
-		for _, h := range e.hashes {
-			if sc.seen.insert(h) {
-				emit(h)
-			}
-		}
-		return true
-	}
-	hashes := e.hashes[:0]
-	ok := tokenize(text, escaped, sc, func(tok string, _ bool) bool {
-		h := xxhash.Sum64String(tok)
-		hashes = append(hashes, h)
-		if sc.seen.insert(h) {
-			emit(h)
-		}
-		return true
-	})
-	*e = tokenCacheEntry{text: strings.Clone(text), escaped: escaped, hashes: hashes}
-	return ok
 }
 
 // hashSet is an open-addressing set of hashes, reused through the scratch
