@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -314,6 +316,20 @@ func (s *Server) Metrics(ctx context.Context) (Metrics, error) {
 		return nil, fmt.Errorf("GET /metrics: status %d", code)
 	}
 	return ParseMetrics(string(b)), nil
+}
+
+// storeBytes measures a data directory: every file, its segments and its
+// value store (a part that does not exist counts 0).
+func storeBytes(dir string) (all, segments, values int64, err error) {
+	out := [3]int64{}
+	for i, sub := range []string{"", "segments", "values"} {
+		n, err := dirBytes(filepath.Join(dir, sub))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, 0, 0, fmt.Errorf("measure %s: %w", filepath.Join(dir, sub), err)
+		}
+		out[i] = n
+	}
+	return out[0], out[1], out[2], nil
 }
 
 // dirBytes sums the sizes of regular files under dir.

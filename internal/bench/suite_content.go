@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -539,13 +537,11 @@ func runContentValues(ctx context.Context, env *RunEnv, p *contentPlan, apart bo
 	// The values count is taken before the stop's final seal, which may
 	// store more; it is a check of the mode, not a figure.
 	res.Metrics["values_before_stop"] = float64(st.Values)
-	for _, d := range []struct{ metric, sub string }{{"disk_bytes", ""}, {"segment_bytes", "segments"}, {"value_bytes", "values"}} {
-		n, err := dirBytes(filepath.Join(env.Dir, d.sub))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return refused("measure %s: %v", filepath.Join(env.Dir, d.sub), err)
-		}
-		res.Metrics[d.metric] = float64(n)
+	all, segs, vals, err := storeBytes(env.Dir)
+	if err != nil {
+		return refused("%v", err)
 	}
+	res.Metrics["disk_bytes"], res.Metrics["segment_bytes"], res.Metrics["value_bytes"] = float64(all), float64(segs), float64(vals)
 	res.Metrics["disk_bytes_per_span"] = res.Metrics["disk_bytes"] / float64(p.llmSpans)
 	if vs, err := valueCount(ctx, opts); err != nil {
 		return refused("count stored values: %v", err)

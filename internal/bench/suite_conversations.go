@@ -3,12 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -182,13 +179,16 @@ func runConversations(ctx context.Context, env *RunEnv, p *conversationsPlan, ap
 	if err := srv.Stop(10 * time.Minute); err != nil {
 		return refused("stop server after ingest: %v", err)
 	}
-	res := Result{Metrics: map[string]float64{"raw_attr_bytes_per_span": float64(raw) / float64(p.opts.Spans)}}
+	n := float64(p.opts.Spans)
+	res := Result{Metrics: map[string]float64{"raw_attr_bytes_per_span": float64(raw) / n}}
 	if res.Refusals = Refusals(facts); len(res.Refusals) > 0 {
 		return res
 	}
-	if err := measureConversationDir(env.Dir, "sealed", p.opts.Spans, res.Metrics); err != nil {
+	all, segs, vals, err := storeBytes(env.Dir)
+	if err != nil {
 		return refused("%v", err)
 	}
+	res.Metrics["sealed_disk_bytes_per_span"], res.Metrics["sealed_segment_bytes_per_span"], res.Metrics["sealed_value_bytes_per_span"] = float64(all)/n, float64(segs)/n, float64(vals)/n
 
 	if srv, err = StartServer(ctx, opts); err != nil {
 		return refused("restart server to read: %v", err)
@@ -238,19 +238,6 @@ func checkConversationTrace(body []byte, want int) error {
 	}
 	if want > 1 && !strings.Contains(string(body), conversationsPrompt) {
 		return fmt.Errorf("the model call's system prompt is not in the answer: %.300s", body)
-	}
-	return nil
-}
-
-// measureConversationDir records the data directory's bytes per span
-// (all, segments, value store) under the given state.
-func measureConversationDir(dir, state string, spans int, m map[string]float64) error {
-	for _, d := range []struct{ metric, sub string }{{"disk", ""}, {"segment", "segments"}, {"value", "values"}} {
-		n, err := dirBytes(filepath.Join(dir, d.sub))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("measure %s: %v", filepath.Join(dir, d.sub), err)
-		}
-		m[state+"_"+d.metric+"_bytes_per_span"] = float64(n) / float64(spans)
 	}
 	return nil
 }
