@@ -461,13 +461,50 @@ func appendPromPoint(b []byte, p promql.Point) []byte {
 	b = append(b, '[')
 	b = appendPromTime(b, p.T)
 	b = append(b, ',', '"')
-	switch f := p.F; {
-	case math.IsInf(f, 0) || math.IsNaN(f):
+	return appendPromValue(b, p.F)
+}
+
+// appendPromValue writes a point's value and closes the point: 12.5"].
+func appendPromValue(b []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
 		b = append(b, formatPromValue(f)...)
-	default:
+	} else {
 		b = appendPromFloat(b, f)
 	}
 	return append(b, '"', ']')
+}
+
+// promTimes keeps the text of a matrix's point times: `[1435781451.781,"`
+// for the j-th point of a series. The series of a range answer have their
+// points at the same step times, so each time is formatted once (by the
+// first series that reaches it) and copied after; formatting the times of
+// every point was about a sixth of the encoding.
+type promTimes struct {
+	t    []int64
+	end  []int // text[end[j-1]:end[j]] is the j-th time's text
+	text []byte
+}
+
+// appendPointTime appends the opening of the j-th point of a series, whose
+// time is t.
+func (c *promTimes) appendPointTime(b []byte, j int, t int64) []byte {
+	if j < len(c.t) && c.t[j] == t {
+		start := 0
+		if j > 0 {
+			start = c.end[j-1]
+		}
+		return append(b, c.text[start:c.end[j]]...)
+	}
+	n := len(b)
+	b = append(b, '[')
+	b = appendPromTime(b, t)
+	b = append(b, ',', '"')
+	if j == len(c.t) {
+		c.t = append(c.t, t)
+		c.text = append(c.text, b[n:]...)
+		c.end = append(c.end, len(c.text))
+	}
+	return b
 }
 
 // pow10 are the scales appendPromFloat tries: a value with up to 4 decimals.
@@ -623,6 +660,7 @@ func appendPromMatrix(b []byte, m []promql.Series) []byte {
 // appendPromSeries writes series lo..hi-1 of m, each after a comma but the
 // first of the matrix.
 func appendPromSeries(b []byte, m []promql.Series, lo, hi int) []byte {
+	var times promTimes
 	for i := lo; i < hi; i++ {
 		s := &m[i]
 		if i > 0 {
@@ -635,7 +673,8 @@ func appendPromSeries(b []byte, m []promql.Series, lo, hi int) []byte {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendPromPoint(b, p)
+			b = times.appendPointTime(b, j, p.T)
+			b = appendPromValue(b, p.F)
 		}
 		b = append(b, "]}"...)
 	}

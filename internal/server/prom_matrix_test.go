@@ -50,3 +50,51 @@ func TestPromMatrixParallelEncoding(t *testing.T) {
 		}
 	}
 }
+
+// The times of a matrix's points are formatted once and copied to later
+// series with the same steps; series whose points sit at other times (one
+// that starts late, one with gaps, milliseconds, times before 1970) still
+// get their own times, written as Prometheus writes them (jsonutil.
+// MarshalTimestamp: -1.500, 0.007). The expected answer formats every point
+// anew.
+func TestPromMatrixTimesOfEverySeries(t *testing.T) {
+	grids := [][]int64{
+		{0, 15_000, 30_000, 45_000},
+		{15_000, 30_000, 45_000},            // starts one step late: every index differs
+		{0, 30_000, 45_000},                 // a gap
+		{0, 15_000, 30_000, 45_000, 60_000}, // one more than the first series
+		{-1_500, 7, 15_000, 1435781451781},
+		{0, 15_000, 30_000, 45_000},
+	}
+	var m []promql.Series
+	for i, g := range grids {
+		s := promql.Series{Labels: store.Labels{{Name: "i", Value: fmt.Sprint(i)}}}
+		for j, ts := range g {
+			s.Points = append(s.Points, promql.Point{T: ts, F: float64(i*10+j) / 3})
+		}
+		m = append(m, s)
+	}
+	got := appendPromSeries(nil, m, 0, len(m))
+	var want []byte
+	for i, s := range m {
+		if i > 0 {
+			want = append(want, ',')
+		}
+		want = append(want, `{"metric":`...)
+		want = appendPromLabels(want, s.Labels)
+		want = append(want, `,"values":[`...)
+		for j, p := range s.Points {
+			if j > 0 {
+				want = append(want, ',')
+			}
+			want = appendPromPoint(want, p)
+		}
+		want = append(want, "]}"...)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("matrix encoding:\n got %s\nwant %s", got, want)
+	}
+	if !bytes.Contains(got, []byte(`[-1.500,"`)) || !bytes.Contains(got, []byte(`[1435781451.781,"`)) || !bytes.Contains(got, []byte(`[0.007,"`)) {
+		t.Fatalf("times not written as Prometheus does: %s", got)
+	}
+}
