@@ -64,7 +64,7 @@ const byTraceView = `CREATE MATERIALIZED VIEW IF NOT EXISTS spans_by_trace_mv TO
 // copied twice (by the view and by the backfill), as may every span when
 // two processes migrate at once: the copies are identical, and reads keep
 // one (the newest by ingested, as for a re-sent span).
-func backfillByTrace(ctx context.Context, conn driver.Conn, quorum int) error {
+func backfillByTrace(ctx context.Context, conn driver.Conn, _ schemaTarget, quorum int) error {
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil {
 		return err

@@ -73,6 +73,16 @@ func (t schemaTarget) statements(stmt string) ([]string, error) {
 	return clusterStatements(stmt, t.cluster, t.db)
 }
 
+// dropView is the statement that drops the materialized view name, made by
+// a migration's CREATE MATERIALIZED VIEW, on the target (where it is made
+// ON CLUSTER, in the database: clusterStatements).
+func (t schemaTarget) dropView(name string) string {
+	if t.cluster == "" {
+		return "DROP TABLE IF EXISTS " + name
+	}
+	return fmt.Sprintf("DROP TABLE IF EXISTS %s.%s ON CLUSTER %s", t.db, name, t.cluster)
+}
+
 // global is what precedes IN or NOT IN when the subquery reads a table
 // of this package inside a query over another: "GLOBAL " on a cluster,
 // so that the subquery reads every shard's rows once, on the node asked,

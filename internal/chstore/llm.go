@@ -82,9 +82,14 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 	if end != 0 && start >= end {
 		return out, nil
 	}
-	states := llmStates()
+	gen, m0, m1, ok, err := s.llmRollupSpan(ctx, project, q, step, start, end)
+	if err != nil {
+		return out, err
+	}
+	// The states of the rollup that answers, and of spans merged with it,
+	// are of the same kind (llmGen1 when spans answer alone: exact).
 	var stateNames, stateExprs []string
-	for _, st := range states {
+	for _, st := range llmStates(gen) {
 		stateNames = append(stateNames, st.name)
 		stateExprs = append(stateExprs, st.expr+" AS "+st.name)
 	}
@@ -112,10 +117,6 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 	var parts []string
 	var args []any
 	add := func(sql string, a []any) { parts, args = append(parts, sql), append(args, a...) }
-	m0, m1, ok, err := s.llmRollupSpan(ctx, project, q, step, start, end)
-	if err != nil {
-		return out, err
-	}
 	if ok {
 		s.rollupReads.Add(1)
 		// rollupPart aggregates the rows of an LLM rollup (the minutes or
@@ -142,7 +143,7 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 		rw := &where{}
 		rw.add("project = ?", project)
 		rw.add("minute >= ?", m0)
-		if h0, h1, ok := s.llmHours(m0, m1, end, step); ok {
+		if h0, h1, ok := s.llmHours(gen, m0, m1, end, step); ok {
 			// The whole hours from the hourly rollup, the minutes around
 			// them from the minutes.
 			hw := &where{}
@@ -156,11 +157,11 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 				rw.add("minute < ?", h0*60)
 			}
 			s.hourReads.Add(1)
-			rollupPart("llm_rollup_hour", "hour", llmHourDims, hw)
+			rollupPart(gen.hours, "hour", llmHourDims, hw)
 		} else if end != 0 {
 			rw.add("minute < ?", m1)
 		}
-		rollupPart("llm_rollup", "minute", llmRollupDims, rw)
+		rollupPart(gen.minutes, "minute", llmRollupDims, rw)
 		// The edges: the partial minutes before m0 and from m1 on.
 		w := s.base(project, start, end)
 		w.add("llm = 1")
@@ -229,26 +230,42 @@ func (s *Store) llmGroups(ctx context.Context, project string, q *store.LLMQuery
 
 const minuteNanos = uint64(time.Minute)
 
-// llmRollupSpan decides whether the rollup answers the whole minutes of
-// [start, end) (end 0: unbounded) and returns them, [m0, m1).
-func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQuery, step time.Duration, start, end uint64) (m0, m1 uint64, ok bool, err error) {
+// llmRollupGen is the generation of LLM rollups that saw every span of
+// the database, if one did (rollup.go: the newest one made complete).
+func (s *Store) llmRollupGen() (llmRollup, bool) {
+	for _, g := range []llmRollup{llmGen2, llmGen1} {
+		if s.rollups[g.minuteName] {
+			return g, true
+		}
+	}
+	return llmGen1, false
+}
+
+// llmRollupSpan decides whether an LLM rollup answers the whole minutes of
+// [start, end) (end 0: unbounded) and returns its generation and them,
+// [m0, m1). When none does, gen is llmGen1, whose states spans alone use.
+func (s *Store) llmRollupSpan(ctx context.Context, project string, q *store.LLMQuery, step time.Duration, start, end uint64) (gen llmRollup, m0, m1 uint64, ok bool, err error) {
 	f := &q.Filter
-	if !sqlOnly(f) || f.MinDuration != 0 || f.MaxDuration != 0 || step%time.Minute != 0 {
-		return 0, 0, false, nil
+	gen, ok = s.llmRollupGen()
+	if !ok || !sqlOnly(f) || f.MinDuration != 0 || f.MaxDuration != 0 || step%time.Minute != 0 {
+		return llmGen1, 0, 0, false, nil
 	}
 	for _, d := range q.GroupBy {
 		if _, ok := llmRollupDims[d]; !ok {
-			return 0, 0, false, nil
+			return llmGen1, 0, 0, false, nil
 		}
 	}
-	return s.rollupSpan(ctx, project, "llm", start, end)
+	if m0, m1, ok, err = s.rollupSpan(ctx, project, gen.minuteName, start, end); !ok || err != nil {
+		return llmGen1, 0, 0, false, err
+	}
+	return gen, m0, m1, true, nil
 }
 
 // llmHours returns the whole hours [h0, h1) (end 0: unbounded, h1 unused)
-// within the rollup's minutes [m0, m1) that the hourly rollup answers: when
-// it saw every span, a step is whole hours, and there is such an hour.
-func (s *Store) llmHours(m0, m1, end uint64, step time.Duration) (h0, h1 uint64, ok bool) {
-	if !s.rollups["llm_hour"] || step%time.Hour != 0 {
+// within the rollup's minutes [m0, m1) that gen's hourly rollup answers:
+// when it saw every span, a step is whole hours, and there is such an hour.
+func (s *Store) llmHours(gen llmRollup, m0, m1, end uint64, step time.Duration) (h0, h1 uint64, ok bool) {
+	if !s.rollups[gen.hourName] || step%time.Hour != 0 {
 		return 0, 0, false
 	}
 	h0 = (m0 + 59) / 60

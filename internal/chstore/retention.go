@@ -220,7 +220,8 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 
 // partitionedTables are the tables partitioned by the day of start, with
 // the same partition ids.
-var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace", "llm_rollup_hour"}
+var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace", "llm_rollup_hour",
+	"llm_rollup2", "llm_rollup_hour2"}
 
 // retentionDeletes remove a project's rows older than a cutoff (bound:
 // project, cutoff in unix ns).
@@ -234,6 +235,8 @@ var retentionDeletes = []string{
 	// The hour holding the cutoff stays: queries read only hours wholly
 	// after it (the window starts at the cutoff).
 	"ALTER TABLE llm_rollup_hour DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)",
+	"ALTER TABLE llm_rollup2 DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
+	"ALTER TABLE llm_rollup_hour2 DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)",
 }
 
 // validPartitionID accepts the ids of a toDate partition key (YYYYMMDD).

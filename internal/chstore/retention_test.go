@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/bench"
+	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/query"
 )
@@ -61,6 +62,15 @@ func newRetentionCase(t *testing.T) *retentionCase {
 	}
 	for i, g := range rc.groups {
 		g.spans = spansAt(t, uint64(100+i), 60, now.Add(-g.age))
+		if g.project == "a" {
+			// LLM spans too, so that the LLM rollups hold rows of a to expire.
+			calls, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: uint64(200 + i), Spans: 30, Start: now.Add(-g.age), Window: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			llm.Enrich(calls, llm.DefaultPrices())
+			g.spans = append(g.spans, calls...)
+		}
 		if g.kept {
 			rc.want[g.project] += len(g.spans)
 		}
@@ -118,6 +128,13 @@ func testRetention(t *testing.T, open func(Options) *Store) {
 	}
 	want := rc.want
 	rc.visible(t, "before the sweep", s)
+	// The rollups hold rows the sweep must remove (checked after it).
+	for _, table := range []string{"llm_rollup2", "llm_rollup_hour2"} {
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE project = 'a'").Scan(&n); err != nil || n == 0 {
+			t.Fatalf("%s holds %d rows of project a before the sweep (%v)", table, n, err)
+		}
+	}
 
 	sw, err := s.SweepRetention(ctx)
 	rc.checkSweep(t, sw, err)
@@ -154,8 +171,8 @@ func testRetention(t *testing.T, open func(Options) *Store) {
 	for _, c := range []struct{ table, cond string }{
 		{"trace_index", "project = 'a' AND start_max < ?"},
 		{"attr_index", "project = 'a' AND start < ?"},
-		{"llm_rollup", "project = 'a' AND minute * 60000000000 < ?"},
-		{"llm_rollup_hour", "project = 'a' AND (hour + 1) * 3600000000000 <= ?"},
+		{"llm_rollup2", "project = 'a' AND minute * 60000000000 < ?"},
+		{"llm_rollup_hour2", "project = 'a' AND (hour + 1) * 3600000000000 <= ?"},
 		{"ops_rollup", "project = 'a' AND minute * 60000000000 < ?"},
 		{"ops_rollup", "project = 'b' AND minute * 60000000000 < ? - 6 * 86400000000000"},
 		{"attr_index", "project = 'b' AND start < ? - 6 * 86400000000000"},

@@ -42,7 +42,32 @@ func rollupBucket(col string) string {
 // expression over spans.
 type llmState struct{ name, typ, expr string }
 
-func llmStates() []llmState {
+// llmRollup is one generation of the LLM rollups: its minute and hour
+// tables (each fed by the view named after it, with _mv), their names in
+// the rollups table, and how its trace sets are kept.
+type llmRollup struct {
+	minutes, hours       string // tables
+	minuteName, hourName string // names in rollups
+	traceType, traceKey  string // uniqExact's argument: its type and SQL over spans
+}
+
+// The generations. The first (migrations 3 and 8) keeps a trace set as
+// uniqExact of the 16-byte trace id, of which ClickHouse keeps a 128-bit
+// hash per trace. The second (migration 9) keeps 64-bit hashes of the id,
+// cityHash64(trace_id), which a statistics query merges in a little over
+// half the time (about 680,000 of them per query at 10M spans:
+// docs/benchmarks/clickhouse.md); two traces of a group count once when
+// their hashes collide, a chance of about n^2/2^65 for n traces (3 x 10^-6
+// at ten million). A database created with migration 9 has the second
+// only; one that held spans before keeps the first, which saw them
+// (migrateLLMRollups). Statistics from spans alone use the first kind of
+// set, exact.
+var (
+	llmGen1 = llmRollup{"llm_rollup", "llm_rollup_hour", "llm", "llm_hour", "FixedString(16)", "trace_id"}
+	llmGen2 = llmRollup{"llm_rollup2", "llm_rollup_hour2", "llm2", "llm_hour2", "UInt64", "cityHash64(trace_id)"}
+)
+
+func llmStates(g llmRollup) []llmState {
 	tok := func(col string) string {
 		return "sumState(if(llm_counted = 1, greatest(" + col + ", toInt64(0)), toInt64(0)))"
 	}
@@ -50,7 +75,7 @@ func llmStates() []llmState {
 		{"spans", "AggregateFunction(count)", "countState()"},
 		{"counted", "AggregateFunction(sum, UInt64)", "sumState(toUInt64(llm_counted))"},
 		{"errors", "AggregateFunction(sum, UInt64)", "sumState(toUInt64(status = 2))"},
-		{"traces", "AggregateFunction(uniqExact, FixedString(16))", "uniqExactState(trace_id)"},
+		{"traces", "AggregateFunction(uniqExact, " + g.traceType + ")", "uniqExactState(" + g.traceKey + ")"},
 		{"tin", "AggregateFunction(sum, Int64)", tok("llm_input_tokens")},
 		{"tout", "AggregateFunction(sum, Int64)", tok("llm_output_tokens")},
 		{"tcr", "AggregateFunction(sum, Int64)", tok("llm_cache_read_tokens")},
@@ -112,9 +137,11 @@ var llmHourDims = map[string]string{
 	"day":       "toString(intDiv(hour, 24))",
 }
 
-func llmRollupTable() string { return rollupTable("llm_rollup", llmRollupKeys, "minute * 60") }
+func (g llmRollup) minuteTable() string {
+	return rollupTable(g, g.minutes, llmRollupKeys, "minute * 60")
+}
 
-func llmRollupView() string { return rollupView("llm_rollup_mv", "llm_rollup", llmRollupKeys) }
+func (g llmRollup) minuteView() string { return rollupView(g, g.minutes, llmRollupKeys) }
 
 // The hourly LLM rollup (migration 8): the same aggregates per hour. A
 // statistics query over many minutes reads its whole hours here: at 10M
@@ -123,14 +150,14 @@ func llmRollupView() string { return rollupView("llm_rollup_mv", "llm_rollup", l
 // the query), against about 40,000 per hour (docs/benchmarks/clickhouse.md).
 var llmHourKeys = llmKeysAt("hour", "intDiv(start, 3600000000000)")
 
-func llmHourTable() string { return rollupTable("llm_rollup_hour", llmHourKeys, "hour * 3600") }
+func (g llmRollup) hourTable() string { return rollupTable(g, g.hours, llmHourKeys, "hour * 3600") }
 
-func llmHourView() string { return rollupView("llm_rollup_hour_mv", "llm_rollup_hour", llmHourKeys) }
+func (g llmRollup) hourView() string { return rollupView(g, g.hours, llmHourKeys) }
 
 // rollupTable is the CREATE TABLE of an LLM rollup with the given keys,
 // partitioned as spans (the day of the time column, in seconds as
 // daySeconds gives it), so retention drops the same partition ids.
-func rollupTable(table string, keys []struct{ name, typ, expr string }, daySeconds string) string {
+func rollupTable(g llmRollup, table string, keys []struct{ name, typ, expr string }, daySeconds string) string {
 	var b strings.Builder
 	b.WriteString("CREATE TABLE IF NOT EXISTS " + table + " (\n")
 	var names []string
@@ -138,7 +165,7 @@ func rollupTable(table string, keys []struct{ name, typ, expr string }, daySecon
 		fmt.Fprintf(&b, "\t%s %s,\n", k.name, k.typ)
 		names = append(names, k.name)
 	}
-	states := llmStates()
+	states := llmStates(g)
 	for i, st := range states {
 		fmt.Fprintf(&b, "\t%s %s", st.name, st.typ)
 		if i < len(states)-1 {
@@ -150,16 +177,18 @@ func rollupTable(table string, keys []struct{ name, typ, expr string }, daySecon
 	return b.String()
 }
 
-func rollupView(view, table string, keys []struct{ name, typ, expr string }) string {
+// rollupView is the CREATE MATERIALIZED VIEW that feeds table (its name
+// with _mv).
+func rollupView(g llmRollup, table string, keys []struct{ name, typ, expr string }) string {
 	var sel, names []string
 	for _, k := range keys {
 		sel = append(sel, k.expr+" AS "+k.name)
 		names = append(names, k.name)
 	}
-	for _, st := range llmStates() {
+	for _, st := range llmStates(g) {
 		sel = append(sel, st.expr+" AS "+st.name)
 	}
-	return "CREATE MATERIALIZED VIEW IF NOT EXISTS " + view + " TO " + table + " AS SELECT " + strings.Join(sel, ", ") +
+	return "CREATE MATERIALIZED VIEW IF NOT EXISTS " + table + "_mv TO " + table + " AS SELECT " + strings.Join(sel, ", ") +
 		" FROM spans WHERE llm = 1 GROUP BY " + strings.Join(names, ", ")
 }
 
@@ -174,8 +203,8 @@ const rollupsTable = `CREATE TABLE IF NOT EXISTS rollups (
 // spans, every span from now on passes through the view, so the rollup is
 // complete. On a database with spans it is not (no backfill yet): queries
 // keep reading spans, and docs/clickhouse.md says so.
-func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn, quorum int) error {
-	return func(ctx context.Context, conn driver.Conn, quorum int) error {
+func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn, sc schemaTarget, quorum int) error {
+	return func(ctx context.Context, conn driver.Conn, _ schemaTarget, quorum int) error {
 		var n uint64
 		if err := conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil {
 			return err
@@ -186,6 +215,42 @@ func markRollupComplete(name string) func(ctx context.Context, conn driver.Conn,
 		}
 		return insertRow(ctx, conn, quorum, "INSERT INTO rollups (name, complete, at)", name, complete, nowSecond())
 	}
+}
+
+// migrateLLMRollups runs once migration 9 has made the second generation
+// of LLM rollups (llmGen2) and its views. On a database without spans the
+// new views see every span from now on: the second generation is marked
+// complete, and the first one's views are dropped (an LLM span feeds two
+// rollups, not four) and it is marked incomplete. On a database with spans
+// the first generation answers as before (when it saw every span) and the
+// second's views are dropped: it would not have seen the spans before it.
+// Safe to run again: the drops say IF EXISTS and the marks repeat.
+func migrateLLMRollups(ctx context.Context, conn driver.Conn, sc schemaTarget, quorum int) error {
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM spans").Scan(&n); err != nil {
+		return err
+	}
+	type mark struct {
+		name     string
+		complete uint8
+	}
+	drop := llmGen1
+	marks := []mark{{llmGen2.minuteName, 1}, {llmGen2.hourName, 1}, {llmGen1.minuteName, 0}, {llmGen1.hourName, 0}}
+	if n > 0 {
+		drop = llmGen2
+		marks = []mark{{llmGen2.minuteName, 0}, {llmGen2.hourName, 0}}
+	}
+	for _, table := range []string{drop.minutes, drop.hours} {
+		if err := conn.Exec(ctx, sc.dropView(table+"_mv")); err != nil {
+			return fmt.Errorf("drop the view of %s: %w", table, err)
+		}
+	}
+	for _, m := range marks {
+		if err := insertRow(ctx, conn, quorum, "INSERT INTO rollups (name, complete, at)", m.name, m.complete, nowSecond()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // completeRollups reads the names of the complete rollups.

@@ -27,8 +27,8 @@ func TestRollupEqualsSpanScan(t *testing.T) {
 	url := chtestURL(t)
 	roll := open(t, Options{URL: url})
 	scan := open(t, Options{URL: url, NoRollups: true})
-	if !roll.rollups["llm"] || !roll.rollups["llm_hour"] {
-		t.Fatal("the LLM rollups of a fresh database are not complete")
+	if gen, ok := roll.llmRollupGen(); !ok || gen != llmGen2 || !roll.rollups[gen.hourName] {
+		t.Fatalf("the LLM rollups of a fresh database are not the complete second generation: %v", roll.rollups)
 	}
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -167,44 +167,135 @@ func TestRollupEqualsSpanScan(t *testing.T) {
 	}
 }
 
+// openAt opens a store on url after only the first n migrations, as a
+// database made by an older rastro.
+func openAt(t *testing.T, url string, n int) *Store {
+	t.Helper()
+	saved := migrations
+	migrations = migrations[:n]
+	defer func() { migrations = saved }()
+	return open(t, Options{URL: url})
+}
+
 // TestRollupOnDatabaseWithSpans: a database that held spans before the
-// rollup existed is not answered from the rollup (it has not seen them).
+// rollups existed is not answered from them (they have not seen those
+// spans), and migration 9 leaves no view of its own feeding tables nothing
+// reads.
 func TestRollupOnDatabaseWithSpans(t *testing.T) {
 	url := chtestURL(t)
-	s := open(t, Options{URL: url})
+	s0 := open(t, Options{URL: url})
 	ctx := t.Context()
-	if err := s.conn.Exec(ctx, "DROP TABLE llm_rollup_mv"); err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{"DROP TABLE llm_rollup", "DROP TABLE rollups", "ALTER TABLE schema_migrations DELETE WHERE version = 3"} {
-		if err := s.conn.Exec(ctx, stmt); err != nil {
-			t.Fatal(err)
+	// Undo migrations 3, 8 and 9 (the rollups), as on a database made
+	// before them.
+	for _, stmt := range []string{"DROP TABLE IF EXISTS llm_rollup_mv", "DROP TABLE IF EXISTS llm_rollup_hour_mv",
+		"DROP TABLE llm_rollup2_mv", "DROP TABLE llm_rollup_hour2_mv", "DROP TABLE llm_rollup", "DROP TABLE llm_rollup_hour",
+		"DROP TABLE llm_rollup2", "DROP TABLE llm_rollup_hour2", "DROP TABLE rollups",
+		"ALTER TABLE schema_migrations DELETE WHERE version IN (3, 8, 9)"} {
+		if err := s0.conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	appendAll(t, s, "p", spansAt(t, 1, 200, time.Now().Add(-time.Hour)))
+	appendAll(t, s0, "p", spansAt(t, 1, 200, time.Now().Add(-time.Hour)))
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var n uint64
-		if err := s.conn.QueryRow(ctx, "SELECT count() FROM schema_migrations WHERE version = 3").Scan(&n); err != nil {
+		if err := s0.conn.QueryRow(ctx, "SELECT count() FROM schema_migrations WHERE version IN (3, 8, 9)").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("migration 3's record not deleted after 20s")
+			t.Fatal("the records of migrations 3, 8 and 9 not deleted after 20s")
 		}
 	}
-	s2 := open(t, Options{URL: url})
-	if s2.rollups["llm"] {
-		t.Fatal("a rollup created over existing spans is taken as complete")
+	s := open(t, Options{URL: url})
+	if _, ok := s.llmRollupGen(); ok || s.rollups["llm_hour"] || s.rollups["llm_hour2"] {
+		t.Fatalf("a rollup created over existing spans is taken as complete: %v", s.rollups)
 	}
-	before := s2.rollupReads.Load()
-	if _, err := s2.LLMStats(ctx, "p", &store.LLMQuery{Filter: query.Filter{}}); err != nil {
+	before := s.rollupReads.Load()
+	if _, err := s.LLMStats(ctx, "p", &store.LLMQuery{Filter: query.Filter{}}); err != nil {
 		t.Fatal(err)
 	}
-	if s2.rollupReads.Load() != before {
+	if s.rollupReads.Load() != before {
 		t.Fatal("an incomplete rollup answered")
 	}
+	if v := views(t, s); v["llm_rollup2_mv"] || v["llm_rollup_hour2_mv"] || !v["llm_rollup_mv"] {
+		t.Fatalf("views after migration 9 on a database with spans: %v", v)
+	}
+}
+
+// views are the materialized views of s's database.
+func views(t *testing.T, s *Store) map[string]bool {
+	t.Helper()
+	rows, err := s.conn.Query(t.Context(), "SELECT name FROM system.tables WHERE database = currentDatabase() AND engine = 'MaterializedView'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = true
+	}
+	return out
+}
+
+// TestLLMRollupGenerations: a database created with migration 9 answers
+// LLM statistics from the rollups with 64-bit trace sets, and no view feeds
+// the first generation's tables; one migrated to 8 whose rollups saw every
+// span keeps them when it is migrated to 9 with spans, and drops the
+// second generation's views. Both answer as spans alone do, the whole hours
+// from the hourly rollup.
+func TestLLMRollupGenerations(t *testing.T) {
+	base := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
+	spans, err := bench.Generate(bench.CorpusLLM, bench.CorpusOptions{Seed: 5, Spans: 3000, Start: base, Window: 150 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm.Enrich(spans, llm.DefaultPrices())
+	check := func(url string, s *Store, want llmRollup) {
+		t.Helper()
+		if gen, ok := s.llmRollupGen(); !ok || gen != want || !s.rollups[want.hourName] {
+			t.Fatalf("rollups %v: want %s and %s complete", s.rollups, want.minuteName, want.hourName)
+		}
+		other := llmGen1
+		if want == llmGen1 {
+			other = llmGen2
+		}
+		if v := views(t, s); !v[want.minutes+"_mv"] || !v[want.hours+"_mv"] || v[other.minutes+"_mv"] || v[other.hours+"_mv"] {
+			t.Fatalf("views %v: want those of %s and %s only", v, want.minutes, want.hours)
+		}
+		scan := open(t, Options{URL: url, NoRollups: true})
+		for _, dims := range [][]string{{"model"}, {"service", "hour"}, nil} {
+			q := store.LLMQuery{GroupBy: dims, Filter: query.Filter{Start: uint64(base.Add(-time.Minute).UnixNano())}}
+			hours := s.hourReads.Load()
+			got, err := s.LLMStats(t.Context(), "p", &q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.hourReads.Load() == hours {
+				t.Fatalf("group by %v: not answered from %s", dims, want.hours)
+			}
+			exact, err := scan.LLMStats(t.Context(), "p", &q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got.Groups) == 0 || !reflect.DeepEqual(got, exact) {
+				t.Fatalf("group by %v from %s: %+v\nfrom spans: %+v", dims, want.minutes, got, exact)
+			}
+		}
+	}
+	fresh := chtestURL(t)
+	s := open(t, Options{URL: fresh})
+	appendAll(t, s, "p", slices.Clone(spans))
+	check(fresh, s, llmGen2)
+
+	old := chtestURL(t)
+	appendAll(t, openAt(t, old, 8), "p", slices.Clone(spans))
+	check(old, open(t, Options{URL: old}), llmGen1)
 }
 
 // TestREDRollupEqualsSpanScan: RED answered with the rollup (whole minutes)

@@ -85,9 +85,9 @@ type migration struct {
 	name       string
 	statements func(f Features) []string
 	// after, when set, runs once the statements have (again, when a step
-	// is run twice: it must be safe to repeat); its inserts run under
-	// quorum (withQuorum), the URL's insert_quorum.
-	after func(ctx context.Context, conn driver.Conn, quorum int) error
+	// is run twice: it must be safe to repeat); its DDL is for sc, its
+	// inserts run under quorum (withQuorum), the URL's insert_quorum.
+	after func(ctx context.Context, conn driver.Conn, sc schemaTarget, quorum int) error
 }
 
 // Table of the spans. One row per span copy; ReplacingMergeTree keeps the
@@ -188,14 +188,17 @@ const erasedTracesTable = `CREATE TABLE IF NOT EXISTS erased_traces (
 var migrations = []migration{
 	{1, "spans and trace index", func(Features) []string { return []string{spansTable, traceIndexTable} }, nil},
 	{2, "erasures", func(Features) []string { return []string{erasuresTable, erasedTracesTable} }, nil},
-	{3, "LLM rollup", func(Features) []string { return []string{llmRollupTable(), llmRollupView(), rollupsTable} }, markRollupComplete("llm")},
+	{3, "LLM rollup", func(Features) []string { return []string{llmGen1.minuteTable(), llmGen1.minuteView(), rollupsTable} }, markRollupComplete("llm")},
 	{4, "attribute index", func(Features) []string {
 		return []string{attrIndexTable, attrIndexView("attr_index_span_mv", 0, "span_attr"), attrIndexView("attr_index_res_mv", 1, "res_attr")}
 	}, markRollupComplete("attr_index")},
 	{5, "RED rollup", func(Features) []string { return []string{opsRollupTable(), opsRollupView()} }, markRollupComplete("ops")},
 	{6, "spans by trace", func(Features) []string { return []string{byTraceTable, byTraceView} }, backfillByTrace},
 	{7, "logs", func(Features) []string { return []string{logsTable, logErasuresTable} }, nil},
-	{8, "LLM hourly rollup", func(Features) []string { return []string{llmHourTable(), llmHourView()} }, markRollupComplete("llm_hour")},
+	{8, "LLM hourly rollup", func(Features) []string { return []string{llmGen1.hourTable(), llmGen1.hourView()} }, markRollupComplete("llm_hour")},
+	{9, "LLM rollups with 64-bit trace sets", func(Features) []string {
+		return []string{llmGen2.minuteTable(), llmGen2.minuteView(), llmGen2.hourTable(), llmGen2.hourView()}
+	}, migrateLLMRollups},
 }
 
 func latestVersion() uint32 { return migrations[len(migrations)-1].version }
@@ -275,7 +278,7 @@ func migrate(ctx context.Context, conn driver.Conn, f Features, sc schemaTarget,
 			}
 		}
 		if m.after != nil {
-			if err := m.after(ctx, conn, quorum); err != nil {
+			if err := m.after(ctx, conn, sc, quorum); err != nil {
 				return n, fmt.Errorf("migration %d (%s): %w", m.version, m.name, err)
 			}
 		}

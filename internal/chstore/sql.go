@@ -120,12 +120,17 @@ func (s *Store) sqlViews(project string) map[string]string {
 	minute := func(table string) string {
 		return table + ".project = " + p + " AND " + table + ".minute >= " + strconv.FormatUint(cutoff/60e9, 10)
 	}
+	// llm_minutes reads the LLM rollup that is fed: the generation that saw
+	// every span, else the first (llmRollupGen; the second's views are
+	// dropped where it did not).
+	gen, _ := s.llmRollupGen()
+	llmMinutesTable := gen.minutes
 	llmMinutes := "(SELECT minute, toDateTime(minute * 60) AS time, service, name, status, model, provider, operation, agent, " +
 		"countMerge(spans) AS calls, sumMerge(counted) AS counted, sumMerge(errors) AS errors, uniqExactMerge(traces) AS traces, " +
 		"sumMerge(tin) AS input_tokens, sumMerge(tout) AS output_tokens, sumMerge(tcr) AS cache_read_tokens, " +
 		"sumMerge(tcc) AS cache_creation_tokens, sumMerge(trs) AS reasoning_tokens, sumMerge(cost) AS cost_nano_usd, " +
 		"minMerge(dmin) AS min_duration, maxMerge(dmax) AS max_duration " +
-		"FROM llm_rollup WHERE " + minute("llm_rollup") + " GROUP BY minute, service, name, status, model, provider, operation, agent)"
+		"FROM " + llmMinutesTable + " WHERE " + minute(llmMinutesTable) + " GROUP BY minute, service, name, status, model, provider, operation, agent)"
 	opsMinutes := "(SELECT minute, toDateTime(minute * 60) AS time, service, name, " +
 		"countMerge(spans) AS calls, sumMerge(errors) AS errors, minMerge(dmin) AS min_duration, maxMerge(dmax) AS max_duration " +
 		"FROM ops_rollup WHERE " + minute("ops_rollup") + " GROUP BY minute, service, name)"

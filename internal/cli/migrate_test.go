@@ -23,12 +23,12 @@ import (
 // and lists them; a second run applies none.
 func TestMigrateAppliesOnce(t *testing.T) {
 	url := chtest.URL(t)
-	for i, want := range []string{"8 migrations applied now", "0 migrations applied now"} {
+	for i, want := range []string{"9 migrations applied now", "0 migrations applied now"} {
 		var out, errb bytes.Buffer
 		if code := Main(t.Context(), []string{"migrate", "--clickhouse-url", url}, &out, &errb); code != 0 {
 			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
 		}
-		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") || !strings.Contains(out.String(), "7  logs") || !strings.Contains(out.String(), "8  LLM hourly rollup") {
+		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") || !strings.Contains(out.String(), "7  logs") || !strings.Contains(out.String(), "9  LLM rollups with 64-bit trace sets") {
 			t.Fatalf("run %d: %q, want %q and the steps", i, out.String(), want)
 		}
 	}
