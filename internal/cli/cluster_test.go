@@ -28,7 +28,7 @@ import (
 func TestMigrateAppliesClusterSchema(t *testing.T) {
 	c := chcluster.Shared(t)
 	db := c.Database(t)
-	for i, want := range []string{"8 migrations applied now", "0 migrations applied now"} {
+	for i, want := range []string{"9 migrations applied now", "0 migrations applied now"} {
 		var out, errb bytes.Buffer
 		args := []string{"migrate", "--clickhouse-url", c.URL(i, db), "--clickhouse-cluster", c.Name, "--apply"}
 		if code := Main(t.Context(), args, &out, &errb); code != 0 {

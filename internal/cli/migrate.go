@@ -82,12 +82,16 @@ func runMigrate(ctx context.Context, env *Env, args []string) error {
 		return json.NewEncoder(env.Stdout).Encode(out)
 	}
 	fmt.Fprintf(env.Stdout, "ClickHouse %s: %s applied now\n", feat.Version, plural(ran, "migration"))
+	width := 0 // the names in one column
+	for _, m := range steps {
+		width = max(width, len(m.Name))
+	}
 	for _, m := range steps {
 		at := "not applied"
 		if !m.AppliedAt.IsZero() {
 			at = "applied " + m.AppliedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(env.Stdout, "%4d  %-24s %s\n", m.Version, m.Name, at)
+		fmt.Fprintf(env.Stdout, "%4d  %-*s  %s\n", m.Version, width, m.Name, at)
 	}
 	return nil
 }

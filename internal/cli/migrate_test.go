@@ -31,6 +31,15 @@ func TestMigrateAppliesOnce(t *testing.T) {
 		if !strings.Contains(out.String(), want) || !strings.Contains(out.String(), "spans and trace index") || !strings.Contains(out.String(), "7  logs") || !strings.Contains(out.String(), "9  LLM rollups with 64-bit trace sets") {
 			t.Fatalf("run %d: %q, want %q and the steps", i, out.String(), want)
 		}
+		// The steps' times in one column, however long a name.
+		col := -1
+		for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+			at := strings.Index(line, " applied ")
+			if at < 0 || (col >= 0 && at != col) {
+				t.Fatalf("run %d: step lines not aligned: %q", i, out.String())
+			}
+			col = at
+		}
 	}
 	var out, errb bytes.Buffer
 	if code := Main(t.Context(), []string{"migrate"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--clickhouse-url") {
