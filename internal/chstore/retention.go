@@ -220,23 +220,29 @@ func (s *Store) sweepFamily(ctx context.Context, fam retentionFamily, deleted ma
 
 // partitionedTables are the tables partitioned by the day of start, with
 // the same partition ids.
-var partitionedTables = []string{"spans", "llm_rollup", "attr_index", "ops_rollup", "spans_by_trace", "llm_rollup_hour",
-	"llm_rollup2", "llm_rollup_hour2"}
+var partitionedTables = []string{"spans", "attr_index", "ops_rollup", "spans_by_trace",
+	llmGen1.minutes, llmGen1.hours, llmGen2.minutes, llmGen2.hours}
 
 // retentionDeletes remove a project's rows older than a cutoff (bound:
 // project, cutoff in unix ns).
-var retentionDeletes = []string{
+var retentionDeletes = append([]string{
 	"ALTER TABLE spans DELETE WHERE project = ? AND start < ?",
 	"ALTER TABLE trace_index DELETE WHERE project = ? AND start_max < ?",
-	"ALTER TABLE llm_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 	"ALTER TABLE attr_index DELETE WHERE project = ? AND start < ?",
 	"ALTER TABLE ops_rollup DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
 	"ALTER TABLE spans_by_trace DELETE WHERE project = ? AND start < ?",
-	// The hour holding the cutoff stays: queries read only hours wholly
-	// after it (the window starts at the cutoff).
-	"ALTER TABLE llm_rollup_hour DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)",
-	"ALTER TABLE llm_rollup2 DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
-	"ALTER TABLE llm_rollup_hour2 DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)",
+}, llmRetentionDeletes()...)
+
+// llmRetentionDeletes are the deletes of both generations of LLM rollups.
+// The hour holding the cutoff stays: queries read only hours wholly after
+// it (the window starts at the cutoff).
+func llmRetentionDeletes() []string {
+	var out []string
+	for _, g := range []llmRollup{llmGen1, llmGen2} {
+		out = append(out, "ALTER TABLE "+g.minutes+" DELETE WHERE project = ? AND minute < intDiv(?, 60000000000)",
+			"ALTER TABLE "+g.hours+" DELETE WHERE project = ? AND hour < intDiv(?, 3600000000000)")
+	}
+	return out
 }
 
 // validPartitionID accepts the ids of a toDate partition key (YYYYMMDD).

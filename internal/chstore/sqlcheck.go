@@ -234,10 +234,13 @@ var deniedWords = func() map[string]string {
 		"inignoreset", "notinignoreset", "globalinignoreset", "globalnotinignoreset"} {
 		m[w] = "the function"
 	}
-	for _, w := range []string{"trace_index", "erasures", "erased_traces", "llm_rollup", "llm_rollup_mv",
+	internal := []string{"trace_index", "erasures", "erased_traces",
 		"rollups", "attr_index", "attr_index_span_mv", "attr_index_res_mv", "ops_rollup", "ops_rollup_mv",
-		"spans_by_trace", "spans_by_trace_mv", "logs", "log_erasures", "schema_migrations", "llm_rollup_hour", "llm_rollup_hour_mv",
-		"llm_rollup2", "llm_rollup2_mv", "llm_rollup_hour2", "llm_rollup_hour2_mv"} {
+		"spans_by_trace", "spans_by_trace_mv", "logs", "log_erasures", "schema_migrations"}
+	for _, g := range []llmRollup{llmGen1, llmGen2} {
+		internal = append(internal, g.minutes, g.minutes+"_mv", g.hours, g.hours+"_mv")
+	}
+	for _, w := range internal {
 		m[w] = "the internal table"
 	}
 	return m

@@ -458,10 +458,14 @@ func formatPromValue(f float64) string {
 }
 
 func appendPromPoint(b []byte, p promql.Point) []byte {
+	return appendPromValue(appendPromPointTime(b, p.T), p.F)
+}
+
+// appendPromPointTime opens a point at time t: [1435781451.781,".
+func appendPromPointTime(b []byte, t int64) []byte {
 	b = append(b, '[')
-	b = appendPromTime(b, p.T)
-	b = append(b, ',', '"')
-	return appendPromValue(b, p.F)
+	b = appendPromTime(b, t)
+	return append(b, ',', '"')
 }
 
 // appendPromValue writes a point's value and closes the point: 12.5"].
@@ -496,9 +500,7 @@ func (c *promTimes) appendPointTime(b []byte, j int, t int64) []byte {
 		return append(b, c.text[start:c.end[j]]...)
 	}
 	n := len(b)
-	b = append(b, '[')
-	b = appendPromTime(b, t)
-	b = append(b, ',', '"')
+	b = appendPromPointTime(b, t)
 	if j == len(c.t) {
 		c.t = append(c.t, t)
 		c.text = append(c.text, b[n:]...)
