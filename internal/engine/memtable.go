@@ -142,9 +142,9 @@ type memtable struct {
 	scoKey map[string]int
 	sum    summaryWriter
 
-	// Chunks searches ruled out on their summaries, and chunks they read
-	// (for tests and benchmarks).
-	chunksPruned, chunksScanned atomic.Int64
+	// Chunks searches ruled out on their summaries, chunks they read, and
+	// rows they decoded (for tests and benchmarks).
+	chunksPruned, chunksScanned, rowsDecoded atomic.Int64
 	// chunkTokensHint is the distinct token count of the last full chunk
 	// whose token filter was built: the size of an open chunk's filter.
 	chunkTokensHint atomic.Int64

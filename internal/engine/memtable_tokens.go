@@ -12,7 +12,9 @@ import (
 // chunkTokens is a Bloom filter over the full-text tokens (text.SpanTokens)
 // of a full chunk's rows, every project's: a content query skips a full
 // chunk whose filter lacks one of the words every match must hold, without
-// decoding a row. It is built on the first content query that reaches the
+// decoding a row; and a signature of each row's tokens (rowSigBits), so that
+// in a chunk that passes only the rows that may hold every word are decoded
+// (a word in one span of a few hundred would otherwise decode them all). It is built on the first content query that reaches the
 // chunk (one decoding and tokenising of its rows, what a scan of it costs
 // anyway), kept in the chunk's summary and counted in the buffer's size
 // estimate; the chunk's rows never change after that (a superseded row
@@ -24,6 +26,27 @@ type chunkTokens struct {
 	// sized for, and how many it took that set a new bit (about the
 	// distinct ones: a repeated token sets none).
 	planned, distinct int
+	// rows are the rows' token signatures, by row number: chunkRows of
+	// them, those below the tokenised rows final (a reader may keep a
+	// prefix without the lock).
+	rows []uint64
+}
+
+// rowSigBits is a token's two bits in a row's 64-bit signature (the low
+// bits of the hash; the filter's probes use its high bits). A row holds
+// every word of a query only if its signature has all their bits: with
+// the few tokens of a plain span (a status message, an exception) nearly
+// every other row is ruled out, and a row with many (an LLM prompt) sets
+// most bits and is decoded, as without signatures.
+func rowSigBits(h uint64) uint64 { return 1<<(h&63) | 1<<(h>>6&63) }
+
+// rowSigMask is the bits every row that may hold all of hashes has.
+func rowSigMask(hashes []uint64) uint64 {
+	var m uint64
+	for _, h := range hashes {
+		m |= rowSigBits(h)
+	}
+	return m
 }
 
 // chunkTokensFP is the filter's false-positive rate per word, as the
@@ -31,12 +54,12 @@ type chunkTokens struct {
 const chunkTokensFP = 0.01
 
 // chunkMayHoldTokens reports whether a chunk may hold a row with every
-// token of hashes. Only full chunks have a filter; the chunk being filled
-// is scanned. tokens is the engine's tokeniser (nil: no content index, no
-// filter).
-func (m *memtable) chunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func(*model.Span, func(uint64))) bool {
+// token of hashes, and if it may, the token signatures of its first
+// len(sigs) rows (nil: none known, every row may). tokens is the engine's
+// tokeniser (nil: no content index, no filter).
+func (m *memtable) chunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func(*model.Span, func(uint64))) (may bool, sigs []uint64) {
 	if len(hashes) == 0 || tokens == nil {
-		return true
+		return true, nil
 	}
 	if cv.rows < chunkRows {
 		return m.openChunkMayHoldTokens(cv, hashes, tokens)
@@ -45,7 +68,10 @@ func (m *memtable) chunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func
 	if ct == nil {
 		ct = m.buildChunkTokens(cv, tokens)
 	}
-	return ct.hasAll(hashes)
+	if !ct.hasAll(hashes) {
+		return false, nil
+	}
+	return true, ct.rows
 }
 
 // openChunkMayHoldTokens answers for a chunk still being filled from its
@@ -53,19 +79,26 @@ func (m *memtable) chunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func
 // query. The partial filter is sized for the distinct tokens of the last
 // full chunk built (one and a half times, at least 4,096): a chunk that
 // outgrows it only admits more false positives.
-func (m *memtable) openChunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func(*model.Span, func(uint64))) bool {
+func (m *memtable) openChunkMayHoldTokens(cv chunkView, hashes []uint64, tokens func(*model.Span, func(uint64))) (bool, []uint64) {
 	sum := &cv.c.sum
-	if ct := sum.tokens.Load(); ct != nil {
-		return ct.hasAll(hashes) // filled since the caller's view: its filter covers the view's rows
+	if ct := sum.tokens.Load(); ct != nil { // filled since the caller's view: its filter covers the view's rows
+		if !ct.hasAll(hashes) {
+			return false, nil
+		}
+		return true, ct.rows
 	}
 	sum.tokMu.Lock()
 	defer sum.tokMu.Unlock()
 	if sum.partial == nil {
 		sum.partial = newChunkTokens(max(4096, int(m.chunkTokensHint.Load())*3/2))
+		sum.partial.rows = make([]uint64, chunkRows)
 		m.bytes.Add(sum.partial.heapBytes())
 	}
 	m.topUp(cv.c, cv.rows, tokens)
-	return sum.partial.hasAll(hashes)
+	if !sum.partial.hasAll(hashes) {
+		return false, nil
+	}
+	return true, sum.partial.rows[:sum.tokRows]
 }
 
 // topUp adds the tokens of rows [tokRows, rows) of c to its partial filter.
@@ -78,14 +111,18 @@ func (m *memtable) topUp(c *chunk, rows int, tokens func(*model.Span, func(uint6
 	a := m.arena()
 	d := spanDecoder{reuse: true}
 	p := sum.partial
+	var sig uint64
 	add := func(h uint64) {
+		sig |= rowSigBits(h)
 		if p.add(h) {
 			p.distinct++
 		}
 	}
 	for i := sum.tokRows; i < rows; i++ {
 		a.materialise(&c.rows[i], &d.s, &d)
+		sig = 0
 		tokens(&d.s, add)
+		p.rows[i] = sig
 	}
 	sum.tokRows = rows
 }
@@ -120,17 +157,25 @@ func (m *memtable) buildChunkTokens(cv chunkView, tokens func(*model.Span, func(
 	a := m.arena()
 	d := spanDecoder{reuse: true}
 	var hs []uint64
-	emit := func(h uint64) { hs = append(hs, h) }
+	rows := make([]uint64, chunkRows)
+	var sig uint64
+	emit := func(h uint64) {
+		hs = append(hs, h)
+		sig |= rowSigBits(h)
+	}
 	for i := range c.rows {
 		a.materialise(&c.rows[i], &d.s, &d)
+		sig = 0
 		tokens(&d.s, emit)
+		rows[i] = sig
 	}
 	slices.Sort(hs)
 	hs = slices.Compact(hs)
 	m.chunkTokensHint.Store(int64(len(hs)))
-	ct := &chunkTokens{}
+	ct := &chunkTokens{} // no token: no row may match, no signature is read
 	if len(hs) > 0 {
 		ct = newChunkTokens(len(hs))
+		ct.rows = rows
 		for _, h := range hs {
 			ct.add(h)
 		}
@@ -152,7 +197,7 @@ func newChunkTokens(n int) *chunkTokens {
 
 // heapBytes is what the filter holds.
 func (ct *chunkTokens) heapBytes() int64 {
-	return int64(unsafe.Sizeof(*ct)) + int64(cap(ct.words))*8
+	return int64(unsafe.Sizeof(*ct)) + int64(cap(ct.words)+cap(ct.rows))*8
 }
 
 // probes walks the k bit positions of h (double hashing over a remixed

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,6 +199,78 @@ func TestChunkTokensFalsePositiveRate(t *testing.T) {
 		}
 		if rate := float64(fp) / probes; rate > 2*chunkTokensFP {
 			t.Fatalf("n=%d: false-positive rate %.4f, designed for %.2f", n, rate, chunkTokensFP)
+		}
+	}
+}
+
+// TestBufferContentRowSignatures: in a buffer chunk that passes its token
+// filter, a content search decodes the rows whose token signatures may
+// hold every word and no others (plain spans carry few tokens: a status
+// message), in a full chunk and in the open one, and finds what brute force
+// finds; a row with many tokens (a prompt) is still decoded and found.
+func TestBufferContentRowSignatures(t *testing.T) {
+	e, err := Open(Options{Dir: t.TempDir(), BlockSpans: 64, SealAge: time.Hour, SealBytes: 1 << 40,
+		MaxBufferBytes: 1 << 40, Durability: DurabilityBuffered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	g := newGen(5)
+	var corpus []model.Span
+	for len(corpus) < chunkRows+chunkRows/2 { // a full chunk and an open one
+		corpus = append(corpus, g.trace()...)
+	}
+	words := []string{"timeout", "unavailable", "denied", "reset", "throttled"}
+	refused := 0
+	for i := range corpus {
+		s := &corpus[i]
+		s.StatusMessage = "upstream " + words[i%len(words)]
+		if i%200 == 7 {
+			s.StatusMessage = "connection refused by upstream"
+			refused++
+		}
+	}
+	// A span whose prompt holds many words, the one we look for among them.
+	var many strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&many, "w%d ", i)
+	}
+	plantText(&corpus[1000], false, many.String()+"refused")
+	refused++
+	appendSpans(t, e, "default", corpus)
+	if full := fullChunks(e); full != 1 {
+		t.Fatalf("%d full chunks, want 1 and an open one", full)
+	}
+	decoded := func() int64 {
+		v := e.view()
+		defer v.release()
+		var n int64
+		for _, m := range v.mems {
+			n += m.rowsDecoded.Load()
+		}
+		return n
+	}
+	for _, q := range []string{"refused", "upstream refused", "reset", "absentword"} {
+		cq, err := text.ParseQuery(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := query.Filter{Content: cq}
+		want := keys(bruteForce(corpus, &f))
+		before := decoded()
+		if got := keys(searchAll(t, e, "default", &f, 10000)); !slices.Equal(got, want) {
+			t.Fatalf("content %q: got %d spans, want %d", q, len(got), len(want))
+		}
+		n := decoded() - before
+		if q == "refused" || q == "upstream refused" {
+			if len(want) != refused {
+				t.Fatalf("%q: brute force finds %d spans, %d planted", q, len(want), refused)
+			}
+			// Every match is decoded; of the others (two bits in 64 of a
+			// handful of tokens each) well under 5%.
+			if n < int64(len(want)) || n > int64(len(want))+int64(len(corpus))/20 {
+				t.Fatalf("%q decoded %d rows of %d for %d matches", q, n, len(corpus), len(want))
+			}
 		}
 	}
 }

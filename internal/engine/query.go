@@ -550,12 +550,13 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			// The chunk's token filter is consulted (and built, the first
 			// time) only when the scan reaches the chunk: a search that
 			// stops early never pays for the chunks it does not read.
-			if !c.mem.chunkMayHoldTokens(chunkView{c.chunk, c.rows, c.n}, hints.ContentHashes, tokens) {
+			may, sigs := c.mem.chunkMayHoldTokens(chunkView{c.chunk, c.rows, c.n}, hints.ContentHashes, tokens)
+			if !may {
 				c.mem.chunksPruned.Add(1)
 				e.m.contentChunkPruned.Add(1)
 				continue
 			}
-			e.scanChunk(c, f, &hints, cursor, &scratch, emit, sh)
+			e.scanChunk(c, f, &hints, cursor, &scratch, sigs, rowSigMask(hints.ContentHashes), emit, sh)
 			continue
 		}
 		var spans []model.Span
@@ -677,28 +678,33 @@ func (m segMerge) top() uint64 { return m[0].maxStart() }
 func (c *segCursor) maxStart() uint64 { return c.s.blocks[c.order[c.next]].MaxStart }
 
 // scanChunk feeds the spans of a write buffer chunk that match f and the
-// cursor to emit. The ids and times in the rows rule spans out before they
-// are decoded; the others are decoded into scratch, which emit gets for
-// the duration of the call (see scan).
+// cursor to emit. The ids and times in the rows, the rows' token
+// signatures (sigs, by row, the first len(sigs) rows: a row whose signature
+// lacks a bit of mask lacks a word of the content query) and the row filter
+// rule spans out before they are decoded; the others are decoded into
+// scratch, which emit gets for the duration of the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
-	emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
 	c.mem.chunksScanned.Add(1)
 	a := c.mem.arena() // loaded after the rows were counted: covers them
 	rf := newRowFilter(hints)
+	var decoded int64
 	for i := 0; i < c.rows; i++ {
 		r := &c.chunk.rows[i]
 		if !r.liveFor(c.n) || r.project != c.pid ||
 			(hints.Start != 0 && r.start < hints.Start) || (hints.End != 0 && r.start >= hints.End) ||
 			(cursor != nil && !before(cursor.Start, cursor.Trace, cursor.Span, r.start, r.traceID, r.spanID)) ||
-			!rf.mayMatch(&a, r) {
+			(i < len(sigs) && sigs[i]&mask != mask) || !rf.mayMatch(&a, r) {
 			continue
 		}
 		s := &scratch.s
 		a.materialise(r, s, scratch)
+		decoded++
 		if f.Match(s) {
 			emit(s, func() bool { return sh.shadowed(c.rank, s) })
 		}
 	}
+	c.mem.rowsDecoded.Add(decoded)
 }
 
 // segContent is a segment's token-filter state within one content scan.
