@@ -23,6 +23,7 @@ import (
 	"github.com/rastro-dev/rastro/internal/engine"
 	"github.com/rastro-dev/rastro/internal/llm"
 	"github.com/rastro-dev/rastro/internal/metricstore"
+	"github.com/rastro-dev/rastro/internal/parallel"
 	"github.com/rastro-dev/rastro/internal/process"
 	"github.com/rastro-dev/rastro/internal/server"
 	"github.com/rastro-dev/rastro/internal/ui"
@@ -205,19 +206,6 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --log-level %q: use debug, info, warn or error", errUsage, c.logLevel)
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	// One P more than the CPUs Go sees. When every P runs a goroutine (a
-	// seal, a merge, ingest handlers), Go polls the network only from
-	// sysmon, every 10 ms, so a query that arrives then waits that long
-	// before it is read; a spare P is mostly parked in the network poller
-	// and takes it at once. Measured with rastro bench search-live: trace by
-	// id during ingest p95 16-18 -> 9 ms end to end (docs/operations.md,
-	// "Scheduling"). GOMAXPROCS in the environment wins.
-	spareP.Do(func() {
-		if os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-		}
-	})
-
 	prices := llm.DefaultPrices()
 	if c.pricesFile != "" {
 		var err error
@@ -230,6 +218,23 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --ingest-nice must be 0-19, got %d", errUsage, c.ingestNice)
 	}
 	bg := &process.Background{MergeHeadroom: offIfZero(c.mergeHeadroom), MergeNice: process.DefaultMergeNice, IngestNice: c.ingestNice}
+	// A P per CPU Go sees, plus one for each thread the policy lowers in
+	// priority (at least one). When every P runs a goroutine, Go polls the
+	// network only from sysmon, every 10 ms, so a query that arrives then
+	// waits that long before it is read, and then for a P; and a P held by a
+	// lowered thread (the ingest decoder, a seal, a merge) stays held while
+	// that thread waits for a CPU behind normal-priority work. With a P for
+	// each, the lowered threads never leave queries fewer Ps than CPUs, and a
+	// spare P is mostly parked in the network poller. Measured with rastro
+	// bench search-live (docs/operations.md, "Scheduling"). GOMAXPROCS in
+	// the environment wins.
+	spareP.Do(func() {
+		if os.Getenv("GOMAXPROCS") == "" {
+			cpus := runtime.GOMAXPROCS(0)
+			parallel.SetCPUs(cpus)
+			runtime.GOMAXPROCS(cpus + max(1, bg.LoweredLanes()))
+		}
+	})
 	defer bg.Close() // after the server below has stopped (deferred later, run earlier)
 	opts := engine.Options{
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,

@@ -39,3 +39,24 @@ func TestPartsCoversEachIndexOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPartsCappedAtCPUs: a process with more Ps than CPUs (rastro serve)
+// splits work into no more parts than its CPUs, and still covers it.
+func TestPartsCappedAtCPUs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(5))
+	defer SetCPUs(0)
+	for _, c := range []int{1, 2, 3} {
+		SetCPUs(c)
+		var mu sync.Mutex
+		calls, covered := 0, 0
+		Parts(1000, MinWork, func(lo, hi int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			covered += hi - lo
+		})
+		if calls != c || covered != 1000 {
+			t.Fatalf("SetCPUs(%d) with 5 Ps: %d calls covering %d indexes, want %d covering 1000", c, calls, covered, c)
+		}
+	}
+}

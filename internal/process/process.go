@@ -53,6 +53,22 @@ type Background struct {
 	decodeDone chan struct{}
 }
 
+// LoweredLanes is how many of the threads Background lowers in priority
+// may run at once: the ingest worker and a seal (IngestNice), a merge
+// (MergeNice). Each holds a Go P while it waits for a CPU behind
+// normal-priority work, so a process that gives them a P each on top of its
+// CPUs keeps a P per CPU for queries whatever they do (cli/serve does).
+func (b *Background) LoweredLanes() int {
+	n := 0
+	if b.IngestNice != 0 {
+		n += 2
+	}
+	if b.MergeNice != 0 {
+		n++
+	}
+	return n
+}
+
 // RunMerge runs merge under the policy and returns when it has returned. busy
 // reports whether the merging store's ingest is active (the memory guard
 // stands aside then); nil means never.
