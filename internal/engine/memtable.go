@@ -49,6 +49,12 @@ type slot struct {
 	project uint32
 	// page, off and size locate the encoding in the arena.
 	page, off, size uint32
+	// sig is the row's entry signature: rowSigBits of the value-set hashes
+	// of its service, span name and top-level span attributes (not its
+	// resource's), written before the row is published. A row lacking a
+	// bit of an entry lacks the entry: the row filter skips it without
+	// reading its encoding.
+	sig uint64
 }
 
 // liveFor reports whether the row is the newest copy among the first n rows.

@@ -7,48 +7,69 @@ import (
 	"github.com/rastro-dev/rastro/internal/query"
 )
 
-// rowFilter rules out a chunk's rows before they are decoded, from their
-// encodings: a row can match hints only if its encoding holds, for each
-// attribute equality, the attribute's encoded key and string value (or its
-// resource holds the attribute), one of the services and one of the span
-// names, each as the codec writes it. A necessary condition only (the bytes
-// may lie elsewhere, in an event's attributes say): the filter decides.
+// rowFilter rules out a chunk's rows before they are decoded: a row can
+// match hints only if its signature (slot.sig) has the bits of every entry
+// it must hold itself (a span attribute equality, the service and the span
+// name when one is wanted), and its encoding holds, for each attribute
+// equality, the attribute's encoded key and string value (or its resource
+// holds the attribute), one of the services and one of the span names,
+// each as the codec writes it. A necessary condition only (the bytes may
+// lie elsewhere, in an event's attributes say): the filter decides.
 type rowFilter struct {
 	attrs    []rowAttr
 	services [][]byte
 	names    [][]byte
+	sig      uint64 // the signature bits every row that may match has
 }
 
 type rowAttr struct {
 	a       *query.AttrEq
 	encoded []byte // the span attribute's encoding: str key, type, str value
+	sig     uint64 // the span attribute entry's signature bits
 }
 
-// newRowFilter returns the row filter of h, nil when h constrains none of
-// what it checks.
-func newRowFilter(h *query.Hints) *rowFilter {
+// newRowFilter returns the row filter of h over the rows of project pid
+// (its number in the buffer), nil when h constrains none of what it
+// checks.
+func newRowFilter(h *query.Hints, pid uint32) *rowFilter {
 	if len(h.AttrEquals) == 0 && h.Services == nil && h.Names == nil {
 		return nil
 	}
 	rf := &rowFilter{}
+	var buf []byte
+	entrySig := func(tag byte, v string) uint64 {
+		buf = append(append(entryStart(buf, pid), tag), v...)
+		return rowSigBits(entryHash(buf))
+	}
 	for i := range h.AttrEquals {
 		a := &h.AttrEquals[i]
 		if a.Scope != query.ScopeSpan && a.Scope != query.ScopeResource && a.Scope != query.ScopeAny {
 			continue
 		}
 		enc := append(appendStr(nil, a.Key), byte(model.ValueString))
-		rf.attrs = append(rf.attrs, rowAttr{a, appendStr(enc, a.Value)})
+		buf = attrEntry(entryStart(buf, pid), false, a.Key, a.Value)
+		ra := rowAttr{a, appendStr(enc, a.Value), rowSigBits(entryHash(buf))}
+		if a.Scope == query.ScopeSpan {
+			rf.sig |= ra.sig
+		}
+		rf.attrs = append(rf.attrs, ra)
 	}
 	if h.Services != nil {
 		rf.services = make([][]byte, 0, len(h.Services))
 		for _, s := range h.Services {
 			rf.services = append(rf.services, appendStr(nil, s))
 		}
+		if len(h.Services) == 1 {
+			rf.sig |= entrySig(entryService, h.Services[0])
+		}
 	}
 	if h.Names != nil {
 		rf.names = make([][]byte, 0, len(h.Names))
 		for _, s := range h.Names {
 			rf.names = append(rf.names, appendStr(nil, s))
+		}
+		if len(h.Names) == 1 {
+			rf.sig |= entrySig(entryName, h.Names[0])
 		}
 	}
 	return rf
@@ -59,10 +80,13 @@ func (rf *rowFilter) mayMatch(a *arenaView, r *slot) bool {
 	if rf == nil {
 		return true
 	}
+	if r.sig&rf.sig != rf.sig {
+		return false
+	}
 	enc := a.pages[r.page][r.off : r.off+r.size]
 	for i := range rf.attrs {
 		ra := &rf.attrs[i]
-		inSpan := ra.a.Scope != query.ScopeResource && bytes.Contains(enc, ra.encoded)
+		inSpan := ra.a.Scope != query.ScopeResource && r.sig&ra.sig == ra.sig && bytes.Contains(enc, ra.encoded)
 		if !inSpan && (ra.a.Scope == query.ScopeSpan || !resourceHas(a, enc, ra.a)) {
 			return false
 		}

@@ -281,8 +281,8 @@ func (v *valueSet) finished(salt uint64) *valueSet {
 }
 
 // addEntry adds the entry in w.buf (after its 4-byte project prefix) to
-// the open chunk's value set.
-func (m *memtable) addEntry(c *chunk, added *int64) {
+// the open chunk's value set and returns its hash.
+func (m *memtable) addEntry(c *chunk, added *int64) uint64 {
 	h := entryHash(m.sum.buf)
 	vs := c.sum.values.Load()
 	for !vs.add(h) {
@@ -291,6 +291,7 @@ func (m *memtable) addEntry(c *chunk, added *int64) {
 		c.sum.values.Store(g)
 		vs = g
 	}
+	return h
 }
 
 // entryStart starts an entry of project pid in the writer's buffer.
@@ -319,11 +320,11 @@ func (m *memtable) summarise(c *chunk, i int, pid uint32, s *model.Span, res int
 	}
 	w.buf = append(entryStart(w.buf, pid), entryService)
 	w.buf = append(w.buf, s.Service...)
-	m.addEntry(c, added)
+	sig := rowSigBits(m.addEntry(c, added))
 	w.buf = append(entryStart(w.buf, pid), entryName)
 	w.buf = append(w.buf, s.Name...)
-	m.addEntry(c, added)
-	m.addAttrs(c, pid, false, s.Attributes, added)
+	sig |= rowSigBits(m.addEntry(c, added))
+	c.rows[i].sig = sig | m.addAttrs(c, pid, false, s.Attributes, added)
 	if s.Resource != nil {
 		// A resource's attributes are added once per chunk (res is its
 		// number in the buffer).
@@ -342,7 +343,9 @@ func (m *memtable) summarise(c *chunk, i int, pid uint32, s *model.Span, res int
 	}
 }
 
-func (m *memtable) addAttrs(c *chunk, pid uint32, resource bool, kvs []model.KeyValue, added *int64) {
+// addAttrs adds the entries of kvs to the open chunk's value set and
+// returns their bits in a row signature.
+func (m *memtable) addAttrs(c *chunk, pid uint32, resource bool, kvs []model.KeyValue, added *int64) (sig uint64) {
 	for i := range kvs {
 		v := &kvs[i].Value
 		switch v.Type {
@@ -359,8 +362,9 @@ func (m *memtable) addAttrs(c *chunk, pid uint32, resource bool, kvs []model.Key
 		default:
 			continue
 		}
-		m.addEntry(c, added)
+		sig |= rowSigBits(m.addEntry(c, added))
 	}
+	return sig
 }
 
 // aggregate adds an LLM span to the open chunk's aggregates of its project,

@@ -608,3 +608,82 @@ func TestBufferDiscoveryEqualsBruteForce(t *testing.T) {
 		t.Fatal("no chunk catalog was cached: the test does not reach the cached path")
 	}
 }
+
+// TestBufferRowSignatures: every buffer row that matches a query passes
+// its row filter (the signature is a necessary condition, for span and
+// resource attributes, services and names, alone and together), and of
+// the rows that do not match, the signature alone lets few through to the
+// encoding check. The rate is summed over many values (a value whose bits
+// the entries of most rows happen to cover passes most rows: the hash
+// seed, and so the luck, changes with each process): two bits of 64 for
+// each of a row's dozen entries let about 10% through.
+func TestBufferRowSignatures(t *testing.T) {
+	e := openBuffered(t)
+	defer e.Close()
+	g := newGen(41)
+	var corpus []model.Span
+	for round := 0; len(corpus) < 2*chunkRows; round++ {
+		spans := g.spans(320)
+		withRound(spans, round)
+		appendSpans(t, e, "p1", spans)
+		corpus = append(corpus, spans...)
+	}
+	v := e.view()
+	defer v.release()
+	m := v.mems[0]
+	a := m.arena()
+	d := spanDecoder{reuse: true}
+	var users, absent []string
+	for i := range 20 {
+		users = append(users, fmt.Sprintf(`{ span.user = "u%d" }`, i))
+		absent = append(absent, fmt.Sprintf(`{ span.user = "u%d" }`, 20+i), fmt.Sprintf(`{ span.user = "U%d" }`, i))
+	}
+	for _, c := range []struct {
+		name    string
+		qs      []string
+		present bool    // every query matches a row
+		sigMax  float64 // the most of the non-matching rows the signature may pass
+	}{
+		{"present users", users, true, 0.2},
+		{"absent users", absent, false, 0.2},
+		{"names", []string{`{ name = "GET /b" }`, `{ name = "query" }`, `{ name = "chat" }`, `{ name = "none" }`}, false, 0.2},
+		{"services and users", []string{`{ resource.service.name = "db" && span.user = "u1" }`, `{ resource.service.name = "auth" && .user = "u2" }`}, false, 0.2},
+		{"span or resource", []string{`{ .user = "u7" }`, `{ resource.region = "zone-3" }`}, true, 1}, // no span-level entry the row must hold
+	} {
+		matches, others, sigPassed := 0, 0, 0
+		for _, q := range c.qs {
+			f := mustParse(t, q)
+			h := f.Hints()
+			qMatches := 0
+			for _, cv := range m.chunkViews() {
+				for i := 0; i < cv.rows; i++ {
+					r := &cv.c.rows[i]
+					rf := newRowFilter(&h, r.project)
+					m.materialise(r, &d.s, &d)
+					if f.Match(&d.s) {
+						qMatches++
+						if !rf.mayMatch(&a, r) {
+							t.Fatalf("%s: a matching row (%s) fails its row filter", q, d.s.Name)
+						}
+						continue
+					}
+					others++
+					if r.sig&rf.sig == rf.sig {
+						sigPassed++
+					}
+				}
+			}
+			if c.present && qMatches == 0 {
+				t.Fatalf("%s matches no row: the test proves nothing", q)
+			}
+			matches += qMatches
+		}
+		t.Logf("%s: %d matches; the signature passed %d of %d others", c.name, matches, sigPassed, others)
+		if matches == 0 && c.present {
+			t.Fatalf("%s: no match", c.name)
+		}
+		if rate := float64(sigPassed) / float64(others); rate > c.sigMax {
+			t.Fatalf("%s: the signature passed %d of %d rows that do not match (%.3f, want at most %.2f)", c.name, sigPassed, others, rate, c.sigMax)
+		}
+	}
+}

@@ -687,7 +687,7 @@ func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cur
 	sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
 	c.mem.chunksScanned.Add(1)
 	a := c.mem.arena() // loaded after the rows were counted: covers them
-	rf := newRowFilter(hints)
+	rf := newRowFilter(hints, c.pid)
 	var decoded int64
 	for i := 0; i < c.rows; i++ {
 		r := &c.chunk.rows[i]

@@ -95,7 +95,8 @@ func (b *Background) RunSeal(seal func()) {
 // RunIngest runs the CPU-bound part of storing a request (decoding it) under
 // the policy: on the one worker thread at IngestNice, shared by every
 // request, so that ingest holds at most one P while that thread waits for a
-// CPU (serve runs with a P more than the CPUs: a query finds one free).
+// CPU (serve gives each lowered thread a P on top of its CPUs: a query
+// finds one free).
 // A caller that arrives while the worker is busy waits its turn. A panic in
 // work is raised again in the caller's goroutine.
 func (b *Background) RunIngest(work func()) {
