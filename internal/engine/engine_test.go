@@ -139,6 +139,19 @@ func appendSpans(t *testing.T, e *Engine, project string, spans []model.Span) {
 
 func key(s *model.Span) string { return s.TraceID.String() + s.SpanID.String() }
 
+// appendRequest appends spans as one request.
+func appendRequest(t *testing.T, e *Engine, project string, spans []model.Span) {
+	t.Helper()
+	body := otlp.EncodeProto(spans)
+	b, err := otlp.DecodeProto(body)
+	if err != nil {
+		t.Fatalf("decode own encoding: %v", err)
+	}
+	if err := e.Append(context.Background(), &store.Write{Project: project, Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}); err != nil {
+		t.Fatalf("append: %v", err)
+	}
+}
+
 func keys(spans []model.Span) []string {
 	out := make([]string, len(spans))
 	for i := range spans {

@@ -139,7 +139,18 @@ func TestBufferQueriesEqualBruteForce(t *testing.T) {
 			s.Attributes = append(slices.Clone(s.Attributes[:2]), model.KeyValue{Key: "resent", Value: model.IntValue(int64(round))})
 			spans = append(spans, s)
 		}
-		appendSpans(t, e, "p1", spans)
+		// And spans of this round again, changed, in the same request of
+		// hundreds of spans, far after their first copies.
+		for range 5 {
+			s := spans[r.IntN(100)]
+			s.Name = names[r.IntN(len(names))]
+			s.Attributes = append(slices.Clone(s.Attributes[:2]), model.KeyValue{Key: "again", Value: model.IntValue(int64(round))})
+			spans = append(spans, s)
+		}
+		if len(spans) < 300 {
+			t.Fatalf("a request of %d spans: the test wants hundreds", len(spans))
+		}
+		appendRequest(t, e, "p1", spans)
 		appendSpans(t, e, "p2", newGen(uint64(100+round)).spans(10))
 		llm.Enrich(spans, e.opts.Prices)
 		for _, s := range spans {
