@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"hash/maphash"
 	"math"
 	"strings"
 	"sync"
@@ -157,6 +158,10 @@ type memtable struct {
 
 	mu       sync.Mutex
 	projects map[string]uint32
+	// pids holds what projects holds (project -> uint32), for readers that
+	// take no lock: a search looks its project up once, and must not wait
+	// for mu while insert holds it for a request's spans.
+	pids sync.Map
 	// perProject counts live rows and distinct traces by project number,
 	// for statistics without a scan.
 	perProject []projectCounts
@@ -168,6 +173,41 @@ type memtable struct {
 	// byTrace is 1 + the index of a trace's first row; its other first-copy
 	// rows chain through slot.nextInTrace (no per-trace slice to grow).
 	byTrace map[bufTraceKey]int64
+	// traceBits is a Bloom filter of the buffer's (project, trace id)
+	// keys (traceProbes), set by the writer before a trace's first row is
+	// published and read without a lock, so that a lookup of a trace the
+	// buffer does not hold (most lookups: traces older than a seal) never
+	// waits for mu. A power of two of words, sized for the previous
+	// buffer's traces; counted in the estimate with the first row.
+	traceBits []atomic.Uint64
+}
+
+// traceBitsPerTrace is the filter's bits per trace of the previous buffer:
+// with traceProbes' 3 probes about 0.5% false positives while the buffer
+// holds no more traces than that one.
+const traceBitsPerTrace = 16
+
+// traceProbes calls fn with the 3 bit positions of tk in a filter of
+// 64*words bits (a power of two).
+func traceProbes(tk bufTraceKey, words int, fn func(bit uint64) bool) bool {
+	h := maphash.Comparable(summarySeed, tk)
+	step := mix64(h) | 1
+	mask := uint64(words)*64 - 1
+	for range 3 {
+		if !fn(h & mask) {
+			return false
+		}
+		h += step
+	}
+	return true
+}
+
+// mayHoldTrace reports whether the buffer may hold a row of tk; false is
+// certain.
+func (m *memtable) mayHoldTrace(tk bufTraceKey) bool {
+	return traceProbes(tk, len(m.traceBits), func(bit uint64) bool {
+		return m.traceBits[bit>>6].Load()&(1<<(bit&63)) != 0
+	})
 }
 
 // chainedTrace is the number of spans from which a trace's spans are
@@ -185,13 +225,18 @@ func newMemtable(now time.Time, prev *memtable) *memtable {
 		rows, traces = len(prev.byKey), len(prev.byTrace)
 		prev.mu.Unlock()
 	}
+	words := 8192 // 64 KiB: about 25,000 traces at 0.25% before a first seal sizes it
+	for words*64 < traces*traceBitsPerTrace {
+		words *= 2
+	}
 	m := &memtable{
-		created:  now,
-		projects: make(map[string]uint32),
-		byKey:    make(map[bufSpanKey]int64, rows),
-		byTrace:  make(map[bufTraceKey]int64, traces),
-		resKey:   make(map[string]int),
-		scoKey:   make(map[string]int),
+		created:   now,
+		traceBits: make([]atomic.Uint64, words),
+		projects:  make(map[string]uint32),
+		byKey:     make(map[bufSpanKey]int64, rows),
+		byTrace:   make(map[bufTraceKey]int64, traces),
+		resKey:    make(map[string]int),
+		scoKey:    make(map[string]int),
 	}
 	// The maps' room is counted as rows fill it (spanKeyBytes and
 	// traceKeyBytes allow for it), not up front: an empty buffer must never
@@ -273,22 +318,37 @@ func (m *memtable) scopeOf(sc *model.Scope, added *int64) int {
 	return i
 }
 
+// insertRun is the most spans insert publishes under one hold of mu.
+// Trace lookups take mu: a request of a thousand spans inserted whole held
+// it for about half a millisecond of CPU, and for as long as the kernel
+// left the writer's thread waiting while it held the lock.
+const insertRun = 128
+
 // insert appends spans of one project. The buffer encodes what it keeps of
 // them (memtable_codec.go) and holds nothing of the request afterwards: the
 // spans and their body (bodyBytes, unused now) are garbage once it returns.
 // Only the WAL commit goroutine calls it (or replay before serving), so
-// appends are single-writer.
+// appends are single-writer. It publishes the spans insertRun at a time
+// (a reader may see the first of a request's spans before the others, as it
+// may see one request before another).
 func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	_ = bodyBytes
-	if len(spans) == 0 {
-		return
+	for len(spans) > 0 {
+		n := min(len(spans), insertRun)
+		m.insertRun(project, spans[:n])
+		spans = spans[n:]
 	}
+}
+
+// insertRun inserts and publishes spans under mu.
+func (m *memtable) insertRun(project string, spans []model.Span) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pid, ok := m.projects[project]
 	if !ok {
 		pid = uint32(len(m.projects))
 		m.projects[project] = pid
+		m.pids.Store(project, pid)
 		m.perProject = append(m.perProject, projectCounts{})
 		names := append(*m.names.Load(), strings.Clone(project))
 		m.names.Store(&names)
@@ -297,6 +357,9 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 	n := m.n.Load()
 	cs := *m.chunks.Load()
 	addBytes, addLive := int64(0), int64(0)
+	if n == 0 {
+		addBytes += int64(len(m.traceBits)) * 8
+	}
 	var lastTrace bufTraceKey
 	var lastFirst int64
 	// The spans of one request share a few resources and scopes.
@@ -364,6 +427,10 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 		case first == 0:
 			r.trace = uint32(len(m.byTrace))
 			m.byTrace[tk] = n + 1
+			traceProbes(tk, len(m.traceBits), func(bit uint64) bool {
+				m.traceBits[bit>>6].Or(1 << (bit & 63))
+				return true
+			})
 			first = n + 1
 			r.tailInTrace, r.traceSpans = n+1, 1
 			addBytes += traceKeyBytes
@@ -445,10 +512,11 @@ func (m *memtable) projectBytes(project string) int64 {
 // projectID returns a project's number in the buffer (false: it has no
 // rows here).
 func (m *memtable) projectID(project string) (uint32, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pid, ok := m.projects[project]
-	return pid, ok
+	v, ok := m.pids.Load(project)
+	if !ok {
+		return 0, false
+	}
+	return v.(uint32), true
 }
 
 // counts returns a project's live rows and distinct traces.
@@ -464,6 +532,9 @@ func (m *memtable) counts(project string) (spans, traces int64) {
 // traceRows returns the live rows of one trace, in insertion order, each
 // with a span of its own.
 func (m *memtable) traceRows(project string, id model.TraceID) []*row {
+	if pid, ok := m.projectID(project); !ok || !m.mayHoldTrace(bufTraceKey{pid, id}) {
+		return nil
+	}
 	m.mu.Lock()
 	pid, ok := m.projects[project]
 	if !ok {

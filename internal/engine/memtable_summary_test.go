@@ -687,3 +687,59 @@ func TestBufferRowSignatures(t *testing.T) {
 		}
 	}
 }
+
+// TestBufferTraceFilter: the buffer's trace filter holds every trace of
+// every project it holds (a lookup never misses a buffered trace), and
+// rules out absent traces, another project's included, but for about its
+// design rate.
+func TestBufferTraceFilter(t *testing.T) {
+	e := openBuffered(t)
+	defer e.Close()
+	g := newGen(51)
+	var corpus []model.Span
+	for len(corpus) < 3*chunkRows {
+		spans := g.spans(100)
+		appendSpans(t, e, "p1", spans)
+		corpus = append(corpus, spans...)
+	}
+	v := e.view()
+	defer v.release()
+	m := v.mems[0]
+	p1, ok := m.projectID("p1")
+	if !ok {
+		t.Fatal("no project p1 in the buffer")
+	}
+	traces := map[model.TraceID]bool{}
+	for i := range corpus {
+		id := corpus[i].TraceID
+		traces[id] = true
+		if !m.mayHoldTrace(bufTraceKey{p1, id}) {
+			t.Fatalf("trace %s of p1 is ruled out", id)
+		}
+		if got := m.traceRows("p1", id); len(got) == 0 {
+			t.Fatalf("trace %s of p1: no rows", id)
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 1))
+	const probes = 20000
+	fp := 0
+	for range probes {
+		var id model.TraceID
+		for j := range id {
+			id[j] = byte(r.IntN(256))
+		}
+		if m.mayHoldTrace(bufTraceKey{p1, id}) {
+			fp++
+		}
+	}
+	other := 0
+	for id := range traces {
+		if m.mayHoldTrace(bufTraceKey{p1 + 1, id}) {
+			other++
+		}
+	}
+	t.Logf("%d traces, %d words; absent ids passed %d of %d, another project's %d of %d", len(traces), len(m.traceBits), fp, probes, other, len(traces))
+	if fp > probes/100 || other > len(traces)/100+1 {
+		t.Fatalf("absent traces passed %d of %d, another project's %d of %d (want under 1%%)", fp, probes, other, len(traces))
+	}
+}
