@@ -161,13 +161,18 @@ func tokenFilters(e *Engine) (n int, bytes int64) {
 
 // bufferBytes is the engine's write buffers' size estimate.
 func bufferBytes(e *Engine) int64 {
+	return sumBuffers(e, func(m *memtable) int64 { return m.bytes.Load() })
+}
+
+// sumBuffers sums f over the engine's write buffers.
+func sumBuffers(e *Engine, f func(*memtable) int64) int64 {
 	v := e.view()
 	defer v.release()
-	var b int64
+	var n int64
 	for _, m := range v.mems {
-		b += m.bytes.Load()
+		n += f(m)
 	}
-	return b
+	return n
 }
 
 // TestChunkTokensFalsePositiveRate: the chunk filter, sized for its
@@ -241,15 +246,7 @@ func TestBufferContentRowSignatures(t *testing.T) {
 	if full := fullChunks(e); full != 1 {
 		t.Fatalf("%d full chunks, want 1 and an open one", full)
 	}
-	decoded := func() int64 {
-		v := e.view()
-		defer v.release()
-		var n int64
-		for _, m := range v.mems {
-			n += m.rowsDecoded.Load()
-		}
-		return n
-	}
+	decoded := func() int64 { return sumBuffers(e, func(m *memtable) int64 { return m.rowsDecoded.Load() }) }
 	for _, q := range []string{"refused", "upstream refused", "reset", "absentword"} {
 		cq, err := text.ParseQuery(q)
 		if err != nil {
