@@ -156,12 +156,12 @@ type memtable struct {
 	// whose token filter was built: the size of an open chunk's filter.
 	chunkTokensHint atomic.Int64
 
-	mu       sync.Mutex
-	projects map[string]uint32
-	// pids holds what projects holds (project -> uint32), for readers that
-	// take no lock: a search looks its project up once, and must not wait
-	// for mu while insert holds it for a request's spans.
-	pids sync.Map
+	mu sync.Mutex
+	// projects numbers the buffer's projects (project -> uint32, in order
+	// of first row; names holds them by number). Written by insert under
+	// mu, read without it: a search looks its project up and must not wait
+	// while insert holds mu for a request's spans.
+	projects sync.Map
 	// perProject counts live rows and distinct traces by project number,
 	// for statistics without a scan.
 	perProject []projectCounts
@@ -232,7 +232,6 @@ func newMemtable(now time.Time, prev *memtable) *memtable {
 	m := &memtable{
 		created:   now,
 		traceBits: make([]atomic.Uint64, words),
-		projects:  make(map[string]uint32),
 		byKey:     make(map[bufSpanKey]int64, rows),
 		byTrace:   make(map[bufTraceKey]int64, traces),
 		resKey:    make(map[string]int),
@@ -344,13 +343,13 @@ func (m *memtable) insert(project string, spans []model.Span, bodyBytes int64) {
 func (m *memtable) insertRun(project string, spans []model.Span) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pid, ok := m.projects[project]
+	pid, ok := m.projectID(project)
 	if !ok {
-		pid = uint32(len(m.projects))
-		m.projects[project] = pid
-		m.pids.Store(project, pid)
+		pid = uint32(len(m.perProject))
+		name := strings.Clone(project) // the request's string is not kept
+		m.projects.Store(name, pid)
 		m.perProject = append(m.perProject, projectCounts{})
-		names := append(*m.names.Load(), strings.Clone(project))
+		names := append(*m.names.Load(), name)
 		m.names.Store(&names)
 	}
 	pc := &m.perProject[pid]
@@ -501,18 +500,19 @@ type projectCounts struct{ spans, traces, bytes int64 }
 // projectBytes returns the part of the buffer's estimate a project's
 // inserts added.
 func (m *memtable) projectBytes(project string) int64 {
+	pid, ok := m.projectID(project)
+	if !ok {
+		return 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pid, ok := m.projects[project]; ok {
-		return m.perProject[pid].bytes
-	}
-	return 0
+	return m.perProject[pid].bytes
 }
 
 // projectID returns a project's number in the buffer (false: it has no
 // rows here).
 func (m *memtable) projectID(project string) (uint32, bool) {
-	v, ok := m.pids.Load(project)
+	v, ok := m.projects.Load(project)
 	if !ok {
 		return 0, false
 	}
@@ -521,26 +521,23 @@ func (m *memtable) projectID(project string) (uint32, bool) {
 
 // counts returns a project's live rows and distinct traces.
 func (m *memtable) counts(project string) (spans, traces int64) {
+	pid, ok := m.projectID(project)
+	if !ok {
+		return 0, 0
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pid, ok := m.projects[project]; ok {
-		return m.perProject[pid].spans, m.perProject[pid].traces
-	}
-	return 0, 0
+	return m.perProject[pid].spans, m.perProject[pid].traces
 }
 
 // traceRows returns the live rows of one trace, in insertion order, each
 // with a span of its own.
 func (m *memtable) traceRows(project string, id model.TraceID) []*row {
-	if pid, ok := m.projectID(project); !ok || !m.mayHoldTrace(bufTraceKey{pid, id}) {
+	pid, ok := m.projectID(project)
+	if !ok || !m.mayHoldTrace(bufTraceKey{pid, id}) {
 		return nil
 	}
 	m.mu.Lock()
-	pid, ok := m.projects[project]
-	if !ok {
-		m.mu.Unlock()
-		return nil
-	}
 	var idx []int64
 	for i := m.byTrace[bufTraceKey{pid, id}]; i != 0; {
 		// The chain holds each span's first row; supersededBy leads to its

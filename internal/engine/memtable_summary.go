@@ -592,12 +592,12 @@ func (m *memtable) traceChunks(project string, ids []model.TraceID) map[int]bool
 	if len(ids) == 0 {
 		return nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pid, ok := m.projects[project]
+	pid, ok := m.projectID(project)
 	if !ok {
 		return nil
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out map[int]bool
 	for _, id := range ids {
 		for i := m.byTrace[bufTraceKey{pid, id}]; i != 0; i = m.row(i - 1).nextInTrace {

@@ -507,6 +507,12 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	}
 	heap.Init(&segs)
 	scratch := spanDecoder{reuse: true}
+	// The row filter of the buffer whose chunks are being read (its
+	// entries are hashed with the project's number in that buffer), and
+	// the content words' bits in a row's token signature.
+	var rf *rowFilter
+	var rfMem *memtable
+	tokenMask := rowSigMask(hints.ContentHashes)
 	// Newest first; memtables before segments among equals, so that the newest
 	// copy of a re-sent span is usually the one seen first.
 	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.maxStart, a.maxStart) })
@@ -556,7 +562,10 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 				e.m.contentChunkPruned.Add(1)
 				continue
 			}
-			e.scanChunk(c, f, &hints, cursor, &scratch, sigs, rowSigMask(hints.ContentHashes), emit, sh)
+			if c.mem != rfMem {
+				rf, rfMem = newRowFilter(&hints, c.pid), c.mem
+			}
+			e.scanChunk(c, f, &hints, cursor, &scratch, rf, sigs, tokenMask, emit, sh)
 			continue
 		}
 		var spans []model.Span
@@ -681,13 +690,12 @@ func (c *segCursor) maxStart() uint64 { return c.s.blocks[c.order[c.next]].MaxSt
 // cursor to emit. The ids and times in the rows, the rows' token
 // signatures (sigs, by row, the first len(sigs) rows: a row whose signature
 // lacks a bit of mask lacks a word of the content query) and the row filter
-// rule spans out before they are decoded; the others are decoded into
+// rf (of c's buffer and project) rule spans out before they are decoded; the others are decoded into
 // scratch, which emit gets for the duration of the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
-	sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	rf *rowFilter, sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
 	c.mem.chunksScanned.Add(1)
 	a := c.mem.arena() // loaded after the rows were counted: covers them
-	rf := newRowFilter(hints, c.pid)
 	var decoded int64
 	for i := 0; i < c.rows; i++ {
 		r := &c.chunk.rows[i]

@@ -28,7 +28,7 @@ func (e *Engine) Status(ctx context.Context) (store.Status, error) {
 	var st store.Status
 	for _, m := range v.mems {
 		m.mu.Lock()
-		for name, pid := range m.projects {
+		for pid, name := range *m.names.Load() {
 			c := count(name)
 			c.Spans += m.perProject[pid].spans
 			c.Traces += m.perProject[pid].traces
