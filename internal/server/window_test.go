@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -267,4 +268,79 @@ func TestWindowRecorderStreamsLargeAnswers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// emptyListingByDecoding decodes the whole answer (as emptyListing did
+// before it scanned): the reference its answers are held to. Two things
+// differ from that first version, which finish never relied on: a body
+// that is not an object (null decoded into a nil map: "empty") has no
+// items field to look at, and an empty array with white space in it is
+// empty too (the encoder writes none).
+func emptyListingByDecoding(body []byte, field string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || top == nil {
+		return false
+	}
+	var items bytes.Buffer
+	json.Compact(&items, top[field])
+	return items.Len() == 0 || items.String() == "null" || items.String() == "[]"
+}
+
+var emptyListingSeeds = []string{
+	`{"spans":[]}`, `{"spans":[ ]}` + "\n", ` { "spans" : null } `, `{}`, ` { } `, `{"total":0}`,
+	`{"spans":[{"name":"a"}]}`, `{"spans":[[]]}`, `{"spans":[null]}`, `{"spans":[{}],"window":{}}`,
+	`{"warnings":["a \"spans\":[] b"],"spans":[]}`, `{"warnings":["a \"spans\":[] b"],"spans":[1]}`,
+	`{"spa\u006es":[]}`, `{"spa\u006es":[2]}`, `{"x":{"spans":[1]},"spans":[]}`, `{"x":{"spans":[]},"spans":[3]}`,
+	`{"n":-1.5e3,"t":true,"f":false,"z":null,"spans":[]}`, `{"n":12,"spans":["]"]}`, `{"s":"\\","spans":[]}`,
+	`{"spans":{}}`, `{"spans":""}`, `{"spans":0}`, `{"other":[]}`,
+	``, `[]`, `null`, `{`, `{"spans"`, `{"spans":`, `{"spans":[`, `{"a":1,}`, `{"a" 1}`, `{"a":1 "b":2}`, `"spans"`,
+}
+
+// TestEmptyListingAsDecoded: the scan answers as decoding the whole answer
+// did, for well-formed answers and broken ones alike.
+func TestEmptyListingAsDecoded(t *testing.T) {
+	for _, body := range emptyListingSeeds {
+		if got, want := emptyListing([]byte(body), "spans"), emptyListingByDecoding([]byte(body), "spans"); got != want {
+			t.Errorf("emptyListing(%q) = %v, decoding it says %v", body, got, want)
+		}
+	}
+}
+
+// FuzzEmptyListing holds the scan to the decoding for any well-formed
+// object whose items field appears at most once (decoding keeps the last
+// of repeated keys, the scan the first; the server's answers repeat none).
+func FuzzEmptyListing(f *testing.F) {
+	for _, s := range emptyListingSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got := emptyListing([]byte(body), "spans")
+		if !json.Valid([]byte(body)) {
+			return // any answer; it must only not panic
+		}
+		dec := json.NewDecoder(strings.NewReader(body))
+		if tok, _ := dec.Token(); tok != json.Delim('{') {
+			if got {
+				t.Fatalf("emptyListing(%q) = true for a body that is not an object", body)
+			}
+			return
+		}
+		seen := 0
+		for dec.More() {
+			k, _ := dec.Token()
+			if k == "spans" {
+				seen++
+			}
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return
+			}
+		}
+		if seen > 1 {
+			return
+		}
+		if want := emptyListingByDecoding([]byte(body), "spans"); got != want {
+			t.Fatalf("emptyListing(%q) = %v, decoding it says %v", body, got, want)
+		}
+	})
 }
