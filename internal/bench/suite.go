@@ -36,6 +36,9 @@ type Config struct {
 	Harness string
 	// LoadNice is the nice value of those processes (0-19).
 	LoadNice int
+	// QueryInterval paces search-live's client during the ingest: a query
+	// starts every QueryInterval (0 = back to back).
+	QueryInterval time.Duration
 	// Log receives progress lines (which run, which scenario); may be nil.
 	Log io.Writer
 

@@ -122,7 +122,8 @@ type searchLivePlan struct {
 	rate         float64  // open-loop rate; 0 = half the measured saturation
 	ingestFor    time.Duration
 	batch        int
-	nice         int // the load process's nice value
+	nice         int           // the load process's nice value
+	every        time.Duration // the client's query interval during the ingest (0 = back to back)
 }
 
 func planSearchLive(ctx context.Context, cfg Config) ([]Scenario, error) {
@@ -142,7 +143,7 @@ func planSearchLive(ctx context.Context, cfg Config) ([]Scenario, error) {
 		return nil, fmt.Errorf("search-live: --load-nice must be 0-19, got %d", cfg.LoadNice)
 	}
 	p := &searchLivePlan{preloadSpans: len(spans), perTrace: map[model.TraceID]int{}, rate: cfg.Rate, ingestFor: ingestFor,
-		batch: cfg.Batch, nice: cfg.LoadNice}
+		batch: cfg.Batch, nice: cfg.LoadNice, every: cfg.QueryInterval}
 	if p.preload, err = Prepare(Batches(spans, cfg.Batch), ProtoOTLPProto, false); err != nil {
 		return nil, err
 	}
@@ -203,6 +204,9 @@ func planSearchLive(ctx context.Context, cfg Config) ([]Scenario, error) {
 	}
 	params := map[string]string{"spans": strconv.Itoa(p.preloadSpans), "live_generated_spans": strconv.Itoa(p.liveSpans),
 		"ingest_for": ingestFor.String(), "workers": strconv.Itoa(searchLiveWorkers), "load_nice": strconv.Itoa(cfg.LoadNice)}
+	if cfg.QueryInterval > 0 {
+		params["query_interval"] = cfg.QueryInterval.String()
+	}
 	if cfg.Rate > 0 {
 		params["rate"] = strconv.FormatFloat(cfg.Rate, 'f', -1, 64)
 	}
@@ -454,10 +458,23 @@ func runSearchLive(ctx context.Context, env *RunEnv, p *searchLivePlan) Result {
 	live := newLiveSamples()
 	var lo loadOut
 	var qerr error
-	n := 0
+	n, late := 0, 0
+	due := time.Now()
 queries:
 	for i := searchLiveWarmups; ; i++ {
 		for _, k := range liveKinds {
+			if p.every > 0 { // a paced client: query n is due at start + n x interval
+				if wait := time.Until(due); wait > 0 {
+					select {
+					case lo = <-done:
+						break queries
+					case <-time.After(wait):
+					}
+				} else if wait < -time.Millisecond {
+					late++
+				}
+				due = due.Add(p.every)
+			}
 			select {
 			case lo = <-done:
 				break queries
@@ -487,6 +504,8 @@ queries:
 	res.Metrics["live_retried_429"] = float64(lo.lr.Retried429)
 	res.Metrics["live_ingest_p99_ms"] = lo.lr.Latency.P99
 	res.Metrics["live_queries"] = float64(n)
+	res.Metrics["live_query_interval_ms"] = float64(p.every) / float64(time.Millisecond)
+	res.Metrics["live_late_queries"] = float64(late)
 	live.put(res.Metrics, "live")
 
 	st, err := srv.Stats(ctx)

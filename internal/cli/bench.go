@@ -35,6 +35,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	rate := fs.Float64("rate", 0, "search-live: open-loop ingest rate in spans/s while querying (0 = half the saturation rate measured by the preload)")
 	ingestFor := fs.Duration("ingest-for", 0, "search-live: how long to ingest while querying; overload: the overload window (0 = 60s for both)")
 	loadNice := fs.Int("load-nice", 10, "search-live and overload: nice value (0-19) of the processes that send the load; they stand for senders on other machines")
+	queryEvery := fs.Duration("query-interval", 0, "search-live: during the ingest the client starts a query every interval (0 = back to back)")
 	quiet := fs.Bool("quiet", false, "no progress line (shown on stderr when it is a terminal: which run, which scenario)")
 	var names []string
 	rest := args
@@ -71,8 +72,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	if *runs < 1 || *batch < 1 || *spans < 0 {
 		return fmt.Errorf("%w: --runs and --batch must be >= 1, --spans >= 0", errUsage)
 	}
-	if *rate < 0 || *ingestFor < 0 {
-		return fmt.Errorf("%w: --rate and --ingest-for must be >= 0, got %g and %s", errUsage, *rate, *ingestFor)
+	if *rate < 0 || *ingestFor < 0 || *queryEvery < 0 {
+		return fmt.Errorf("%w: --rate, --ingest-for and --query-interval must be >= 0, got %g, %s and %s", errUsage, *rate, *ingestFor, *queryEvery)
 	}
 	if *loadNice < 0 || *loadNice > 19 {
 		return fmt.Errorf("%w: --load-nice must be 0-19, got %d", errUsage, *loadNice)
@@ -86,7 +87,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		bin = exe
 	}
 	cfg := bench.Config{Binary: bin, Runs: *runs, Spans: *spans, Batch: *batch, Samples: *samples, Seed: *seed, TempDir: *tmp,
-		Rate: *rate, IngestFor: *ingestFor, Harness: exe, LoadNice: *loadNice}
+		Rate: *rate, IngestFor: *ingestFor, Harness: exe, LoadNice: *loadNice,
+		QueryInterval: *queryEvery}
 	for _, o := range strings.Split(*only, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.Only = append(cfg.Only, o)
