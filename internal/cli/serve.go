@@ -111,7 +111,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.BoolVar(&c.compaction, "compaction", true, "merge small segments into larger ones in the background (policy: docs/operations.md)")
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
-	fs.IntVar(&c.ingestNice, "ingest-nice", process.DefaultIngestNice, "nice value (0-19, Linux) of the threads that decode span requests and seal the write buffer: queries keep their latency while spans arrive (0 = normal priority)")
+	fs.IntVar(&c.ingestNice, "ingest-nice", process.DefaultIngestNice, "nice value (0-19, Linux) of the threads that decode span requests, commit the WAL and seal the write buffer: queries keep their latency while spans arrive (0 = normal priority)")
 	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
 	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
@@ -222,12 +222,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// priority (at least one). When every P runs a goroutine, Go polls the
 	// network only from sysmon, every 10 ms, so a query that arrives then
 	// waits that long before it is read, and then for a P; and a P held by a
-	// lowered thread (the ingest decoder, a seal, a merge) stays held while
-	// that thread waits for a CPU behind normal-priority work. With a P for
-	// each, the lowered threads never leave queries fewer Ps than CPUs, and a
-	// spare P is mostly parked in the network poller. Measured with rastro
-	// bench search-live (docs/operations.md, "Scheduling"). GOMAXPROCS in
-	// the environment wins.
+	// lowered thread (the ingest decoder, the WAL commit loop, a seal, a
+	// merge) stays held while that thread waits for a CPU behind
+	// normal-priority work. With a P for each, the lowered threads never
+	// leave queries fewer Ps than CPUs, and a spare P is mostly parked in
+	// the network poller. Measured with rastro bench search-live
+	// (docs/operations.md, "Scheduling"). GOMAXPROCS in the environment
+	// wins.
 	spareP.Do(func() {
 		if os.Getenv("GOMAXPROCS") == "" {
 			cpus := runtime.GOMAXPROCS(0)

@@ -222,6 +222,9 @@ type Background interface {
 	// RunSeal runs seal (one seal of a write buffer) and returns when it
 	// has returned.
 	RunSeal(seal func())
+	// RunCommit runs loop, the WAL's commit loop (wal.Options.Loop), and
+	// returns when it has returned.
+	RunCommit(loop func())
 }
 
 var _ interface {
@@ -438,6 +441,7 @@ func Open(opts Options) (*Engine, error) {
 		// even if the WAL directory was emptied.
 		MinSeq: man.WALStart,
 		FS:     opts.FS,
+		Loop:   e.runCommit,
 		Logf:   func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
 	})
 	if err != nil {

@@ -65,6 +65,8 @@ func (o *overlapping) MergesDone() { o.bg.MergesDone() }
 
 func (o *overlapping) RunSeal(seal func()) { o.bg.RunSeal(seal) }
 
+func (o *overlapping) RunCommit(loop func()) { o.bg.RunCommit(loop) }
+
 // TestTwoEnginesMergingAtOnceLeaveNoStaleLimit: two engines in one process
 // share the process's merge policy and compact at the same moment (a traces
 // engine and a logs engine, say). While they merge the soft memory limit is
@@ -175,6 +177,7 @@ type sealCounter struct {
 
 func (c *sealCounter) RunMerge(busy func() bool, merge func()) { merge() }
 func (c *sealCounter) MergesDone()                             {}
+func (c *sealCounter) RunCommit(loop func())                   { loop() }
 func (c *sealCounter) RunSeal(seal func()) {
 	c.mu.Lock()
 	c.seals++
@@ -246,6 +249,7 @@ type gatedSeals struct {
 
 func (g *gatedSeals) RunMerge(busy func() bool, merge func()) { merge() }
 func (g *gatedSeals) MergesDone()                             {}
+func (g *gatedSeals) RunCommit(loop func())                   { loop() }
 func (g *gatedSeals) RunSeal(seal func()) {
 	select {
 	case g.entered <- struct{}{}:

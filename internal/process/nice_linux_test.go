@@ -32,18 +32,20 @@ func threadNice(t *testing.T) int {
 func TestBackgroundWorkRunsLowered(t *testing.T) {
 	bg := &Background{MergeNice: 7, IngestNice: 12}
 	defer bg.Close()
-	var merge, seal, ingest int
+	var merge, seal, ingest, commit int
 	bg.RunMerge(nil, func() { merge = threadNice(t) })
 	bg.RunSeal(func() { seal = threadNice(t) })
 	bg.RunIngest(func() { ingest = threadNice(t) })
-	if merge != 7 || seal != 12 || ingest != 12 {
-		t.Errorf("nice of merge %d, seal %d, ingest %d; want 7, 12, 12", merge, seal, ingest)
+	bg.RunCommit(func() { commit = threadNice(t) })
+	if merge != 7 || seal != 12 || ingest != 12 || commit != 12 {
+		t.Errorf("nice of merge %d, seal %d, ingest %d, commit %d; want 7, 12, 12, 12", merge, seal, ingest, commit)
 	}
 	var zero Background
 	zero.RunSeal(func() { seal = threadNice(t) })
 	zero.RunIngest(func() { ingest = threadNice(t) })
-	if seal != 0 || ingest != 0 {
-		t.Errorf("zero policy: nice of seal %d, ingest %d; want 0", seal, ingest)
+	zero.RunCommit(func() { commit = threadNice(t) })
+	if seal != 0 || ingest != 0 || commit != 0 {
+		t.Errorf("zero policy: nice of seal %d, ingest %d, commit %d; want 0", seal, ingest, commit)
 	}
 }
 

@@ -42,10 +42,10 @@ type Background struct {
 	// 0 leaves the priority alone).
 	MergeNice int
 	// IngestNice is the nice value of the OS threads that seal write
-	// buffers and decode ingest requests (RunSeal, RunIngest; Linux; 0
-	// leaves the priority alone): queries, at normal priority, keep their
-	// latency while spans arrive, and ingest still has every CPU cycle the
-	// queries leave.
+	// buffers, decode ingest requests and commit the WAL (RunSeal,
+	// RunIngest, RunCommit; Linux; 0 leaves the priority alone): queries,
+	// at normal priority, keep their latency while spans arrive, and ingest
+	// still has every CPU cycle the queries leave.
 	IngestNice int
 
 	decodeMu   sync.Mutex
@@ -54,14 +54,14 @@ type Background struct {
 }
 
 // LoweredLanes is how many of the threads Background lowers in priority
-// may run at once: the ingest worker and a seal (IngestNice), a merge
-// (MergeNice). Each holds a Go P while it waits for a CPU behind
+// may run at once: the ingest worker, a seal and a WAL commit loop
+// (IngestNice), a merge (MergeNice). Each holds a Go P while it waits for a CPU behind
 // normal-priority work, so a process that gives them a P each on top of its
 // CPUs keeps a P per CPU for queries whatever they do (cli/serve does).
 func (b *Background) LoweredLanes() int {
 	n := 0
 	if b.IngestNice != 0 {
-		n += 2
+		n += 3
 	}
 	if b.MergeNice != 0 {
 		n++
@@ -90,6 +90,21 @@ func (b *Background) RunSeal(seal func()) {
 		return
 	}
 	onLoweredThread(b.IngestNice, seal)
+}
+
+// RunCommit runs loop, a store's WAL commit loop (it returns when the WAL
+// is closed), under the policy: on an OS thread of its own at IngestNice.
+// The loop writes and fsyncs each group commit and then puts its spans in
+// the write buffer, about a tenth of the server's CPU during ingest, at
+// normal priority before (docs/benchmarks/search-live.md); an appender
+// waits for it, so a slower loop gathers larger groups rather than more
+// memory.
+func (b *Background) RunCommit(loop func()) {
+	if b.IngestNice == 0 {
+		loop()
+		return
+	}
+	onLoweredThread(b.IngestNice, loop)
 }
 
 // RunIngest runs the CPU-bound part of storing a request (decoding it) under

@@ -59,6 +59,11 @@ type Options struct {
 	// the directory was emptied or lost, new records never get a sequence
 	// below it (which a later replay from wal_start would skip). 0 = no floor.
 	MinSeq uint64
+	// Loop runs the commit loop, which returns when the log is closed, in
+	// a goroutine Open starts: every write, fsync and apply happens inside
+	// it. An engine passes its process's policy (an OS thread at lowered
+	// priority). nil: the loop runs as it is.
+	Loop func(loop func())
 	// Logf receives warnings (torn tail cut, corruption skipped). Default: discard.
 	Logf func(format string, args ...any)
 

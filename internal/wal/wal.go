@@ -126,7 +126,11 @@ func Open(opts Options) (*WAL, error) {
 	w.files = append(w.files, liveFile{seq: seq, size: fileHeaderSize})
 	w.size.Add(fileHeaderSize)
 	w.pending = w.newBatch()
-	go w.run()
+	if opts.Loop != nil {
+		go opts.Loop(w.run)
+	} else {
+		go w.run()
+	}
 	return w, nil
 }
 
