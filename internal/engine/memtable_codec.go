@@ -182,7 +182,14 @@ func (d *spanDecoder) kvs(n int) []model.KeyValue {
 		return make([]model.KeyValue, n)
 	}
 	if cap(d.slab)-len(d.slab) < n {
-		d.slab = make([]model.KeyValue, 0, max(n, slabKVs))
+		size := slabKVs
+		if d.reuse {
+			// A scratch decoder holds one span's attributes at a time: its
+			// slab grows to the largest span, not to slabKVs (64 KiB, which
+			// a query that decodes a few rows allocated for nothing).
+			size = max(2*cap(d.slab), 32)
+		}
+		d.slab = make([]model.KeyValue, 0, max(n, size))
 	}
 	l := len(d.slab)
 	d.slab = d.slab[:l+n]
