@@ -55,9 +55,10 @@ type Background struct {
 
 // LoweredLanes is how many of the threads Background lowers in priority
 // may run at once: the ingest worker, a seal and a WAL commit loop
-// (IngestNice), a merge (MergeNice). Each holds a Go P while it waits for a CPU behind
-// normal-priority work, so a process that gives them a P each on top of its
-// CPUs keeps a P per CPU for queries whatever they do (cli/serve does).
+// (IngestNice), a merge (MergeNice). Each holds a Go P while it waits for a
+// CPU behind normal-priority work, so a process that gives them a P each on
+// top of its CPUs keeps a P per CPU for queries whatever they do (cli/serve
+// does).
 func (b *Background) LoweredLanes() int {
 	n := 0
 	if b.IngestNice != 0 {
