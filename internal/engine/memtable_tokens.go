@@ -14,8 +14,9 @@ import (
 // chunk whose filter lacks one of the words every match must hold, without
 // decoding a row; and a signature of each row's tokens (rowSigBits), so that
 // in a chunk that passes only the rows that may hold every word are decoded
-// (a word in one span of a few hundred would otherwise decode them all). It is built on the first content query that reaches the
-// chunk (one decoding and tokenising of its rows, what a scan of it costs
+// (a word in one span of a few hundred would otherwise decode them all).
+// It is built on the first content query that reaches the chunk (one
+// decoding and tokenising of its rows, what a scan of it costs
 // anyway), kept in the chunk's summary and counted in the buffer's size
 // estimate; the chunk's rows never change after that (a superseded row
 // only leaves a token that no longer has to be there: a false positive).

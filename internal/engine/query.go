@@ -690,8 +690,9 @@ func (c *segCursor) maxStart() uint64 { return c.s.blocks[c.order[c.next]].MaxSt
 // cursor to emit. The ids and times in the rows, the rows' token
 // signatures (sigs, by row, the first len(sigs) rows: a row whose signature
 // lacks a bit of mask lacks a word of the content query) and the row filter
-// rf (of c's buffer and project) rule spans out before they are decoded; the others are decoded into
-// scratch, which emit gets for the duration of the call (see scan).
+// rf (of c's buffer and project) rule spans out before they are decoded;
+// the others are decoded into scratch, which emit gets for the duration of
+// the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
 	rf *rowFilter, sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
 	c.mem.chunksScanned.Add(1)
