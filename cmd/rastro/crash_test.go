@@ -555,12 +555,25 @@ func TestCrashDuringRetentionSweeps(t *testing.T) {
 	t.Logf("%d iterations, %d traces of project old acknowledged, %d sweeps logged", iterations, len(acked), sweeps)
 }
 
-// filesWithSuffix counts the files of dir whose names end in suffix.
-func filesWithSuffix(dir, suffix string) int {
-	entries, _ := os.ReadDir(dir)
+// publishedFiles counts the files of dir that its MANIFEST.json lists
+// under field ("segments" of the log store, "blocks" of the metric
+// store) and that exist. A file that exists but is not listed yet is a
+// seal the manifest has not published: a crash then removes it at the
+// next start (its records are replayed from the WAL), so waiting for the
+// file alone races with that step.
+func publishedFiles(dir, field string) int {
+	b, err := os.ReadFile(dir + "/MANIFEST.json")
+	if err != nil {
+		return 0
+	}
+	var m map[string]json.RawMessage
+	var names []string
+	if json.Unmarshal(b, &m) != nil || json.Unmarshal(m[field], &names) != nil {
+		return 0
+	}
 	n := 0
-	for _, e := range entries {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), suffix) {
+	for _, name := range names {
+		if _, err := os.Stat(dir + "/" + name); err == nil {
 			n++
 		}
 	}

@@ -79,13 +79,13 @@ func TestCrashKeepsEveryAcknowledgedLogRecord(t *testing.T) {
 				ackedMu.Unlock()
 			}
 			return ok, err
-		}, "a sealed log segment", func(*child) bool { return filesWithSuffix(dir+"/logs", ".rlog") > 0 })
+		}, "a sealed log segment in the manifest", func(*child) bool { return publishedFiles(dir+"/logs", "segments") > 0 })
 	c := startChild(t, dir)
 	verify(c)
 	if len(acked) == 0 {
 		t.Fatal("no batch was ever acknowledged")
 	}
-	segments := filesWithSuffix(dir+"/logs", ".rlog")
+	segments := publishedFiles(dir+"/logs", "segments")
 	if segments == 0 {
 		t.Fatal("no log segment was sealed during the crash runs")
 	}

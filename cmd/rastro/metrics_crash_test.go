@@ -90,13 +90,13 @@ func TestCrashKeepsEveryAcknowledgedMetricPoint(t *testing.T) {
 				ackedMu.Unlock()
 			}
 			return ok, err
-		}, "a sealed metrics block", func(*child) bool { return filesWithSuffix(dir+"/metrics", ".rmet") > 0 })
+		}, "a sealed metrics block in the manifest", func(*child) bool { return publishedFiles(dir+"/metrics", "blocks") > 0 })
 	c := startChild(t, dir)
 	verify(c)
 	if len(acked) == 0 {
 		t.Fatal("no batch was ever acknowledged")
 	}
-	blocks := filesWithSuffix(dir+"/metrics", ".rmet")
+	blocks := publishedFiles(dir+"/metrics", "blocks")
 	if blocks == 0 {
 		t.Fatal("no metrics block was sealed during the crash runs")
 	}
