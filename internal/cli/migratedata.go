@@ -72,7 +72,10 @@ func migrateDataDir(ctx context.Context, env *Env, url, cluster, dir string, bat
 		progress.Close()
 	}
 	if err != nil {
-		if errors.Is(err, context.Canceled) {
+		// Interrupted: the signal cancels ctx, and what surfaces may be the
+		// cancellation or the write it cut short (the client closes its
+		// connection: "use of closed network connection").
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 			err = errors.New("interrupted")
 		}
 		return fmt.Errorf("migrate %s: %w; what ClickHouse acknowledged is kept: run the same command again to go on", abs, err)
