@@ -5,13 +5,28 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
+// schedIdle is Linux's SCHED_IDLE scheduling policy (sched(7)).
+const schedIdle = 5
+
 // lowerThreadPriority sets the calling OS thread's nice value (Linux nice
-// values are per thread). The caller must have locked its goroutine to the
-// thread, and must let the thread exit with the goroutine.
-func lowerThreadPriority(nice int) error {
-	return syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice)
+// values are per thread) and, with idle, moves it to the SCHED_IDLE policy;
+// if the kernel refuses the policy the thread keeps the nice value. The
+// caller must have locked its goroutine to the thread, and must let the
+// thread exit with the goroutine.
+func lowerThreadPriority(nice int, idle bool) error {
+	if err := syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), nice); err != nil {
+		return err
+	}
+	if !idle {
+		return nil
+	}
+	// pid 0: the calling thread. An unprivileged thread may always move
+	// itself to SCHED_IDLE (never back, which a lowered thread never needs).
+	return unix.SchedSetAttr(0, &unix.SchedAttr{Policy: schedIdle, Nice: int32(nice)}, 0)
 }
 
 // LowerPriority sets the nice value of every thread of the process, and so of

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// threadNice reads the calling thread's nice value from /proc (field 19
-// of its stat line).
-func threadNice(t *testing.T) int {
+// threadStat reads field n (1-based, as in proc(5)) of the calling
+// thread's stat line.
+func threadStat(t *testing.T, n int) int {
 	t.Helper()
 	b, err := os.ReadFile("/proc/thread-self/stat")
 	if err != nil {
@@ -19,33 +19,60 @@ func threadNice(t *testing.T) int {
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	n, err := strconv.Atoi(f[19-3])
+	v, err := strconv.Atoi(f[n-3])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
 }
 
-// TestBackgroundWorkRunsLowered: seals, ingest work and merges run on
-// threads at their nice values, and the caller's thread keeps its own; the
-// zero policy leaves priorities alone.
+// threadNice is the calling thread's nice value (field 19).
+func threadNice(t *testing.T) int { return threadStat(t, 19) }
+
+// threadPolicy is the calling thread's scheduling policy (field 41): 0
+// SCHED_OTHER, 5 SCHED_IDLE.
+func threadPolicy(t *testing.T) int { return threadStat(t, 41) }
+
+// TestBackgroundWorkRunsLowered: seals, ingest work, WAL commits and merges
+// run on threads at their nice values, seals and merges in SCHED_IDLE when
+// the policy says IdleBackground, decoding and commits when it says
+// IdleIngest, each in the normal policy otherwise, and the caller's thread
+// keeps its own; the zero policy leaves priorities alone.
 func TestBackgroundWorkRunsLowered(t *testing.T) {
-	bg := &Background{MergeNice: 7, IngestNice: 12}
-	defer bg.Close()
-	var merge, seal, ingest, commit int
-	bg.RunMerge(nil, func() { merge = threadNice(t) })
-	bg.RunSeal(func() { seal = threadNice(t) })
-	bg.RunIngest(func() { ingest = threadNice(t) })
-	bg.RunCommit(func() { commit = threadNice(t) })
-	if merge != 7 || seal != 12 || ingest != 12 || commit != 12 {
-		t.Errorf("nice of merge %d, seal %d, ingest %d, commit %d; want 7, 12, 12, 12", merge, seal, ingest, commit)
+	for _, c := range []struct{ background, ingest bool }{{false, false}, {true, false}, {true, true}, {false, true}} {
+		bg := &Background{MergeNice: 7, IngestNice: 12, IdleBackground: c.background, IdleIngest: c.ingest}
+		type prio struct{ nice, policy int }
+		read := func(p *prio) func() {
+			return func() { *p = prio{threadNice(t), threadPolicy(t)} }
+		}
+		var merge, seal, ingest, commit prio
+		bg.RunMerge(nil, read(&merge))
+		bg.RunSeal(read(&seal))
+		bg.RunIngest(read(&ingest))
+		bg.RunCommit(read(&commit))
+		bg.Close()
+		policy := func(idle bool) int {
+			if idle {
+				return schedIdle
+			}
+			return 0
+		}
+		pb, pi := policy(c.background), policy(c.ingest)
+		if merge != (prio{7, pb}) || seal != (prio{12, pb}) || ingest != (prio{12, pi}) || commit != (prio{12, pi}) {
+			t.Errorf("%+v: nice and policy of merge %v, seal %v, ingest %v, commit %v; want nice 7, 12, 12, 12 and policies %d, %d, %d, %d",
+				c, merge, seal, ingest, commit, pb, pb, pi, pi)
+		}
+		if n, p := threadNice(t), threadPolicy(t); n != 0 || p != 0 {
+			t.Errorf("%+v: the caller's thread at nice %d, policy %d afterwards; want 0, 0", c, n, p)
+		}
 	}
 	var zero Background
-	zero.RunSeal(func() { seal = threadNice(t) })
+	var seal, ingest, commit, policy int
+	zero.RunSeal(func() { seal, policy = threadNice(t), threadPolicy(t) })
 	zero.RunIngest(func() { ingest = threadNice(t) })
 	zero.RunCommit(func() { commit = threadNice(t) })
-	if seal != 0 || ingest != 0 || commit != 0 {
-		t.Errorf("zero policy: nice of seal %d, ingest %d, commit %d; want 0", seal, ingest, commit)
+	if seal != 0 || ingest != 0 || commit != 0 || policy != 0 {
+		t.Errorf("zero policy: nice of seal %d, ingest %d, commit %d, seal's policy %d; want 0", seal, ingest, commit, policy)
 	}
 }
 
@@ -141,5 +168,16 @@ func TestLowerPriority(t *testing.T) {
 	cmd.Env = append(os.Environ(), "RASTRO_TEST_LOWER_PRIORITY=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+// TestIdleAvailable: on Linux a thread may move itself to SCHED_IDLE, and
+// the probe leaves the caller's thread as it was.
+func TestIdleAvailable(t *testing.T) {
+	if err := IdleAvailable(); err != nil {
+		t.Fatalf("IdleAvailable: %v", err)
+	}
+	if n, p := threadNice(t), threadPolicy(t); n != 0 || p != 0 {
+		t.Errorf("the caller's thread at nice %d, policy %d after the probe; want 0, 0", n, p)
 	}
 }

@@ -47,6 +47,20 @@ type Background struct {
 	// at normal priority, keep their latency while spans arrive, and ingest
 	// still has every CPU cycle the queries leave.
 	IngestNice int
+	// IdleBackground puts seals and merges, and IdleIngest the decoding of
+	// requests and the WAL commit loop, in Linux's SCHED_IDLE policy on top
+	// of their nice value: they run only on CPU time no normal-priority
+	// thread wants, and a thread that wakes (a query's) takes a CPU from
+	// them at once (the kernel places it on a CPU that runs only SCHED_IDLE
+	// threads as on an idle one, and preempts them), where a nice value
+	// alone leaves them a share (CFS weight 110 against 1024 at nice 10)
+	// and may let them run out their time slice first. The price is
+	// ingest's share when other normal-priority work keeps the CPUs busy:
+	// on the acknowledgement path (IdleIngest) it costs accepted spans
+	// under a flood. Measured with rastro bench search-live and overload
+	// (docs/operations.md, "Queries first"). Where the kernel refuses the
+	// policy (see IdleAvailable) the threads keep their nice value.
+	IdleBackground, IdleIngest bool
 
 	decodeMu   sync.Mutex
 	decodeJobs chan func() // the ingest worker's jobs; nil until the first
@@ -80,7 +94,7 @@ func (b *Background) RunMerge(busy func() bool, merge func()) {
 		merge()
 		return
 	}
-	onLoweredThread(b.MergeNice, merge)
+	onLoweredThread(b.MergeNice, b.IdleBackground, merge)
 }
 
 // RunSeal runs seal (one seal of a write buffer) under the policy: on an OS
@@ -90,7 +104,7 @@ func (b *Background) RunSeal(seal func()) {
 		seal()
 		return
 	}
-	onLoweredThread(b.IngestNice, seal)
+	onLoweredThread(b.IngestNice, b.IdleBackground, seal)
 }
 
 // RunCommit runs loop, a store's WAL commit loop (it returns when the WAL
@@ -105,7 +119,7 @@ func (b *Background) RunCommit(loop func()) {
 		loop()
 		return
 	}
-	onLoweredThread(b.IngestNice, loop)
+	onLoweredThread(b.IngestNice, b.IdleIngest, loop)
 }
 
 // RunIngest runs the CPU-bound part of storing a request (decoding it) under
@@ -127,7 +141,7 @@ func (b *Background) RunIngest(work func()) {
 		go func() { // until Close
 			defer close(exited)
 			runtime.LockOSThread()
-			_ = lowerThreadPriority(b.IngestNice)
+			_ = lowerThreadPriority(b.IngestNice, b.IdleIngest)
 			for job := range jobs {
 				job()
 			}
@@ -164,16 +178,30 @@ func (b *Background) Close() {
 	}
 }
 
-// onLoweredThread runs fn on a new OS thread at nice and returns when fn has
-// returned. The thread is not unlocked: it ends with its goroutine, never
-// handed back to the scheduler with its priority lowered (an unprivileged
-// process cannot raise it again).
-func onLoweredThread(nice int, fn func()) {
+// IdleAvailable reports why threads cannot be moved to SCHED_IDLE here (a
+// kernel or a seccomp profile that refuses sched_setattr; not Linux), or
+// nil. It tries on a thread of its own, which ends with the call.
+func IdleAvailable() error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		errc <- lowerThreadPriority(0, true)
+	}()
+	return <-errc
+}
+
+// onLoweredThread runs fn on a new OS thread at nice (and in SCHED_IDLE
+// with idle) and returns when fn has returned. The thread is not unlocked:
+// it ends with its goroutine, never handed back to the scheduler with its
+// priority lowered (an unprivileged process cannot raise it again). Threads
+// Go starts while fn runs do not inherit the priority: the runtime starts
+// them from a thread of its own when the current one is locked.
+func onLoweredThread(nice int, idle bool, fn func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		runtime.LockOSThread()
-		_ = lowerThreadPriority(nice)
+		_ = lowerThreadPriority(nice, idle)
 		fn()
 	}()
 	<-done
