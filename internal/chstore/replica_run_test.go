@@ -295,8 +295,8 @@ func TestClusterReplicasErasureQuorum(t *testing.T) {
 	var perDay []model.Span // the first span of each UTC day of the corpus
 	seen := map[string]bool{}
 	for _, sp := range corpus {
-		if !seen[dayOf(sp)] {
-			seen[dayOf(sp)] = true
+		if day := dayOf(sp); !seen[day] {
+			seen[day] = true
 			perDay = append(perDay, sp)
 		}
 	}
