@@ -113,7 +113,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.Var(&c.compactionMax, "compaction-max-segment-bytes", "largest segment a merge writes; segments of half this size or more are not merged again")
 	fs.Var(&c.mergeHeadroom, "merge-headroom", "while a merge runs and ingest is idle, the collector runs once garbage reaches this much above the live heap (a soft memory limit; never above GOMEMLIMIT); 0 = Go's default, up to the live heap's size")
 	fs.IntVar(&c.ingestNice, "ingest-nice", process.DefaultIngestNice, "nice value (0-19, Linux) of the threads that decode span requests, commit the WAL and seal the write buffer: queries keep their latency while spans arrive (0 = normal priority)")
-	fs.StringVar(&c.schedIdle, "sched-idle", "none", "lowered threads that also run in Linux's SCHED_IDLE policy, only on CPU time no normal-priority thread wants, a query taking the CPU from them at once: none = each at its nice value alone; background = seals and merges; all = also request decoding and WAL commits (queries first: fewer spans accepted under a flood, docs/operations.md)")
+	fs.StringVar(&c.schedIdle, "sched-idle", "all", "lowered threads that also run in Linux's SCHED_IDLE policy, only on CPU time no normal-priority thread wants, a query taking the CPU from them at once (queries first), except for 5 s after ingest refuses a request for want of capacity: all = seals, merges, request decoding and WAL commits; background = seals and merges; none = each at its nice value alone (docs/operations.md)")
 	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
 	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
@@ -224,7 +224,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	bg := &process.Background{MergeHeadroom: offIfZero(c.mergeHeadroom), MergeNice: process.DefaultMergeNice,
 		IngestNice: c.ingestNice, IdleBackground: c.schedIdle != "none", IdleIngest: c.schedIdle == "all"}
-	if c.schedIdle != "none" {
+	if c.schedIdle != "none" && runtime.GOOS == "linux" {
 		if err := process.IdleAvailable(); err != nil {
 			log.Warn("--sched-idle: threads cannot be moved to SCHED_IDLE here; they keep their nice value", "sched_idle", c.schedIdle, "err", err)
 		}
@@ -292,7 +292,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout,
 		MaxHeaderBytes: int(c.maxHeader), MaxConcurrentQueries: c.maxQueries, QueryTimeout: c.queryTimeout, GRPCMaxStreams: uint32(c.grpcMaxStreams),
 		ProjectRate: c.projectRate, ProjectBurst: c.projectBurst, ProjectBufferShare: c.projectShare, MaxConcurrentIngest: c.maxIngest,
-		RunIngest: bg.RunIngest,
+		RunIngest:     bg.RunIngest,
+		IngestRefused: bg.IngestRefused,
 	})
 	if err != nil {
 		// Bad settings, an auth file or certificate that does not load:

@@ -290,16 +290,6 @@ func (e *Engine) runMerge(merge func()) {
 	merge()
 }
 
-// runCommit runs the WAL's commit loop through the process's policy, or as
-// it is without one.
-func (e *Engine) runCommit(loop func()) {
-	if b := e.opts.Background; b != nil {
-		b.RunCommit(loop)
-		return
-	}
-	loop()
-}
-
 // runSeal runs seal through the process's policy, or as it is without one.
 func (e *Engine) runSeal(seal func()) {
 	if b := e.opts.Background; b != nil {

@@ -222,9 +222,10 @@ type Background interface {
 	// RunSeal runs seal (one seal of a write buffer) and returns when it
 	// has returned.
 	RunSeal(seal func())
-	// RunCommit runs loop, the WAL's commit loop (wal.Options.Loop), and
-	// returns when it has returned.
-	RunCommit(loop func())
+	// CommitLane gives the engine's WAL a lane: run runs one step of the
+	// commit loop (wal.Options.Step) and returns when it has returned;
+	// stop is called once the WAL is closed.
+	CommitLane() (run func(step func()), stop func())
 }
 
 var _ interface {
@@ -242,6 +243,11 @@ type Engine struct {
 	dir  string // segments directory
 	lock io.Closer
 	fs   vfs.FS
+	// commitStep runs each step of the WAL's commit loop through the
+	// process's policy (Background.CommitLane); commitStop ends its lane
+	// once the WAL is closed.
+	commitStep func(step func())
+	commitStop func()
 
 	mu     sync.RWMutex // guards the read view below
 	active *memtable
@@ -433,6 +439,10 @@ func Open(opts Options) (*Engine, error) {
 	e.openSegments()
 	e.removeOrphans()
 
+	e.commitStep, e.commitStop = func(step func()) { step() }, func() {}
+	if b := opts.Background; b != nil {
+		e.commitStep, e.commitStop = b.CommitLane()
+	}
 	w, err := wal.Open(wal.Options{
 		Dir:          walDir,
 		Mode:         opts.Durability,
@@ -441,10 +451,11 @@ func Open(opts Options) (*Engine, error) {
 		// even if the WAL directory was emptied.
 		MinSeq: man.WALStart,
 		FS:     opts.FS,
-		Loop:   e.runCommit,
+		Step:   e.commitStep,
 		Logf:   func(f string, a ...any) { e.log.Warn(fmt.Sprintf(f, a...), "component", "wal") },
 	})
 	if err != nil {
+		e.commitStop()
 		e.closeSegments()
 		values.Close()
 		lock.Close()
@@ -453,6 +464,7 @@ func Open(opts Options) (*Engine, error) {
 	e.wal = w
 	if err := e.replay(); err != nil {
 		w.Close()
+		e.commitStop()
 		e.closeSegments()
 		values.Close()
 		lock.Close()
@@ -925,6 +937,7 @@ func (e *Engine) Close() error {
 		e.log.Error("final seal failed; the WAL keeps the data", "err", sealErr)
 	}
 	werr := e.wal.Close()
+	e.commitStop()
 	e.closeSegments()
 	if err := e.values.Close(); err != nil && werr == nil {
 		werr = fmt.Errorf("close value store: %w", err)

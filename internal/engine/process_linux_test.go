@@ -7,27 +7,35 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/rastro-dev/rastro/internal/process"
 )
 
-// commitProbe runs the WAL's commit loop through the process's policy and
-// records the nice value of the thread the loop runs on.
+// commitProbe runs the WAL's commit steps through the process's policy and
+// records the nice value of the threads they run on.
 type commitProbe struct {
 	*process.Background
-	loops atomic.Int32 // commit loops started
-	nice  atomic.Int32
-	ended chan struct{} // closed when the loop has returned
+	lanes   atomic.Int32 // commit lanes given out
+	steps   atomic.Int32
+	badNice atomic.Int32  // steps on a thread at another nice value than 10
+	stopped chan struct{} // closed when the lane has been stopped
 }
 
-func (c *commitProbe) RunCommit(loop func()) {
-	c.loops.Add(1)
-	c.Background.RunCommit(func() {
-		c.nice.Store(int32(threadNiceValue()))
-		loop()
-		close(c.ended)
-	})
+func (c *commitProbe) CommitLane() (func(func()), func()) {
+	c.lanes.Add(1)
+	run, stop := c.Background.CommitLane()
+	return func(step func()) {
+			run(func() {
+				c.steps.Add(1)
+				if threadNiceValue() != 10 {
+					c.badNice.Add(1)
+				}
+				step()
+			})
+		}, func() {
+			stop()
+			close(c.stopped)
+		}
 }
 
 // threadNiceValue reads the calling thread's nice value (field 19 of its
@@ -46,13 +54,13 @@ func threadNiceValue() int {
 	return n
 }
 
-// TestWALCommitRunsLowered: the engine runs its WAL's commit loop (which
-// writes, fsyncs and fills the write buffer) through the process's policy,
-// on a thread at IngestNice, once; appends are acknowledged and visible
-// through it, and the loop ends with Close (no lowered thread is left
+// TestWALCommitRunsLowered: the engine runs its WAL's commits (which write,
+// fsync and fill the write buffer) through the process's policy, on a lane
+// of its own at IngestNice; appends are acknowledged and visible through
+// it, and the lane is stopped with Close (no lowered thread is left
 // behind).
 func TestWALCommitRunsLowered(t *testing.T) {
-	bg := &commitProbe{Background: &process.Background{IngestNice: 10}, ended: make(chan struct{})}
+	bg := &commitProbe{Background: &process.Background{IngestNice: 10}, stopped: make(chan struct{})}
 	e, err := Open(Options{Dir: t.TempDir(), Background: bg})
 	if err != nil {
 		t.Fatal(err)
@@ -66,15 +74,15 @@ func TestWALCommitRunsLowered(t *testing.T) {
 	if st.Spans != int64(len(spans)) {
 		t.Errorf("%d spans stored after the appends, want %d", st.Spans, len(spans))
 	}
-	if n, nice := bg.loops.Load(), bg.nice.Load(); n != 1 || nice != 10 {
-		t.Errorf("%d commit loops through the policy at nice %d; want 1 at nice 10", n, nice)
+	if n, steps, bad := bg.lanes.Load(), bg.steps.Load(), bg.badNice.Load(); n != 1 || steps == 0 || bad != 0 {
+		t.Errorf("%d commit lanes, %d steps through the policy, %d of them not at nice 10; want 1 lane, every step at nice 10", n, steps, bad)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-bg.ended:
-	case <-time.After(10 * time.Second):
-		t.Error("the commit loop still runs 10 s after Close")
+	case <-bg.stopped:
+	default:
+		t.Error("Close returned without stopping the commit lane")
 	}
 }

@@ -65,7 +65,7 @@ func (o *overlapping) MergesDone() { o.bg.MergesDone() }
 
 func (o *overlapping) RunSeal(seal func()) { o.bg.RunSeal(seal) }
 
-func (o *overlapping) RunCommit(loop func()) { o.bg.RunCommit(loop) }
+func (o *overlapping) CommitLane() (func(func()), func()) { return o.bg.CommitLane() }
 
 // TestTwoEnginesMergingAtOnceLeaveNoStaleLimit: two engines in one process
 // share the process's merge policy and compact at the same moment (a traces
@@ -169,6 +169,9 @@ func spanRequests(t *testing.T, g *gen) func(n int64) *store.Write {
 	}
 }
 
+// runNow runs step at once, as an engine without a Background does.
+func runNow(step func()) { step() }
+
 // sealCounter is a Background that counts the seals run through it.
 type sealCounter struct {
 	mu    sync.Mutex
@@ -177,7 +180,7 @@ type sealCounter struct {
 
 func (c *sealCounter) RunMerge(busy func() bool, merge func()) { merge() }
 func (c *sealCounter) MergesDone()                             {}
-func (c *sealCounter) RunCommit(loop func())                   { loop() }
+func (c *sealCounter) CommitLane() (func(func()), func())      { return runNow, func() {} }
 func (c *sealCounter) RunSeal(seal func()) {
 	c.mu.Lock()
 	c.seals++
@@ -249,7 +252,7 @@ type gatedSeals struct {
 
 func (g *gatedSeals) RunMerge(busy func() bool, merge func()) { merge() }
 func (g *gatedSeals) MergesDone()                             {}
-func (g *gatedSeals) RunCommit(loop func())                   { loop() }
+func (g *gatedSeals) CommitLane() (func(func()), func())      { return runNow, func() {} }
 func (g *gatedSeals) RunSeal(seal func()) {
 	select {
 	case g.entered <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // threadStat reads field n (1-based, as in proc(5)) of the calling
@@ -49,7 +50,9 @@ func TestBackgroundWorkRunsLowered(t *testing.T) {
 		bg.RunMerge(nil, read(&merge))
 		bg.RunSeal(read(&seal))
 		bg.RunIngest(read(&ingest))
-		bg.RunCommit(read(&commit))
+		run, stop := bg.CommitLane()
+		run(read(&commit))
+		stop()
 		bg.Close()
 		policy := func(idle bool) int {
 			if idle {
@@ -70,10 +73,46 @@ func TestBackgroundWorkRunsLowered(t *testing.T) {
 	var seal, ingest, commit, policy int
 	zero.RunSeal(func() { seal, policy = threadNice(t), threadPolicy(t) })
 	zero.RunIngest(func() { ingest = threadNice(t) })
-	zero.RunCommit(func() { commit = threadNice(t) })
+	run, _ := zero.CommitLane()
+	run(func() { commit = threadNice(t) })
 	if seal != 0 || ingest != 0 || commit != 0 || policy != 0 {
 		t.Errorf("zero policy: nice of seal %d, ingest %d, commit %d, seal's policy %d; want 0", seal, ingest, commit, policy)
 	}
+}
+
+// TestRefusalsKeepWorkOutOfIdle: while ingest refuses requests
+// (IngestRefused, for PressureHold) work the policy would put in SCHED_IDLE
+// runs at its nice value in the normal policy, on a lane thread that never
+// was idle (an unprivileged thread cannot leave SCHED_IDLE); once the hold
+// has passed it runs idle again.
+func TestRefusalsKeepWorkOutOfIdle(t *testing.T) {
+	bg := &Background{MergeNice: 7, IngestNice: 12, IdleBackground: true, IdleIngest: true, PressureHold: time.Hour}
+	defer bg.Close()
+	run, stop := bg.CommitLane()
+	defer stop()
+	type prio struct{ nice, policy int }
+	each := func() (merge, seal, ingest, commit prio) {
+		read := func(p *prio) func() {
+			return func() { *p = prio{threadNice(t), threadPolicy(t)} }
+		}
+		bg.RunMerge(nil, read(&merge))
+		bg.RunSeal(read(&seal))
+		bg.RunIngest(read(&ingest))
+		run(read(&commit))
+		return
+	}
+	check := func(when string, policy int) {
+		t.Helper()
+		m, s, i, c := each()
+		if m != (prio{7, policy}) || s != (prio{12, policy}) || i != (prio{12, policy}) || c != (prio{12, policy}) {
+			t.Errorf("%s: nice and policy of merge %v, seal %v, ingest %v, commit %v; want nice 7, 12, 12, 12, policy %d", when, m, s, i, c, policy)
+		}
+	}
+	check("before any refusal", schedIdle)
+	bg.IngestRefused()
+	check("after a refusal, within the hold", 0)
+	bg.refused.Store(time.Now().Add(-time.Hour - time.Second).UnixNano()) // the hold has passed
+	check("after the hold", schedIdle)
 }
 
 // TestRunIngestOneAtATime: ingest work from many goroutines runs on the one

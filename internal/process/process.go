@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // DefaultMergeNice is the default of Background.MergeNice: under full ingest
@@ -54,21 +56,27 @@ type Background struct {
 	// them at once (the kernel places it on a CPU that runs only SCHED_IDLE
 	// threads as on an idle one, and preempts them), where a nice value
 	// alone leaves them a share (CFS weight 110 against 1024 at nice 10)
-	// and may let them run out their time slice first. The price is
-	// ingest's share when other normal-priority work keeps the CPUs busy:
-	// on the acknowledgement path (IdleIngest) it costs accepted spans
-	// under a flood. Measured with rastro bench search-live and overload
+	// and may let them run out their time slice first. The price would be
+	// ingest's share when other normal-priority work keeps the CPUs busy
+	// (under a flood, the transport's own goroutines read requests that
+	// admission then refuses, and idle seals and commits starve), so while
+	// ingest refuses requests (IngestRefused) new work runs at its nice
+	// value only. Measured with rastro bench search-live and overload
 	// (docs/operations.md, "Queries first"). Where the kernel refuses the
 	// policy (see IdleAvailable) the threads keep their nice value.
 	IdleBackground, IdleIngest bool
 
-	decodeMu   sync.Mutex
-	decodeJobs chan func() // the ingest worker's jobs; nil until the first
-	decodeDone chan struct{}
+	// PressureHold is how long after a refusal (IngestRefused) work runs
+	// at its nice value only, out of SCHED_IDLE; 0: DefaultPressureHold.
+	PressureHold time.Duration
+
+	refused  atomic.Int64 // time of the last IngestRefused, Unix ns; 0: never
+	decodeMu sync.Mutex
+	decode   *lane // the ingest lane; nil until the first RunIngest
 }
 
 // LoweredLanes is how many of the threads Background lowers in priority
-// may run at once: the ingest worker, a seal and a WAL commit loop
+// may run at once: the ingest lane, a seal and a WAL's commit lane
 // (IngestNice), a merge (MergeNice). Each holds a Go P while it waits for a
 // CPU behind normal-priority work, so a process that gives them a P each on
 // top of its CPUs keeps a P per CPU for queries whatever they do (cli/serve
@@ -94,7 +102,7 @@ func (b *Background) RunMerge(busy func() bool, merge func()) {
 		merge()
 		return
 	}
-	onLoweredThread(b.MergeNice, b.IdleBackground, merge)
+	onLoweredThread(b.MergeNice, b.idleNow(b.IdleBackground), merge)
 }
 
 // RunSeal runs seal (one seal of a write buffer) under the policy: on an OS
@@ -104,30 +112,32 @@ func (b *Background) RunSeal(seal func()) {
 		seal()
 		return
 	}
-	onLoweredThread(b.IngestNice, b.IdleBackground, seal)
+	onLoweredThread(b.IngestNice, b.idleNow(b.IdleBackground), seal)
 }
 
-// RunCommit runs loop, a store's WAL commit loop (it returns when the WAL
-// is closed), under the policy: on an OS thread of its own at IngestNice.
-// The loop writes and fsyncs each group commit and then puts its spans in
-// the write buffer, about a tenth of the server's CPU during ingest, at
-// normal priority before (docs/benchmarks/search-live.md); an appender
-// waits for it, so a slower loop gathers larger groups rather than more
-// memory.
-func (b *Background) RunCommit(loop func()) {
+// CommitLane gives a store's WAL its commit lane: run runs one step of the
+// commit loop (a group commit: write, fsync, and putting its spans in the
+// write buffer; or a timed fsync) under the policy, on an OS thread of the
+// lane's own at IngestNice, and returns when the step has; stop ends the
+// lane's threads once the WAL is closed. Each WAL has its own lane, so that
+// the commits of two stores never wait for each other. The commits are
+// about a tenth of the server's CPU during ingest, at normal priority
+// before (docs/benchmarks/search-live.md); an appender waits for them, so a
+// slower commit gathers larger groups rather than more memory.
+func (b *Background) CommitLane() (run func(step func()), stop func()) {
 	if b.IngestNice == 0 {
-		loop()
-		return
+		return func(step func()) { step() }, func() {}
 	}
-	onLoweredThread(b.IngestNice, b.IdleIngest, loop)
+	l := &lane{nice: b.IngestNice}
+	return func(step func()) { l.run(b.idleNow(b.IdleIngest), step) }, l.close
 }
 
 // RunIngest runs the CPU-bound part of storing a request (decoding it) under
-// the policy: on the one worker thread at IngestNice, shared by every
+// the policy: on the ingest lane's thread at IngestNice, shared by every
 // request, so that ingest holds at most one P while that thread waits for a
 // CPU (serve gives each lowered thread a P on top of its CPUs: a query
 // finds one free).
-// A caller that arrives while the worker is busy waits its turn. A panic in
+// A caller that arrives while the lane is busy waits its turn. A panic in
 // work is raised again in the caller's goroutine.
 func (b *Background) RunIngest(work func()) {
 	if b.IngestNice == 0 {
@@ -135,27 +145,97 @@ func (b *Background) RunIngest(work func()) {
 		return
 	}
 	b.decodeMu.Lock()
-	if b.decodeJobs == nil {
+	if b.decode == nil {
+		b.decode = &lane{nice: b.IngestNice}
+	}
+	l := b.decode
+	b.decodeMu.Unlock()
+	l.run(b.idleNow(b.IdleIngest), work)
+}
+
+// Close ends the ingest lane's threads once the work given to them has run;
+// no RunIngest may be under way or follow (a later one starts a new lane).
+func (b *Background) Close() {
+	b.decodeMu.Lock()
+	l := b.decode
+	b.decode = nil
+	b.decodeMu.Unlock()
+	if l != nil {
+		l.close()
+	}
+}
+
+// DefaultPressureHold is the default of Background.PressureHold.
+const DefaultPressureHold = 5 * time.Second
+
+// IngestRefused tells the policy that ingest refused a request for want of
+// capacity (a full write buffer, the bytes in flight or the concurrent
+// requests at their limit): for PressureHold from now, new work runs at its
+// nice value only, never in SCHED_IDLE, so that ingest keeps its share of
+// the CPU against normal-priority work (a flood's own transport goroutines
+// among it) and the seals and commits that free the buffer are not starved.
+// A project over its own rate is no such refusal.
+func (b *Background) IngestRefused() { b.refused.Store(time.Now().UnixNano()) }
+
+// idleNow is whether work whose policy says idle goes to SCHED_IDLE now:
+// not while ingest is refusing requests (IngestRefused).
+func (b *Background) idleNow(idle bool) bool {
+	if !idle {
+		return false
+	}
+	last := b.refused.Load()
+	if last == 0 {
+		return true
+	}
+	hold := b.PressureHold
+	if hold <= 0 {
+		hold = DefaultPressureHold
+	}
+	return time.Since(time.Unix(0, last)) >= hold
+}
+
+// lane runs jobs one at a time on OS threads of its own at a nice value:
+// one in the normal policy and, once a job asks for it, one in SCHED_IDLE
+// as well, each started at its first job and locked to its goroutine until
+// close (an unprivileged thread cannot leave SCHED_IDLE, so a job that must
+// not run idle needs a thread that never was). One job at a time: the lane
+// holds at most one Go P while it waits for a CPU.
+type lane struct {
+	nice int
+
+	mu      sync.Mutex     // held while a job runs
+	threads [2]chan func() // 0: normal policy, 1: SCHED_IDLE; nil until the first job
+	exited  [2]chan struct{}
+}
+
+// run runs work on the lane's idle thread (idle) or its normal one, after
+// the job before it, and returns when it has returned; a panic in work is
+// raised again in the caller's goroutine, and the thread lives on.
+func (l *lane) run(idle bool, work func()) {
+	i := 0
+	if idle {
+		i = 1
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.threads[i] == nil {
 		jobs, exited := make(chan func()), make(chan struct{})
-		b.decodeJobs, b.decodeDone = jobs, exited
-		go func() { // until Close
+		l.threads[i], l.exited[i] = jobs, exited
+		go func() { // until close
 			defer close(exited)
-			runtime.LockOSThread()
-			_ = lowerThreadPriority(b.IngestNice, b.IdleIngest)
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			_ = lowerThreadPriority(l.nice, idle)
 			for job := range jobs {
 				job()
 			}
 		}()
 	}
-	jobs := b.decodeJobs
-	b.decodeMu.Unlock()
 	done := make(chan struct{})
 	var failure any
-	jobs <- func() {
+	l.threads[i] <- func() {
 		defer close(done)
 		// A panic goes back to the caller's goroutine, where it would have
-		// happened without the worker (net/http recovers a handler's), and
-		// the worker lives on.
+		// happened without the lane (net/http recovers a handler's).
 		defer func() { failure = recover() }()
 		work()
 	}
@@ -165,16 +245,17 @@ func (b *Background) RunIngest(work func()) {
 	}
 }
 
-// Close ends the ingest worker once the work given to it has run; no
-// RunIngest may be under way or follow (a later one starts a new worker).
-func (b *Background) Close() {
-	b.decodeMu.Lock()
-	jobs, exited := b.decodeJobs, b.decodeDone
-	b.decodeJobs, b.decodeDone = nil, nil
-	b.decodeMu.Unlock()
-	if jobs != nil {
-		close(jobs)
-		<-exited
+// close ends the lane's threads once their jobs have run; no run may be
+// under way or follow.
+func (l *lane) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, jobs := range l.threads {
+		if jobs != nil {
+			close(jobs)
+			<-l.exited[i]
+			l.threads[i] = nil
+		}
 	}
 }
 

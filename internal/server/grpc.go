@@ -101,7 +101,7 @@ func grpcCode(ierr *ingestError) codes.Code {
 func (s *Server) grpcOutcome(protocol string, ierr *ingestError) error {
 	code := codes.OK
 	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		s.countRejected(ierr.reason)
 		code = grpcCode(ierr)
 	}
 	s.met.requests.WithLabelValues(protocol, code.String()).Inc()
@@ -188,7 +188,7 @@ func (s *Server) grpcTap(ctx context.Context, info *tap.Info) (context.Context, 
 				ierr = s.ingestBusy(project)
 			}
 			if ierr != nil {
-				s.met.rejected.WithLabelValues(ierr.reason).Inc()
+				s.countRejected(ierr.reason)
 				s.met.requests.WithLabelValues(protoOTLPGRPC, codes.ResourceExhausted.String()).Inc()
 				return nil, status.Error(codes.ResourceExhausted, ierr.msg)
 			}
@@ -220,29 +220,29 @@ func (s *Server) export(ctx context.Context, body []byte) (*coltracepb.ExportTra
 func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error) {
 	be := s.currentBackend()
 	if be == nil {
-		s.met.rejected.WithLabelValues("not_ready").Inc()
+		s.countRejected("not_ready")
 		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
 	}
 	project := projectFrom(ctx)
 	if ierr := s.admitProject(be, project); ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		s.countRejected(ierr.reason)
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
 	}
 	n := int64(len(body))
 	if !s.admit(n) {
-		s.met.rejected.WithLabelValues("overloaded").Inc()
+		s.countRejected("overloaded")
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
 	}
 	defer s.release(n)
 	done, ierr := s.ingestSlot(project)
 	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		s.countRejected(ierr.reason)
 		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
 	}
 	defer done()
 	b, ierr := s.store(ctx, be, project, protoOTLPGRPC, otlp.RecordOTLPProto, body)
 	if ierr != nil {
-		s.met.rejected.WithLabelValues(ierr.reason).Inc()
+		s.countRejected(ierr.reason)
 		c := codes.InvalidArgument
 		switch {
 		case ierr.reason == "cancelled":

@@ -162,7 +162,7 @@ func (s *Server) handleZipkin(w http.ResponseWriter, r *http.Request) {
 	case "application/x-protobuf", "application/protobuf":
 		s.ingestHTTP(w, r, protoZipkinProto, otlp.RecordZipkinProto)
 	default:
-		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+		s.countRejected("unsupported_media_type")
 		writeError(w, http.StatusUnsupportedMediaType,
 			fmt.Sprintf("Content-Type %q is not supported on /api/v2/spans: use application/json or application/x-protobuf", r.Header.Get("Content-Type")))
 	}
@@ -177,7 +177,7 @@ func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request) {
 	case "application/json":
 		s.ingestHTTP(w, r, protoOTLPJSON, otlp.RecordOTLPJSON)
 	default:
-		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+		s.countRejected("unsupported_media_type")
 		writeError(w, http.StatusUnsupportedMediaType,
 			fmt.Sprintf("Content-Type %q is not supported on /v1/traces: use application/x-protobuf or application/json", r.Header.Get("Content-Type")))
 	}
@@ -187,7 +187,7 @@ func (s *Server) handleOTLP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleNative(w http.ResponseWriter, r *http.Request) {
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if mt != "application/json" && mt != "" {
-		s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+		s.countRejected("unsupported_media_type")
 		writeError(w, http.StatusUnsupportedMediaType,
 			fmt.Sprintf("Content-Type %q is not supported on /v1/spans: use application/json", r.Header.Get("Content-Type")))
 		return
@@ -295,6 +295,25 @@ func (s *Server) runIngest(work func()) {
 		return
 	}
 	work()
+}
+
+// capacityRefusal lists the refusal reasons that say the server, not the
+// client or its project's configured rate, is short of capacity: the write
+// buffer full (also a project held to its share of it while sealing
+// catches up), the bytes in flight or the concurrent ingest requests at
+// their limit.
+var capacityRefusal = map[string]bool{
+	"overloaded": true, "buffer_full": true, "project_buffer_share": true,
+	"ingest_busy": true, "project_ingest_busy": true,
+}
+
+// countRejected counts an ingest request refused for reason and tells
+// Options.IngestRefused of a refusal for want of capacity.
+func (s *Server) countRejected(reason string) {
+	s.met.rejected.WithLabelValues(reason).Inc()
+	if s.opts.IngestRefused != nil && capacityRefusal[reason] {
+		s.opts.IngestRefused()
+	}
 }
 
 func (s *Server) admit(n int64) bool {

@@ -136,9 +136,11 @@ func (ts *testServer) metric(name string) string {
 
 // TestProjectRateLimit: a project over its rate gets 429 with a Retry-After
 // that says when its bucket refills, before its body is read; other
-// projects are not held back; the refusals are counted by project.
+// projects are not held back; the refusals are counted by project, and
+// are not taken for the server's want of capacity (IngestRefused).
 func TestProjectRateLimit(t *testing.T) {
-	ts := startLimited(t, Options{ProjectRate: 100, ProjectBurst: 100}, engine.Options{})
+	var refused atomic.Int32
+	ts := startLimited(t, Options{ProjectRate: 100, ProjectBurst: 100, IngestRefused: func() { refused.Add(1) }}, engine.Options{})
 	if code, _, body := ts.postAs("a", spansFor(150, 1)); code != 200 {
 		t.Fatalf("first batch: %d %s", code, body)
 	}
@@ -151,6 +153,9 @@ func TestProjectRateLimit(t *testing.T) {
 	}
 	if m := ts.metric("rastro_ingest_limited_total"); !strings.Contains(m, `rastro_ingest_limited_total{limit="rate",project="a"} 1`) {
 		t.Fatalf("metric: %q", m)
+	}
+	if n := refused.Load(); n != 0 {
+		t.Errorf("a project over its own rate told the process's policy of %d refusals for want of capacity; want none", n)
 	}
 	if _, err := New(Options{HTTPAddr: "127.0.0.1:0", ProjectBurst: 10}); err == nil || !strings.Contains(err.Error(), "--project-rate") {
 		t.Fatalf("a burst without a rate: %v", err)
@@ -276,10 +281,12 @@ func TestFsyncFailureStopsWrites(t *testing.T) {
 
 // TestIngestCapRefusesAtOnce: beyond --max-concurrent-ingest a request is
 // refused with 429 at once (HTTP and gRPC) instead of waiting behind the
-// ones being stored, which are acknowledged as usual.
+// ones being stored, which are acknowledged as usual; each refusal tells
+// the process's policy that ingest is short of capacity (IngestRefused).
 func TestIngestCapRefusesAtOnce(t *testing.T) {
 	fs, hold, held, release := holdWALSync() // the WAL's commit waits: every request in it holds its slot
-	ts := startLimited(t, Options{MaxConcurrentIngest: 1}, engine.Options{Dir: "/data", FS: fs})
+	var refused atomic.Int32
+	ts := startLimited(t, Options{MaxConcurrentIngest: 1, IngestRefused: func() { refused.Add(1) }}, engine.Options{Dir: "/data", FS: fs})
 	unhold := sync.OnceFunc(func() { close(release) })
 	t.Cleanup(unhold) // a failure must not leave the server's shutdown waiting on the held fsync
 	hold.Store(true)
@@ -298,6 +305,9 @@ func TestIngestCapRefusesAtOnce(t *testing.T) {
 	err = exportSpans(context.Background(), coltracepb.NewTraceServiceClient(cc), spansFor(5, 3))
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-concurrent-ingest") {
 		t.Fatalf("beyond the cap over gRPC: %v", err)
+	}
+	if n := refused.Load(); n != 2 {
+		t.Errorf("%d refusals told to the process's policy after one over HTTP and one over gRPC; want 2", n)
 	}
 	unhold()
 	if code := <-first; code != 200 {

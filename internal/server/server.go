@@ -118,6 +118,11 @@ type Options struct {
 	// under the process's policy (process.Background.RunIngest); nil runs it
 	// in the request's goroutine.
 	RunIngest func(work func())
+	// IngestRefused is called when ingest refuses a request for want of
+	// the server's capacity (see capacityRefusal), so that the process's
+	// policy gives ingest its CPU share back (process.Background); nil: no
+	// one is told.
+	IngestRefused func()
 	// ProjectBufferShare is the part of the backend's write buffer one
 	// project may hold while the buffer is more than half full; beyond it
 	// the project's requests get 429, the others' still go in. 0 selects

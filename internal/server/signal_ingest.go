@@ -32,7 +32,7 @@ func (s *Server) otlpContentType(w http.ResponseWriter, r *http.Request, path st
 	case "application/json":
 		return true, true
 	}
-	s.met.rejected.WithLabelValues("unsupported_media_type").Inc()
+	s.countRejected("unsupported_media_type")
 	writeError(w, http.StatusUnsupportedMediaType,
 		fmt.Sprintf("Content-Type %q is not supported on %s: use application/x-protobuf or application/json", r.Header.Get("Content-Type"), path))
 	return false, false
@@ -90,7 +90,7 @@ func (s *Server) httpOutcome(w http.ResponseWriter, protocol string, ierr *inges
 	if ierr == nil {
 		return false
 	}
-	s.met.rejected.WithLabelValues(ierr.reason).Inc()
+	s.countRejected(ierr.reason)
 	if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(max(ierr.retryAfter, 1)))
 	}

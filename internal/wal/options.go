@@ -59,11 +59,12 @@ type Options struct {
 	// the directory was emptied or lost, new records never get a sequence
 	// below it (which a later replay from wal_start would skip). 0 = no floor.
 	MinSeq uint64
-	// Loop runs the commit loop, which returns when the log is closed, in
-	// a goroutine Open starts: every write, fsync and apply happens inside
-	// it. An engine passes its process's policy (an OS thread at lowered
-	// priority). nil: the loop runs as it is.
-	Loop func(loop func())
+	// Step runs one step of the commit loop (a group commit: its write,
+	// fsync and applies; or a timed fsync) and returns when step has
+	// returned: every write, fsync and apply happens inside a step, one at
+	// a time. An engine passes its process's policy (an OS thread at
+	// lowered priority). nil: steps run on the commit goroutine.
+	Step func(step func())
 	// Logf receives warnings (torn tail cut, corruption skipped). Default: discard.
 	Logf func(format string, args ...any)
 

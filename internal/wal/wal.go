@@ -126,11 +126,7 @@ func Open(opts Options) (*WAL, error) {
 	w.files = append(w.files, liveFile{seq: seq, size: fileHeaderSize})
 	w.size.Add(fileHeaderSize)
 	w.pending = w.newBatch()
-	if opts.Loop != nil {
-		go opts.Loop(w.run)
-	} else {
-		go w.run()
-	}
+	go w.run()
 	return w, nil
 }
 
@@ -331,18 +327,26 @@ func (w *WAL) run() {
 		defer t.Stop()
 		tick = t.C
 	}
+	step := w.opts.Step
+	if step == nil {
+		step = func(f func()) { f() }
+	}
 	for {
 		select {
 		case <-w.wake:
-			if w.drain() {
+			closed := false
+			step(func() { closed = w.drain() })
+			if closed {
 				return
 			}
 		case <-tick:
-			if w.dirty && w.failedErr() == nil {
-				if err := w.syncActive(); err != nil {
-					w.fail(err)
+			step(func() {
+				if w.dirty && w.failedErr() == nil {
+					if err := w.syncActive(); err != nil {
+						w.fail(err)
+					}
 				}
-			}
+			})
 		}
 	}
 }
