@@ -5,11 +5,15 @@
 // one process (a traces engine and, later, a logs engine) without undoing
 // each other's settings.
 //
-//   - Background runs heavy background work (segment merges): on an OS
-//     thread of its own at a lower scheduling priority, under the memory
-//     guard, which holds the Go soft memory limit near the live heap while
-//     merges run. Leases on the guard compose: concurrent merges never leave
-//     a stale limit behind (memguard.go).
+//   - Background runs ingest's CPU work and heavy background work at a
+//     lower scheduling priority, each on OS threads of its own: seals and
+//     merges on a thread per call, request decoding and each WAL's commits
+//     on lanes (an idle and a normal thread, picked per job); in SCHED_IDLE
+//     too unless ingest has just refused a request for want of capacity
+//     (IngestRefused). Merges run under the memory guard, which holds the
+//     Go soft memory limit near the live heap while they run. Leases on the
+//     guard compose: concurrent merges never leave a stale limit behind
+//     (memguard.go).
 //   - StartGCFloor keeps the collector from running too often while the live
 //     heap is small (gcfloor.go).
 package process
