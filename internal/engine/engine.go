@@ -635,13 +635,14 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	}
 	e.lastAppend.Store(time.Now().UnixNano())
 	llm.Enrich(spans, e.opts.Prices)
+	tailed := false
 	err := e.wal.Append(wal.Record{Type: uint8(w.Type), Project: project, Body: body}, func() {
 		// Runs in the WAL commit goroutine, serialised with Rotate.
 		e.mu.RLock()
 		m := e.active
 		e.mu.RUnlock()
 		m.insert(project, spans, int64(cap(body)))
-		e.publish(project, spans, int64(len(body)))
+		tailed = e.publish(project, spans, int64(len(body)))
 		if m.bytes.Load() >= e.opts.SealBytes {
 			e.requestSeal()
 		}
@@ -649,6 +650,8 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	if err != nil {
 		return fmt.Errorf("append to wal: %w", err)
 	}
+	// The write buffer copied the spans; only a tail keeps them.
+	w.SpansDone = !tailed
 	return nil
 }
 

@@ -114,12 +114,13 @@ func (t *Tail) Close() {
 	})
 }
 
-// publish hands a durable batch to the tails of its project. It runs in the
+// publish hands a durable batch to the tails of its project and reports
+// whether any tail took it (and so holds spans after Append). It runs in the
 // WAL's commit goroutine and never blocks. The tails only read spans.
-func (e *Engine) publish(project string, spans []model.Span, bytes int64) {
+func (e *Engine) publish(project string, spans []model.Span, bytes int64) (taken bool) {
 	list := e.tails.list.Load()
 	if list == nil {
-		return
+		return false
 	}
 	for _, t := range *list {
 		if t.project != project {
@@ -132,10 +133,12 @@ func (e *Engine) publish(project string, spans []model.Span, bytes int64) {
 		select {
 		case t.ch <- tailBatch{spans, bytes}:
 			t.queued.Add(bytes)
+			taken = true
 		default:
 			t.drop(len(spans))
 		}
 	}
+	return taken
 }
 
 func (t *Tail) drop(n int) {

@@ -222,3 +222,45 @@ func TestTailHoldsBoundedMemory(t *testing.T) {
 	}
 	open[0] = o
 }
+
+// TestAppendSaysWhenSpansAreFree: Append tells its caller it may reuse the
+// spans' memory (store.Write.SpansDone) exactly when no tail took the batch:
+// a tail of the project holds the spans until its reader has them, and
+// their memory must not be overwritten under it.
+func TestAppendSaysWhenSpansAreFree(t *testing.T) {
+	e := openTest(t, t.TempDir())
+	defer e.Close()
+	g := newGen(11)
+	write := func(project string) *store.Write {
+		t.Helper()
+		spans := g.spans(5)
+		body := otlp.EncodeProto(spans)
+		b, err := otlp.DecodeProto(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &store.Write{Project: project, Type: otlp.RecordOTLPProto, Body: body, Spans: b.Spans}
+		if err := e.Append(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	if w := write("p"); !w.SpansDone {
+		t.Fatal("no tail open: SpansDone is false, so no request's memory would ever be reused")
+	}
+	tl, err := e.Tail(context.Background(), "p", &query.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := write("p"); w.SpansDone {
+		t.Fatal("a tail of the project took the batch, yet SpansDone says its memory may be reused")
+	}
+	if w := write("q"); !w.SpansDone {
+		t.Fatal("the tail is another project's: SpansDone is false")
+	}
+	collect(t, tl, 1)
+	tl.Close()
+	if w := write("p"); !w.SpansDone {
+		t.Fatal("the tail is closed: SpansDone is false")
+	}
+}

@@ -18,6 +18,8 @@ type Batch struct {
 	RejectMsg string
 	// Problems counts what model.Normalize, NormalizeResource and NormalizeScope repaired.
 	Problems model.Problems
+
+	slabs *slabs // what Spans live in, for Release; nil unless protobuf-decoded
 }
 
 func (b *Batch) reject(pos func() string, reason string) {

@@ -53,19 +53,24 @@ func DecodeProtoOwned(b []byte) (Batch, error) { return decodeProto(b) }
 // decodeProto decodes buf, which it owns: decoded strings alias it.
 func decodeProto(buf []byte) (Batch, error) {
 	d := protoDecoder{buf: buf}
-	c := countRequest(d.buf)
-	d.out.Spans = make([]model.Span, 0, c.spans)
-	d.attrs = make([]model.KeyValue, 0, c.attrs)
-	d.events = make([]model.Event, 0, c.events)
-	d.eventAttrs = make([]model.KeyValue, 0, c.eventAttrs)
-	d.links = make([]model.Link, 0, c.links)
-	d.linkAttrs = make([]model.KeyValue, 0, c.linkAttrs)
-	if err := d.request(); err != nil {
+	sl := getSlabs(countRequest(d.buf))
+	d.out.Spans, d.attrs, d.events = sl.spans, sl.attrs, sl.events
+	d.eventAttrs, d.links, d.linkAttrs = sl.eventAttrs, sl.links, sl.linkAttrs
+	err := d.request()
+	// The final slabs (one regrows if the count was short), with every
+	// element the decode wrote within their lengths (span drops them).
+	sl.spans, sl.attrs, sl.events = d.out.Spans, d.attrs, d.events
+	sl.eventAttrs, sl.links, sl.linkAttrs = d.eventAttrs, d.links, d.linkAttrs
+	if err != nil {
+		putSlabs(sl)
 		return Batch{}, finish(err, "protobuf")
 	}
 	if len(d.out.Spans) == 0 {
+		putSlabs(sl)
 		d.out.Spans = nil
+		return d.out, nil
 	}
+	d.out.slabs = sl
 	return d.out, nil
 }
 
@@ -682,9 +687,11 @@ func (d *protoDecoder) span(b []byte, base int, res *model.Resource, sc *model.S
 	}
 	if reason != "" {
 		d.out.reject(func() string { return spanPos(rsIdx, ssIdx, spIdx) }, reason)
-		d.out.Spans = d.out.Spans[:len(d.out.Spans)-1]
-		d.attrs, d.events, d.links = d.attrs[:attr0], d.events[:ev0], d.links[:link0]
-		d.eventAttrs, d.linkAttrs = d.eventAttrs[:evAttr0], d.linkAttrs[:linkAttr0]
+		// Drop the span and what it appended, zeroed: the slabs may be
+		// pooled, and nothing beyond their lengths may hold a pointer.
+		d.out.Spans = dropFrom(d.out.Spans, len(d.out.Spans)-1)
+		d.attrs, d.events, d.links = dropFrom(d.attrs, attr0), dropFrom(d.events, ev0), dropFrom(d.links, link0)
+		d.eventAttrs, d.linkAttrs = dropFrom(d.eventAttrs, evAttr0), dropFrom(d.linkAttrs, linkAttr0)
 		return nil
 	}
 	if n := len(d.attrs); n > attr0 {

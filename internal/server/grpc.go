@@ -217,27 +217,27 @@ func (s *Server) export(ctx context.Context, body []byte) (*coltracepb.ExportTra
 	return resp, nil
 }
 
-func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error) {
+func (s *Server) exportGRPC(ctx context.Context, body []byte) (ingested, error) {
 	be := s.currentBackend()
 	if be == nil {
 		s.countRejected("not_ready")
-		return otlp.Batch{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
+		return ingested{}, status.Error(codes.Unavailable, "server is starting: replaying the WAL")
 	}
 	project := projectFrom(ctx)
 	if ierr := s.admitProject(be, project); ierr != nil {
 		s.countRejected(ierr.reason)
-		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
+		return ingested{}, status.Error(codes.ResourceExhausted, ierr.msg)
 	}
 	n := int64(len(body))
 	if !s.admit(n) {
 		s.countRejected("overloaded")
-		return otlp.Batch{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
+		return ingested{}, status.Error(codes.ResourceExhausted, "server is at its in-flight limit; retry later")
 	}
 	defer s.release(n)
 	done, ierr := s.ingestSlot(project)
 	if ierr != nil {
 		s.countRejected(ierr.reason)
-		return otlp.Batch{}, status.Error(codes.ResourceExhausted, ierr.msg)
+		return ingested{}, status.Error(codes.ResourceExhausted, ierr.msg)
 	}
 	defer done()
 	b, ierr := s.store(ctx, be, project, protoOTLPGRPC, otlp.RecordOTLPProto, body)
@@ -252,7 +252,7 @@ func (s *Server) exportGRPC(ctx context.Context, body []byte) (otlp.Batch, error
 		case ierr.status == http.StatusTooManyRequests:
 			c = codes.ResourceExhausted
 		}
-		return otlp.Batch{}, status.Error(c, ierr.msg)
+		return ingested{}, status.Error(c, ierr.msg)
 	}
 	return b, nil
 }

@@ -233,7 +233,7 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 		writeExportResponse(w, rt == otlp.RecordOTLPJSON, "rejectedSpans", res.Rejected, res.RejectMsg)
 	default:
 		w.Header().Set("Content-Type", "application/json")
-		resp := map[string]any{"accepted": len(res.Spans)}
+		resp := map[string]any{"accepted": res.Accepted}
 		if res.Rejected > 0 {
 			resp["rejected"] = res.Rejected
 			resp["error"] = res.RejectMsg
@@ -247,21 +247,27 @@ func (s *Server) ingestHTTP(w http.ResponseWriter, r *http.Request, protocol str
 // project's limits, a full write buffer and no free ingest slot are refused
 // before the body is read; a slow client holds memory, bounded, never an
 // ingest slot).
-func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (otlp.Batch, *ingestError) {
+func (s *Server) ingestRequest(r *http.Request, protocol string, rt otlp.RecordType) (ingested, *ingestError) {
 	b := s.currentBackend()
 	if b == nil {
-		return otlp.Batch{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL", 0}
+		return ingested{}, &ingestError{http.StatusServiceUnavailable, "not_ready", "server is starting: replaying the WAL", 0}
 	}
 	project, body, release, ierr := s.admitHTTP(r)
 	if ierr != nil {
-		return otlp.Batch{}, ierr
+		return ingested{}, ierr
 	}
 	defer release()
 	return s.store(r.Context(), b, project, protocol, rt, body)
 }
 
+// ingested is what the response to a stored request reports.
+type ingested struct {
+	Accepted, Rejected int    // spans
+	RejectMsg          string // the first rejected span's reason
+}
+
 // store decodes body and appends it to the backend; shared by HTTP and gRPC.
-func (s *Server) store(ctx context.Context, be store.Backend, project, protocol string, rt otlp.RecordType, body []byte) (otlp.Batch, *ingestError) {
+func (s *Server) store(ctx context.Context, be store.Backend, project, protocol string, rt otlp.RecordType, body []byte) (ingested, *ingestError) {
 	var b otlp.Batch
 	var err error
 	var took time.Duration // the decoding itself, not the wait for the worker
@@ -272,29 +278,30 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 	})
 	s.met.decodeNanos.WithLabelValues(protocol).Add(float64(took.Nanoseconds()))
 	if err != nil {
-		return b, badRequest("decode %s request: %v", protocol, err)
+		return ingested{}, badRequest("decode %s request: %v", protocol, err)
 	}
 	if len(b.Spans) == 0 && b.Rejected > 0 {
-		return b, badRequest("every span was rejected (%d): %s", b.Rejected, b.RejectMsg)
+		return ingested{}, badRequest("every span was rejected (%d): %s", b.Rejected, b.RejectMsg)
 	}
 	s.met.countProblems(b)
-	if err := be.Append(ctx, &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans}); err != nil {
+	w := &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans}
+	if err := be.Append(ctx, w); err != nil {
 		switch {
 		case errors.Is(err, store.ErrOverloaded):
-			return b, &ingestError{http.StatusTooManyRequests, "buffer_full",
+			return ingested{}, &ingestError{http.StatusTooManyRequests, "buffer_full",
 				"the write buffer is full while sealing catches up; retry after the Retry-After delay", 0}
 		case errors.Is(err, store.ErrBadRequest):
-			return b, badRequest("%v", err)
+			return ingested{}, badRequest("%v", err)
 		case errors.Is(err, store.ErrUnavailable):
-			return b, &ingestError{http.StatusServiceUnavailable, "unavailable", "the store cannot take this request now (nothing was stored); retry after the Retry-After delay: " + err.Error(), 1}
+			return ingested{}, &ingestError{http.StatusServiceUnavailable, "unavailable", "the store cannot take this request now (nothing was stored); retry after the Retry-After delay: " + err.Error(), 1}
 		case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 			// The client went away or gave up before the write started:
 			// nothing was stored, and nothing is wrong with the store.
-			return b, &ingestError{http.StatusServiceUnavailable, "cancelled", "request cancelled before it was stored: " + err.Error(), 0}
+			return ingested{}, &ingestError{http.StatusServiceUnavailable, "cancelled", "request cancelled before it was stored: " + err.Error(), 0}
 		}
 		if errors.Is(err, syscall.ENOSPC) {
 			s.log.Warn("ingest refused: the disk is full", "err", err)
-			return b, &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept); " +
+			return ingested{}, &ingestError{http.StatusServiceUnavailable, "disk_full", "the disk is full: this request was not stored (what was acknowledged before is kept); " +
 				"free space on the data directory's disk and ingest resumes by itself: " + err.Error(), 5}
 		}
 		s.log.Error("append failed", "err", err)
@@ -302,7 +309,7 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		if errors.Is(err, store.ErrStopped) {
 			msg += " (after a write or fsync error the store accepts no more writes: check the disk and the server log, then restart; docs/operations.md, Disk faults)"
 		}
-		return b, &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
+		return ingested{}, &ingestError{http.StatusServiceUnavailable, "storage_error", msg, 0}
 	}
 	s.rates.take(project, len(b.Spans))
 	s.spanMetrics.Observe(project, b.Spans)
@@ -311,7 +318,14 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 	if b.Rejected > 0 {
 		s.met.rejectedSpans.Add(float64(b.Rejected))
 	}
-	return b, nil
+	res := ingested{Accepted: len(b.Spans), Rejected: b.Rejected, RejectMsg: b.RejectMsg}
+	if w.SpansDone {
+		// Nothing holds the spans now: their arrays go to the next
+		// request's decode (the collector has about 900 bytes per span
+		// fewer to chase).
+		b.Release()
+	}
+	return res, nil
 }
 
 // runIngest runs work through Options.RunIngest, or at once without one.

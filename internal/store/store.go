@@ -92,6 +92,13 @@ type Write struct {
 	// Spans are the request's spans, decoded from Body. The backend takes
 	// ownership of Body and Spans.
 	Spans []model.Span
+	// SpansDone is set by a backend whose successful Append leaves nothing
+	// of its own holding Spans (their arrays: the spans, their attributes,
+	// events and links; strings alias Body and may be kept): the caller
+	// may then reuse that memory (otlp.Batch.Release). A backend that hands
+	// spans to anything that outlives Append (a queue, a live tail) leaves
+	// it false.
+	SpansDone bool
 }
 
 // Appender stores ingested spans.
