@@ -35,7 +35,7 @@ func (e *Engine) Dependencies(ctx context.Context, project string, start, end ui
 	service := map[spanKey]string{}
 	var children []child
 	truncated := false
-	err := e.scan(ctx, project, &query.Filter{Start: start, End: end}, nil, &res, func(s *model.Span, _ func() bool) {
+	err := e.scan(ctx, project, &query.Filter{Start: start, End: end}, nil, &res, func(s *model.Span, _ shadowCheck) {
 		k := spanKey{s.TraceID, s.SpanID}
 		if _, seen := service[k]; seen || truncated {
 			return // a re-sent copy; or over the bound

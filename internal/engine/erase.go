@@ -225,7 +225,7 @@ func (e *Engine) matchingTraces(ctx context.Context, project string, f *query.Fi
 	seen := map[model.TraceID]bool{}
 	var ids []model.TraceID
 	var res queryResult
-	err := e.scan(ctx, project, &all, nil, &res, func(s *model.Span, _ func() bool) {
+	err := e.scan(ctx, project, &all, nil, &res, func(s *model.Span, _ shadowCheck) {
 		if !seen[s.TraceID] {
 			seen[s.TraceID] = true
 			ids = append(ids, s.TraceID)
@@ -255,7 +255,7 @@ func (e *Engine) coversProject(ctx context.Context, project string, ids []model.
 	}
 	spared := false
 	var res queryResult
-	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ func() bool) {
+	err := e.scan(ctx, project, &query.Filter{}, nil, &res, func(s *model.Span, _ shadowCheck) {
 		if !set[s.TraceID] {
 			spared = true
 		}

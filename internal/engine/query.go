@@ -322,22 +322,34 @@ func (h *topK) worstStart() uint64 { return h.spans[0].StartTimeUnixNano }
 
 func (h *topK) offer(s *model.Span) {
 	if !h.full() {
-		heap.Push(h, detach(s))
+		if h.spans == nil {
+			h.spans = make([]model.Span, 0, h.k)
+		}
+		// Not heap.Push: it would box the span in an interface.
+		h.spans = append(h.spans, detach(s, nil))
+		heap.Fix(h, len(h.spans)-1)
 		return
 	}
 	w := &h.spans[0]
 	if before(s.StartTimeUnixNano, s.TraceID, s.SpanID, w.StartTimeUnixNano, w.TraceID, w.SpanID) {
-		h.spans[0] = detach(s)
+		// The evicted span's attribute array is the heap's own copy:
+		// the newcomer's attributes go into it.
+		h.spans[0] = detach(s, w.Attributes[:0])
 		heap.Fix(h, 0)
 	}
 }
 
 // detach copies a span that scan handed over for the duration of a call
 // (a write buffer's scratch span): its attribute, event and link arrays are
-// copied; strings and nested lists are never reused, so they are shared.
-func detach(s *model.Span) model.Span {
+// copied (the attributes appended to attrs, which may be nil or an array
+// of the caller's to reuse); strings and nested lists are never reused, so
+// they are shared.
+func detach(s *model.Span, attrs []model.KeyValue) model.Span {
 	c := *s
-	c.Attributes = slices.Clone(s.Attributes)
+	c.Attributes = nil
+	if len(s.Attributes) > 0 {
+		c.Attributes = append(attrs, s.Attributes...)
+	}
 	if len(s.Events) > 0 {
 		c.Events = slices.Clone(s.Events)
 		for i := range c.Events {
@@ -388,9 +400,9 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 	}
 	// Ask for one extra span to know whether another page exists.
 	top := &topK{k: limit + 1}
-	err := e.scan(ctx, project, f, cursor, &res, func(s *model.Span, shadowed func() bool) {
+	err := e.scan(ctx, project, f, cursor, &res, func(s *model.Span, sc shadowCheck) {
 		// Check for a newer copy only when the span would enter the result.
-		if top.wouldKeep(s) && !shadowed() {
+		if top.wouldKeep(s) && !sc.shadowed() {
 			top.offer(s)
 		}
 	}, func() (uint64, bool) {
@@ -419,14 +431,14 @@ func (e *Engine) SearchSpans(ctx context.Context, project string, f *query.Filte
 // scan feeds every span of project that matches f and the cursor to emit,
 // newest blocks first. A span from a write buffer is scratch: emit copies
 // what it keeps beyond the call (its strings may be kept, its arrays may
-// not; detach copies a whole span). With each span comes shadowed, which reports whether a
+// not; detach copies a whole span). With each span comes a shadowCheck, whose shadowed reports whether a
 // newer source holds another copy of the same span (a re-send): only the
 // newest copy of a span may appear in a result. It costs index lookups, so
-// emit calls it only for spans it would keep. stopAt, when it reports ok,
+// emit asks it only for spans it would keep. stopAt, when it reports ok,
 // gives a start time below which no further span can change the result,
 // letting the scan end early.
 func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, cursor *store.Cursor, res *queryResult,
-	emit func(s *model.Span, shadowed func() bool), stopAt func() (uint64, bool)) error {
+	emit func(s *model.Span, sc shadowCheck), stopAt func() (uint64, bool)) error {
 	f = e.visible(project, f)
 	if f.NeedsTrace() {
 		// Trace-level intrinsics read the whole trace, whatever the window:
@@ -447,9 +459,9 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	}
 	if hs := e.hidden(); len(hs.traces) > 0 {
 		inner := emit
-		emit = func(s *model.Span, shadowed func() bool) {
+		emit = func(s *model.Span, sc shadowCheck) {
 			if !hs.has(project, s.TraceID) {
-				inner(s, shadowed)
+				inner(s, sc)
 			}
 		}
 	}
@@ -459,7 +471,11 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 	rv := e.newResolver(&res.Result)
 	hints := f.Hints()
 	brf := blockRowFilter(&hints)
-	var cands []candidate
+	nc := 0
+	for _, m := range v.mems {
+		nc += len(*m.chunks.Load())
+	}
+	cands := make([]candidate, 0, nc) // sized once: a full buffer has hundreds of chunks
 	tokens := e.contentTokens()
 	for rank, m := range v.mems {
 		pid, ok := m.projectID(project)
@@ -594,12 +610,12 @@ func (e *Engine) scan(ctx context.Context, project string, f *query.Filter, curs
 			}
 			if !refs {
 				if sp := &spans[i]; f.Match(sp) {
-					emit(sp, func() bool { return sh.shadowed(rank, sp) })
+					emit(sp, shadowCheck{sh, rank, sp})
 				}
 				continue
 			}
 			if sp, ok := rv.match(f, &spans[i]); ok {
-				emit(sp, func() bool { return sh.shadowed(rank, sp) })
+				emit(sp, shadowCheck{sh, rank, sp})
 			}
 		}
 	}
@@ -694,7 +710,7 @@ func (c *segCursor) maxStart() uint64 { return c.s.blocks[c.order[c.next]].MaxSt
 // the others are decoded into scratch, which emit gets for the duration of
 // the call (see scan).
 func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cursor *store.Cursor, scratch *spanDecoder,
-	rf *rowFilter, sigs []uint64, mask uint64, emit func(s *model.Span, shadowed func() bool), sh *shadower) {
+	rf *rowFilter, sigs []uint64, mask uint64, emit func(s *model.Span, sc shadowCheck), sh *shadower) {
 	c.mem.chunksScanned.Add(1)
 	a := c.mem.arena() // loaded after the rows were counted: covers them
 	var decoded int64
@@ -710,7 +726,7 @@ func (e *Engine) scanChunk(c candidate, f *query.Filter, hints *query.Hints, cur
 		a.materialise(r, s, scratch)
 		decoded++
 		if f.Match(s) {
-			emit(s, func() bool { return sh.shadowed(c.rank, s) })
+			emit(s, shadowCheck{sh, c.rank, s})
 		}
 	}
 	c.mem.rowsDecoded.Add(decoded)
@@ -1116,8 +1132,8 @@ func (e *Engine) SearchTraces(ctx context.Context, project string, f *query.Filt
 	// on top. Its minimum never exceeds the true limit-th newest trace time, so
 	// stopping below it is safe.
 	bound := &uintHeap{}
-	err := e.scan(ctx, project, f, nil, &res, func(s *model.Span, shadowed func() bool) {
-		if shadowed() {
+	err := e.scan(ctx, project, f, nil, &res, func(s *model.Span, sc shadowCheck) {
+		if sc.shadowed() {
 			return
 		}
 		t, ok := newest[s.TraceID]

@@ -25,6 +25,19 @@ func newShadower(e *Engine, v view, project string, res *queryResult) *shadower 
 	return &shadower{e: e, v: v, project: project, res: res, memo: map[shadowKey]map[model.SpanID]struct{}{}}
 }
 
+// shadowCheck is the question scan hands emit with each span: is there a
+// newer copy of it? A value, not a closure, so that asking costs nothing
+// for the spans emit does not keep (a closure per matching span was a
+// tenth of a search's allocations).
+type shadowCheck struct {
+	sh   *shadower
+	rank int
+	s    *model.Span
+}
+
+// shadowed reports whether a newer source holds a copy of the span.
+func (c shadowCheck) shadowed() bool { return c.sh.shadowed(c.rank, c.s) }
+
 // shadowed reports whether a source newer than rank holds a copy of s.
 func (sh *shadower) shadowed(rank int, s *model.Span) bool {
 	for j := 0; j < rank; j++ {

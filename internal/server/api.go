@@ -110,13 +110,15 @@ func (s *Server) handleTrace(w http.ResponseWriter, r *http.Request, b store.Bac
 		w.Write(body)
 		return
 	}
-	buf := make([]byte, 0, 512*len(spans))
-	buf = append(buf, `{"trace_id":"`...)
+	pb := getRespBuf(512 * len(spans))
+	defer putRespBuf(pb)
+	buf := append(*pb, `{"trace_id":"`...)
 	buf = append(buf, id.String()...)
 	buf = append(buf, `","spans":`...)
 	buf = appendSpans(buf, spans)
 	buf = appendWarnings(buf, res.Warnings)
 	buf = append(buf, "}\n"...)
+	*pb = buf
 	w.Header().Set("Content-Type", "application/json")
 	setServerTiming(w, t0)
 	w.Write(buf)
@@ -264,8 +266,9 @@ func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, b store.Bac
 		s.queryFailed(w, err)
 		return
 	}
-	buf := make([]byte, 0, 512*len(spans)+64)
-	buf = append(buf, `{"spans":`...)
+	pb := getRespBuf(512*len(spans) + 64)
+	defer putRespBuf(pb)
+	buf := append(*pb, `{"spans":`...)
 	if f.Content != nil {
 		buf = appendSpansSnippets(buf, spans, f.Content)
 	} else {
@@ -278,6 +281,7 @@ func (s *Server) handleSpans(w http.ResponseWriter, r *http.Request, b store.Bac
 	}
 	buf = appendWarnings(buf, res.Warnings)
 	buf = append(buf, "}\n"...)
+	*pb = buf
 	w.Header().Set("Content-Type", "application/json")
 	setServerTiming(w, t0)
 	w.Write(buf)

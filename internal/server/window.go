@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rastro-dev/rastro/internal/query"
@@ -157,10 +158,37 @@ func withWindow(l listing, h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		r.URL.RawQuery = v.Encode()
-		rec := &windowRecorder{ResponseWriter: w, code: http.StatusOK}
+		rec := getRecorder(w)
+		defer putRecorder(rec)
 		h(rec, r)
 		rec.finish(l, &win)
 	}
+}
+
+// recorders pools windowRecorders with their buffers: most answers are held
+// whole (up to maxEmptyListing), and a buffer per query was a tenth of a
+// search's allocations during heavy ingest.
+var recorders sync.Pool // of *windowRecorder
+
+func getRecorder(w http.ResponseWriter) *windowRecorder {
+	rec, _ := recorders.Get().(*windowRecorder)
+	if rec == nil {
+		rec = new(windowRecorder)
+	}
+	rec.ResponseWriter, rec.code = w, http.StatusOK
+	return rec
+}
+
+// putRecorder pools rec once its handler and finish have returned (nothing
+// keeps a listing's writer after that).
+func putRecorder(rec *windowRecorder) {
+	rec.buf.Reset()
+	room := rec.buf.AvailableBuffer() // the buffer's array, empty
+	*rec = windowRecorder{}
+	if cap(room) <= 2*maxEmptyListing {
+		rec.buf = *bytes.NewBuffer(room)
+	}
+	recorders.Put(rec)
 }
 
 // windowRecorder adds the window, and the hint of an empty answer, to a
