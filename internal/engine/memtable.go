@@ -695,13 +695,24 @@ func (s *sealSource) Key(i uint32) (model.TraceID, uint64, model.SpanID) {
 
 // Span materialises a row. The writer copies the Span struct and keeps
 // its arrays until their block is written, so the struct is scratch and
-// the arrays come from the decoder's slabs, which are never reused.
+// the arrays come from the decoder's slabs, which are reused once the
+// writer releases their spans (Released).
 func (s *sealSource) Span(i uint32) *model.Span {
 	if s.d == nil {
-		s.d, s.s = &spanDecoder{slabs: true}, &model.Span{}
+		s.d, s.s = &spanDecoder{slabs: true, ring: &slabRing{}}, &model.Span{}
 	}
+	s.d.ring.spans++
 	s.m.materialise(s.m.row(int64(i)), s.s, s.d)
 	return s.s
+}
+
+// Released implements segment.RowReleaser: the first n spans Span returned
+// are no longer held, and their slabs may take later spans' attributes.
+// Only the writer calls Span, so its count and the ring's agree.
+func (s *sealSource) Released(n uint64) {
+	if s.d != nil {
+		s.d.ring.released(n)
+	}
 }
 
 // Memory accounting. A buffer's bytes estimate what it holds on the heap

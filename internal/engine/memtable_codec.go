@@ -167,11 +167,57 @@ const slabKVs = 1024
 // allocated on its own; with slabs set they come from slabs (one allocation
 // for many spans, for a seal); with reuse set, every span starts again at
 // the slab's beginning, so the span it returns is valid only until the next
-// call (a scan's scratch span).
+// call (a scan's scratch span); with ring set (and slabs), the slabs of
+// spans their user released are used again (a seal: slabRing).
 type spanDecoder struct {
 	slab         []model.KeyValue
 	slabs, reuse bool
 	s            model.Span // the scratch span, when reuse is set
+	ring         *slabRing
+}
+
+// slabRing recycles a decoder's attribute slabs: each slab handed out is
+// tagged with the last span (by count) that took attributes from it, and
+// once the spans up to that one are released (segment.RowReleaser: the
+// writer has encoded their block) the slab is free for later spans. A
+// seal's decoded spans thus take a handful of slabs in turn instead of
+// about 600 bytes of fresh memory per span.
+type slabRing struct {
+	spans uint64     // spans decoded so far; the one being decoded is number spans
+	inUse []ringSlab // oldest first; the last is the decoder's current slab
+	free  [][]model.KeyValue
+}
+
+type ringSlab struct {
+	kvs  []model.KeyValue // the whole slab
+	last uint64           // the last span that took from it
+}
+
+// take returns an empty slab with room for n attributes and records it as
+// the current slab.
+func (r *slabRing) take(n int) []model.KeyValue {
+	var kvs []model.KeyValue
+	if k := len(r.free); k > 0 && cap(r.free[k-1]) >= n {
+		kvs = r.free[k-1][:0]
+		r.free = r.free[:k-1]
+	} else {
+		kvs = make([]model.KeyValue, 0, max(n, slabKVs))
+	}
+	r.inUse = append(r.inUse, ringSlab{kvs: kvs, last: r.spans})
+	return kvs
+}
+
+// released frees the slabs that only spans 1..n took from, except the
+// current one.
+func (r *slabRing) released(n uint64) {
+	i := 0
+	for i < len(r.inUse)-1 && r.inUse[i].last <= n {
+		r.free = append(r.free, r.inUse[i].kvs)
+		i++
+	}
+	if i > 0 {
+		r.inUse = append(r.inUse[:0], r.inUse[i:]...)
+	}
 }
 
 func (d *spanDecoder) kvs(n int) []model.KeyValue {
@@ -189,7 +235,14 @@ func (d *spanDecoder) kvs(n int) []model.KeyValue {
 			// a query that decodes a few rows allocated for nothing).
 			size = max(2*cap(d.slab), 32)
 		}
-		d.slab = make([]model.KeyValue, 0, max(n, size))
+		if d.ring != nil {
+			d.slab = d.ring.take(n)
+		} else {
+			d.slab = make([]model.KeyValue, 0, max(n, size))
+		}
+	}
+	if d.ring != nil {
+		d.ring.inUse[len(d.ring.inUse)-1].last = d.ring.spans
 	}
 	l := len(d.slab)
 	d.slab = d.slab[:l+n]

@@ -163,6 +163,19 @@ type RowSource interface {
 	Span(row uint32) *model.Span
 }
 
+// RowReleaser is a RowSource that reuses the memory of the spans it
+// returned once the writer says it no longer holds them (a write buffer's
+// seal decodes every span of a buffer, and would otherwise allocate their
+// attribute arrays afresh).
+type RowReleaser interface {
+	RowSource
+	// Released says that the writer holds the attribute, event and link
+	// arrays of none of the spans returned by the first n calls of Span
+	// (counted from the first call of the writer's AppendRows with this
+	// source). n only grows.
+	Released(n uint64)
+}
+
 // SortRowRefs sorts row references of one project into segment order (see
 // SortSpans), given their traces' minimum start times: a radix pass over
 // the minimums, then the rows with equal minimums by the rest of the key,

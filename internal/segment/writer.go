@@ -87,6 +87,15 @@ type Writer struct {
 	tokens  *tokenWriter // nil without WriterOptions.ContentTokens
 	attrs   *attrSummaryWriter
 	strs    map[string]string // interned block-index strings
+
+	// The source of AppendRows when it is a RowReleaser, the number of
+	// spans taken from it and how many of those it was told it may reuse.
+	rel      RowReleaser
+	relCalls uint64
+	relDone  uint64
+	// fetched is 1 while appendSpans holds a span it has taken but not
+	// yet placed in trace (ending the previous trace may flush a block).
+	fetched int
 }
 
 // intern replaces each string of ss by the writer's own copy of it.
@@ -176,7 +185,28 @@ func (w *Writer) AppendRefs(project string, refs []SpanRef) error {
 // AppendRows is Append for spans a RowSource materialises one at a time,
 // in the order of refs (sorted with SortRowRefs).
 func (w *Writer) AppendRows(project string, refs []RowRef, src RowSource) error {
-	return w.appendSpans(project, len(refs), func(i int) *model.Span { return src.Span(refs[i].Row) })
+	if rel, _ := src.(RowReleaser); rel != w.rel {
+		w.rel, w.relCalls, w.relDone = rel, 0, 0
+	}
+	return w.appendSpans(project, len(refs), func(i int) *model.Span {
+		w.relCalls++
+		return src.Span(refs[i].Row)
+	})
+}
+
+// noteReleased tells the RowReleaser of AppendRows how many of the spans
+// taken from it the writer no longer holds. The spans held (the current
+// block's and trace's, and one taken but not yet placed) are always the
+// last ones taken, so every span taken before them is released.
+func (w *Writer) noteReleased() {
+	if w.rel == nil {
+		return
+	}
+	held := uint64(len(w.block) + len(w.trace) + w.fetched)
+	if n := w.relCalls - min(held, w.relCalls); n > w.relDone {
+		w.relDone = n
+		w.rel.Released(n)
+	}
 }
 
 func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) error {
@@ -210,6 +240,7 @@ func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) 
 	p := &w.projects[len(w.projects)-1]
 	for i := range n {
 		s := span(i)
+		w.fetched = 1
 		if w.haveTrace && s.TraceID == w.traceID {
 			if s.StartTimeUnixNano < w.prevStart ||
 				(s.StartTimeUnixNano == w.prevStart && string(s.SpanID[:]) < string(w.prevSpanID[:])) {
@@ -233,6 +264,7 @@ func (w *Writer) appendSpans(project string, n int, span func(int) *model.Span) 
 		p.MinStart = min(p.MinStart, s.StartTimeUnixNano)
 		p.MaxStart = max(p.MaxStart, s.StartTimeUnixNano)
 		w.trace = append(w.trace, *s)
+		w.fetched = 0
 		if len(w.trace) > w.opts.BlockSpans {
 			// The trace alone is larger than a block: it is split, so
 			// close the current block and emit full blocks of it.
@@ -317,6 +349,7 @@ func (w *Writer) flushBlock() error {
 	}
 	clear(w.block)
 	w.block = w.block[:0]
+	w.noteReleased()
 	if err := w.write(eb.out); err != nil {
 		return w.fail(err)
 	}
