@@ -94,3 +94,17 @@ func TestTailedSpansOutliveLaterRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeAnswerCountsSpans: the native route's answer counts the spans it
+// stored and names the first it refused, read after the request's spans
+// were handed to the store (and their memory possibly released).
+func TestNativeAnswerCountsSpans(t *testing.T) {
+	ts := startServer(t, Options{})
+	body := `[{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331","name":"a","service":"s","start_time_unix_nano":1,"end_time_unix_nano":2},
+{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203332","name":"b","service":"s","start_time_unix_nano":1,"end_time_unix_nano":2},
+{"trace_id":"0af7","span_id":"b7ad6b7169203333","name":"c","service":"s","start_time_unix_nano":1,"end_time_unix_nano":2}]`
+	code, b := ts.post("/v1/spans", "application/json", []byte(body))
+	if want := `{"accepted":2,"error":"[2]: trace_id must be 16 bytes, got 2","rejected":1}` + "\n"; code != 200 || string(b) != want {
+		t.Fatalf("POST /v1/spans: %d %s, want 200 %s", code, b, want)
+	}
+}
