@@ -613,7 +613,8 @@ func (e *Engine) bufferBytes() int64 {
 // that order. Append returns only after both; the caller acknowledges the
 // client then. The engine takes ownership of the body and spans, and derives
 // each span's LLM fields (llm.Enrich) before storing it; replay derives them
-// again. ctx is checked before the write starts.
+// again. On success it sets w.SpansDone unless a live tail took the spans
+// (the write buffer keeps copies). ctx is checked before the write starts.
 func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	if e.closed.Load() {
 		return ErrClosed

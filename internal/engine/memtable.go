@@ -699,7 +699,7 @@ func (s *sealSource) Key(i uint32) (model.TraceID, uint64, model.SpanID) {
 // writer releases their spans (Released).
 func (s *sealSource) Span(i uint32) *model.Span {
 	if s.d == nil {
-		s.d, s.s = &spanDecoder{slabs: true, ring: &slabRing{}}, &model.Span{}
+		s.d, s.s = &spanDecoder{ring: &slabRing{}}, &model.Span{}
 	}
 	s.d.ring.spans++
 	s.m.materialise(s.m.row(int64(i)), s.s, s.d)

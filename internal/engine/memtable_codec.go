@@ -164,16 +164,16 @@ func appendScope(b []byte, s *model.Scope) []byte {
 const slabKVs = 1024
 
 // spanDecoder reads encoded spans back. By default each attribute array is
-// allocated on its own; with slabs set they come from slabs (one allocation
-// for many spans, for a seal); with reuse set, every span starts again at
-// the slab's beginning, so the span it returns is valid only until the next
-// call (a scan's scratch span); with ring set (and slabs), the slabs of
-// spans their user released are used again (a seal: slabRing).
+// allocated on its own; with ring set they come from slabs of slabKVs
+// attributes, reused once their spans are released (a seal: slabRing);
+// with reuse set, every span starts again at the slab's beginning, so the
+// span it returns is valid only until the next call (a scan's scratch
+// span).
 type spanDecoder struct {
-	slab         []model.KeyValue
-	slabs, reuse bool
-	s            model.Span // the scratch span, when reuse is set
-	ring         *slabRing
+	slab  []model.KeyValue
+	reuse bool
+	s     model.Span // the scratch span, when reuse is set
+	ring  *slabRing
 }
 
 // slabRing recycles a decoder's attribute slabs: each slab handed out is
@@ -224,21 +224,17 @@ func (d *spanDecoder) kvs(n int) []model.KeyValue {
 	if n == 0 {
 		return nil
 	}
-	if !d.slabs && !d.reuse {
+	if d.ring == nil && !d.reuse {
 		return make([]model.KeyValue, n)
 	}
 	if cap(d.slab)-len(d.slab) < n {
-		size := slabKVs
-		if d.reuse {
-			// A scratch decoder holds one span's attributes at a time: its
-			// slab grows to the largest span, not to slabKVs (64 KiB, which
-			// a query that decodes a few rows allocated for nothing).
-			size = max(2*cap(d.slab), 32)
-		}
 		if d.ring != nil {
 			d.slab = d.ring.take(n)
 		} else {
-			d.slab = make([]model.KeyValue, 0, max(n, size))
+			// A scratch decoder holds one span's attributes at a time: its
+			// slab grows to the largest span, not to slabKVs (64 KiB, which
+			// a query that decodes a few rows allocated for nothing).
+			d.slab = make([]model.KeyValue, 0, max(n, 2*cap(d.slab), 32))
 		}
 	}
 	if d.ring != nil {

@@ -27,6 +27,8 @@ var valueDepthReason = "attribute value nested deeper than " + strconv.Itoa(maxV
 // DecodeProto copies b once and the decoded strings and byte values alias that
 // private copy, so the caller may reuse b as soon as DecodeProto returns; the
 // decoded spans must be treated as immutable (their strings share memory).
+// Their arrays come from a pool: Batch.Release gives them back once nothing
+// holds the spans (not releasing is always safe).
 //
 // It follows protobuf-go's merge semantics so that it agrees with
 // proto.Unmarshal on every input that decoder accepts: unknown fields and known
