@@ -6,9 +6,7 @@ import (
 	"fmt"
 
 	"github.com/klauspost/compress/gzip"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
@@ -35,12 +33,7 @@ func preparePayload(spans []model.Span, p Protocol, gz bool) (Payload, error) {
 	}
 	pl := Payload{Body: body, RawBytes: len(body), Spans: len(spans)}
 	if p == ProtoOTLPGRPC {
-		req := &coltracepb.ExportTraceServiceRequest{}
-		if err := proto.Unmarshal(body, req); err != nil {
-			return Payload{}, fmt.Errorf("unmarshal OTLP request for gRPC: %w", err)
-		}
-		pl.grpcReq = req
-		return pl, nil // gRPC compresses per call
+		return pl, nil // sent as encoded; gRPC compresses per call
 	}
 	if gz {
 		var b bytes.Buffer
