@@ -160,6 +160,7 @@ var overloadReasons = []struct{ reason, title string }{
 	{"project_rate", "429 project rate (--project-rate)"},
 	{"ingest_busy", "429 requests storing at once (--max-concurrent-ingest)"},
 	{"project_ingest_busy", "429 project's part of the requests storing at once (3/4 of --max-concurrent-ingest)"},
+	{"project_flood", "429 project flooding while the buffers are two seals deep (not held)"},
 }
 
 // overloadCounters reads the counters the record keeps from a scrape: the

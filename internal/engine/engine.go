@@ -626,7 +626,7 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	if err := e.pace(ctx); err != nil {
+	if err := e.pace(ctx, project, w.NoHold); err != nil {
 		return err
 	}
 	if e.bufferBytes() >= e.opts.MaxBufferBytes {
@@ -659,30 +659,34 @@ func (e *Engine) Append(ctx context.Context, w *store.Write) error {
 // maxPace bounds how long pace holds one request.
 const maxPace = time.Second
 
-// pace holds a request while the write buffers hold two seals' worth or
-// more and seals are working (the last one did not fail), until a seal
-// retires a buffer, ctx ends or maxPace has passed; then Append goes on and
-// refuses only if the buffers are at MaxBufferBytes. Why: when ingest
-// outruns the seals, the buffers would grow to MaxBufferBytes (4 seals by
-// default) and the heap with them; holding the requests instead slows the
-// senders to what the seals keep up with, and the CPU the requests would
-// have used goes to the seal. Measured with the sustained scenario of
-// rastro bench ingest (docs/benchmarks/ingest.md).
-func (e *Engine) pace(ctx context.Context) error {
-	limit := 2 * e.opts.SealBytes
-	if limit >= e.opts.MaxBufferBytes || e.sealErr.Load() != nil {
+// pace holds a request of project while the write buffers hold two seals'
+// worth or more (PaceBytes) and seals are working (the last one did not
+// fail), until a seal retires a buffer, ctx ends or maxPace has passed; then
+// Append goes on and refuses only if the buffers are at MaxBufferBytes. Why:
+// when ingest outruns the seals, the buffers would grow to MaxBufferBytes (4
+// seals by default) and the heap with them; holding the requests instead
+// slows the senders to what the seals keep up with, and the CPU the
+// requests would have used goes to the seal. Measured with the sustained
+// scenario of rastro bench ingest (docs/benchmarks/ingest.md).
+//
+// Not held: a request the caller marked noHold (its project is refused
+// already, docs/operations.md "A flood is refused, not held"), and one of a
+// project holding less than an even share of the buffers among the
+// projects writing: holding it would slow the seals' debt by little and
+// delay a sender that is not the cause.
+func (e *Engine) pace(ctx context.Context, project string, noHold bool) error {
+	limit := e.PaceBytes()
+	if limit == 0 || noHold {
 		return nil
 	}
 	var timeout <-chan time.Time
 	for {
+		// sealed before the bytes: a seal retiring in between closes it.
 		e.mu.RLock()
-		b := e.active.bytes.Load()
-		for _, m := range e.frozen {
-			b += m.bytes.Load()
-		}
 		sealed := e.sealed
 		e.mu.RUnlock()
-		if b < limit {
+		mine, b, projects := e.paceShare(project)
+		if b < limit || mine*int64(projects) < b {
 			return nil
 		}
 		if timeout == nil {

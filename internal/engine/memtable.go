@@ -509,6 +509,13 @@ func (m *memtable) projectBytes(project string) int64 {
 	return m.perProject[pid].bytes
 }
 
+// projectCount returns how many projects have rows in the buffer.
+func (m *memtable) projectCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.perProject)
+}
+
 // projectID returns a project's number in the buffer (false: it has no
 // rows here).
 func (m *memtable) projectID(project string) (uint32, bool) {

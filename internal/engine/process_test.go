@@ -328,3 +328,75 @@ func TestPaceHoldsIngestUntilASeal(t *testing.T) {
 		t.Fatalf("sealed spans %d (before %d), buffer-full refusals %d: want a seal and no refusal", c.SealedSpans, held, c.BufferFull)
 	}
 }
+
+// TestPaceHoldsOnlyTheProjectBehind: while the buffers hold two seals'
+// worth, a request of the project holding most of them is held; one of a
+// project holding less than an even share, and one the caller marked
+// NoHold (its project is refused anyway), are stored at once.
+func TestPaceHoldsOnlyTheProjectBehind(t *testing.T) {
+	const sealBytes = 1 << 20
+	g := &gatedSeals{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	e, err := Open(Options{Dir: t.TempDir(), SealBytes: sealBytes, Background: g, SealAge: time.Hour, MemoryLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(g.release) }) }
+	defer release()
+	e.maxPace = time.Minute
+	request := spanRequests(t, newGen(11))
+	as := func(project string, w *store.Write) *store.Write { w.Project = project; return w }
+	if err := e.Append(context.Background(), as("big", request(sealBytes/5+sealBytes))); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no seal started with the buffer past --seal-bytes")
+	}
+	if err := e.Append(context.Background(), as("small", request(sealBytes/20))); err != nil {
+		t.Fatal(err)
+	}
+	for e.bufferBytes() < 2*sealBytes {
+		if err := e.Append(context.Background(), as("big", request(sealBytes/8))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := e.Counters(); c.Paced != 0 {
+		t.Fatalf("test premise: %d requests paced before the buffers were two seals deep", c.Paced)
+	}
+	atOnce := func(what string, w *store.Write) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- e.Append(context.Background(), w) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s was held while the seal waits (paced %d)", what, e.Counters().Paced)
+		}
+	}
+	atOnce("the small project's request", as("small", request(sealBytes/20)))
+	noHold := as("big", request(sealBytes/20))
+	noHold.NoHold = true
+	atOnce("the big project's request marked NoHold", noHold)
+	if c := e.Counters(); c.Paced != 0 {
+		t.Fatalf("%d requests counted as paced; none was held", c.Paced)
+	}
+	held := make(chan error, 1)
+	go func() { held <- e.Append(context.Background(), as("big", request(sealBytes/20))) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.Counters().Paced == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the big project's request was not held (buffers %d bytes)", e.bufferBytes())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatalf("the held request: %v", err)
+	}
+}

@@ -284,7 +284,7 @@ func (s *Server) store(ctx context.Context, be store.Backend, project, protocol 
 		return ingested{}, badRequest("every span was rejected (%d): %s", b.Rejected, b.RejectMsg)
 	}
 	s.met.countProblems(b)
-	w := &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans}
+	w := &store.Write{Project: project, Type: rt, Body: body, Spans: b.Spans, NoHold: s.ingestSlots.flooding(project)}
 	if err := be.Append(ctx, w); err != nil {
 		switch {
 		case errors.Is(err, store.ErrOverloaded):
@@ -343,7 +343,7 @@ func (s *Server) runIngest(work func()) {
 // catches up), the bytes in flight or the concurrent ingest requests at
 // their limit.
 var capacityRefusal = map[string]bool{
-	"overloaded": true, "buffer_full": true, "project_buffer_share": true,
+	"overloaded": true, "buffer_full": true, "project_buffer_share": true, "project_flood": true,
 	"ingest_busy": true, "project_ingest_busy": true,
 }
 

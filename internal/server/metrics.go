@@ -91,7 +91,7 @@ func newMetrics() *metrics {
 		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rastro_http_connections",
 			Help: "Open HTTP connections by state: new (no request read yet), active (serving a request), idle (kept alive between requests)."}, []string{"state"}),
 		projectLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rastro_ingest_limited_total",
-			Help: "Ingest requests refused with 429 by a per-project limit, by project (the first 100 seen; then _other) and limit: rate (--project-rate), buffer_share (--project-buffer-share) or concurrency (its part of --max-concurrent-ingest)."}, []string{"project", "limit"}),
+			Help: "Ingest requests refused with 429 by a per-project limit, by project (the first 100 seen; then _other) and limit: rate (--project-rate), buffer_share (--project-buffer-share), concurrency (its part of --max-concurrent-ingest) or flood (refused while the write buffer is two seals deep, after being refused for its part of --max-concurrent-ingest)."}, []string{"project", "limit"}),
 		projLabels: map[string]bool{},
 		connsUnused: prometheus.NewCounter(prometheus.CounterOpts{Name: "rastro_http_connections_unused_total",
 			Help: "HTTP connections closed before a whole request arrived: clients too slow to send their headers (--read-header-timeout), probes, aborted connects."}),

@@ -140,29 +140,76 @@ func (o *Options) validateProjectLimits() error {
 // others (max/4 of them, at least one when max is 2 or more) instead of
 // getting them all refused at the door.
 type ingestSlots struct {
-	max, perProject int
+	max, perProject, floodSlots int
 
 	mu    sync.Mutex
 	total int
 	held  map[string]int
+	// floods holds when each project was last refused for want of
+	// capacity of its own (its part of the slots, or flooding, below), in
+	// unix ns; entries older than floodFor go when more are noted.
+	floods   map[string]int64
+	floodFor time.Duration // floodMemory; tests lengthen it
 }
+
+// floodMemory is how long after a project's last refusal for capacity of
+// its own (its part of the slots, or flooding while the buffer is behind)
+// it counts as flooding.
+const floodMemory = time.Second
 
 func newIngestSlots(n int) *ingestSlots {
 	reserve := 0
 	if n >= 2 {
 		reserve = max(1, n/4)
 	}
-	return &ingestSlots{max: n, perProject: n - reserve, held: map[string]int{}}
+	return &ingestSlots{max: n, perProject: n - reserve, floodSlots: max(1, n/4), held: map[string]int{},
+		floods: map[string]int64{}, floodFor: floodMemory}
+}
+
+// noteFlood records that project was refused for capacity of its own now.
+// Callers hold mu.
+func (sl *ingestSlots) noteFlood(project string) {
+	now := time.Now().UnixNano()
+	if len(sl.floods) >= 64 {
+		for p, t := range sl.floods {
+			if now-t >= int64(sl.floodFor) {
+				delete(sl.floods, p)
+			}
+		}
+	}
+	sl.floods[project] = now
+}
+
+// flooding reports whether project was refused for capacity of its own
+// within floodFor: it sends more requests at once than the server lets one
+// project store, so whatever it sends beyond is refused anyway.
+func (sl *ingestSlots) flooding(project string) bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.floodingLocked(project)
+}
+
+func (sl *ingestSlots) floodingLocked(project string) bool {
+	t, ok := sl.floods[project]
+	return ok && time.Now().UnixNano()-t < int64(sl.floodFor)
 }
 
 // refusal says why project may not take a slot now: "" when it may,
-// "server" when every slot is taken, "project" when project holds its most.
-// Callers hold mu.
+// "server" when every slot is taken, "project" when project holds its most:
+// perProject, or floodSlots (a quarter of max) while it is flooding. Why
+// fewer while flooding: the requests a project holds beyond a few add no
+// throughput (they queue for the one decoding thread and the WAL's group
+// commit) but each adds to every accepted request's wait; measured with
+// rastro bench overload, 24 slots against 8 for a flooding project gave
+// the same accepted spans/s and a noisy p50 of 51 ms against 15
+// (docs/benchmarks/overload.md). Callers hold mu.
 func (sl *ingestSlots) refusal(project string) string {
 	switch {
 	case sl.total >= sl.max:
 		return "server"
 	case sl.held[project] >= sl.perProject:
+		return "project"
+	case sl.held[project] >= sl.floodSlots && sl.floodingLocked(project):
 		return "project"
 	}
 	return ""
@@ -176,6 +223,9 @@ func (s *Server) ingestSlot(project string) (func(), *ingestError) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if why := sl.refusal(project); why != "" {
+		if why == "project" {
+			sl.noteFlood(project)
+		}
 		return nil, s.busyError(project, why)
 	}
 	sl.total++
@@ -211,6 +261,9 @@ func (s *Server) ingestBusy(project string) *ingestError {
 	sl := s.ingestSlots
 	sl.mu.Lock()
 	why := sl.refusal(project)
+	if why == "project" {
+		sl.noteFlood(project)
+	}
 	sl.mu.Unlock()
 	if why == "" {
 		return nil
@@ -220,10 +273,15 @@ func (s *Server) ingestBusy(project string) *ingestError {
 
 // admitProject refuses a request of project before its body is read when
 // the project is over its rate, when the backend's write buffer is full
-// (the append would be refused anyway), or when the buffer is more than half
+// (the append would be refused anyway), when the buffer is more than half
 // full, other projects hold part of it, and the project holds more than its
-// share: a flooding project is held back while the others keep writing. A
-// project alone in the buffer is refused only when it is full.
+// share: a flooding project is held back while the others keep writing (a
+// project alone in the buffer is refused only when it is full); and when
+// the project is flooding (ingestSlots.flooding) while the buffer is deep
+// enough that the backend would hold the request back (PaceBytes): the
+// sender has been refused already and will retry, and a refusal now costs
+// it less than a hold of up to a second (docs/operations.md, "A flood is
+// refused, not held").
 func (s *Server) admitProject(b store.Backend, project string) *ingestError {
 	if ok, wait := s.rates.allow(project); !ok {
 		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "rate").Inc()
@@ -245,6 +303,16 @@ func (s *Server) admitProject(b store.Backend, project string) *ingestError {
 		return &ingestError{status: http.StatusTooManyRequests, reason: "project_buffer_share",
 			msg: fmt.Sprintf("project %q holds %d%% of the write buffer, more than its share of %g%% (--project-buffer-share), while sealing catches up; retry after the Retry-After delay",
 				project, mine*100/limit, s.opts.ProjectBufferShare*100)}
+	}
+	if pace := br.PaceBytes(); pace > 0 && total >= pace && s.ingestSlots.flooding(project) {
+		sl := s.ingestSlots
+		sl.mu.Lock()
+		sl.noteFlood(project)
+		sl.mu.Unlock()
+		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "flood").Inc()
+		return &ingestError{status: http.StatusTooManyRequests, reason: "project_flood",
+			msg: fmt.Sprintf("project %q sends more requests at once than one project may have stored (%d of --max-concurrent-ingest %d) while the write buffer waits for sealing; retry after the Retry-After delay",
+				project, sl.perProject, sl.max)}
 	}
 	return nil
 }

@@ -457,3 +457,134 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n.Add(int64(n))
 	return n, err
 }
+
+// TestFloodingProjectIsRefusedNotHeld: a project refused for its part of
+// the ingest slots counts as flooding; it then holds at most a quarter of
+// them, and while the write buffer is deep enough that the engine would
+// hold requests back (two seals' worth, the seal stuck here), its requests
+// are refused at once with 429 (HTTP and gRPC, counted by project) instead
+// of held, while another project's request is stored at once.
+func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
+	var holdWAL, holdSeal atomic.Bool
+	walHeld, sealHeld := make(chan struct{}, 1), make(chan struct{}, 1)
+	releaseWAL, releaseSeal := make(chan struct{}), make(chan struct{})
+	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
+		if op != vfs.OpSync {
+			return vfs.Fault{}
+		}
+		if strings.HasSuffix(name, ".wal") && holdWAL.CompareAndSwap(true, false) {
+			walHeld <- struct{}{}
+			<-releaseWAL
+		} else if !strings.HasSuffix(name, ".wal") && holdSeal.CompareAndSwap(true, false) {
+			sealHeld <- struct{}{}
+			<-releaseSeal
+		}
+		return vfs.Fault{}
+	}}
+	const sealBytes = 256 << 10
+	ts := startLimited(t, Options{MaxConcurrentIngest: 8}, engine.Options{Dir: "/data", FS: fs, SealBytes: sealBytes, MaxBufferBytes: 16 * sealBytes, SealAge: time.Hour})
+	unholdWAL, unholdSeal := sync.OnceFunc(func() { close(releaseWAL) }), sync.OnceFunc(func() { close(releaseSeal) })
+	t.Cleanup(unholdWAL)
+	t.Cleanup(unholdSeal)
+	sl := ts.srv.ingestSlots
+	sl.mu.Lock()
+	sl.floodFor = time.Hour // the test, not the clock, decides when the flood ends
+	sl.mu.Unlock()
+
+	// The noisy project takes its 6 slots (3/4 of 8), the WAL's commit
+	// holding them; its 7th request is refused and marks it flooding.
+	holdWAL.Store(true)
+	answers := make(chan int, 6)
+	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 1)); answers <- code }()
+	<-walHeld
+	for i := range 5 {
+		go func() { code, _, _ := ts.postAs("noisy", spansFor(5, byte(2+i))); answers <- code }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sl.mu.Lock()
+		n := sl.held["noisy"]
+		sl.mu.Unlock()
+		if n == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the noisy project holds %d slots, want 6", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code, _, body := ts.postAs("noisy", spansFor(5, 9)); code != http.StatusTooManyRequests || !strings.Contains(body, "--max-concurrent-ingest") {
+		t.Fatalf("the noisy project's 7th request: %d %s", code, body)
+	}
+	unholdWAL()
+	for range 6 {
+		if code := <-answers; code != 200 {
+			t.Fatalf("a noisy request holding a slot: %d", code)
+		}
+	}
+	if !sl.flooding("noisy") || sl.flooding("quiet") {
+		t.Fatalf("flooding: noisy %v, quiet %v; want only noisy", sl.flooding("noisy"), sl.flooding("quiet"))
+	}
+	sl.mu.Lock()
+	why := sl.refusal("noisy")
+	sl.held["noisy"] = sl.floodSlots
+	whyFull := sl.refusal("noisy")
+	delete(sl.held, "noisy")
+	sl.mu.Unlock()
+	if why != "" || whyFull != "project" || sl.floodSlots != 2 {
+		t.Fatalf("a flooding project with no slot: %q, with %d: %q; want it held to a quarter of 8", why, sl.floodSlots, whyFull)
+	}
+
+	// The seal's segment sync is held; the noisy project's requests fill
+	// the buffer until it is two seals deep, one at a time.
+	holdSeal.Store(true)
+	pace := ts.eng.PaceBytes()
+	if pace != 2*sealBytes {
+		t.Fatalf("PaceBytes %d, want two seals (%d)", pace, 2*sealBytes)
+	}
+	for i := 0; ; i++ {
+		_, total, _ := ts.eng.BufferUsage("noisy")
+		if total >= pace {
+			break
+		}
+		if i == 1000 {
+			t.Fatalf("the buffer holds %d bytes after 1000 requests, want %d", total, pace)
+		}
+		if code, _, body := ts.postAs("noisy", spansFor(200, byte(i))); code != 200 {
+			t.Fatalf("noisy request %d with the buffer at %d of %d bytes: %d %s", i, total, pace, code, body)
+		}
+	}
+	select {
+	case <-sealHeld:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no seal reached its sync with the buffer two seals deep")
+	}
+	code, retry, body := ts.postAs("noisy", spansFor(5, 10))
+	if code != http.StatusTooManyRequests || retry == "" || !strings.Contains(body, `project \"noisy\" sends more requests at once`) {
+		t.Fatalf("the flooding project with the buffer two seals deep: %d, Retry-After %q, %s", code, retry, body)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+ts.srv.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-scope-orgid", "noisy")
+	if err := exportSpans(ctx, coltracepb.NewTraceServiceClient(cc), spansFor(5, 11)); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "sends more requests at once") {
+		t.Fatalf("the flooding project over gRPC: %v", err)
+	}
+	// The quiet project is stored with the seal still stuck: not refused,
+	// and not held either (the engine would hold it up to a second).
+	start := time.Now()
+	if code, _, body := ts.postAs("quiet", spansFor(5, 12)); code != 200 {
+		t.Fatalf("the quiet project while the noisy one floods: %d %s", code, body)
+	}
+	if c := ts.eng.Counters(); c.Paced != 0 {
+		t.Fatalf("%d requests held (after %v); the quiet one should not be", c.Paced, time.Since(start))
+	}
+	unholdSeal()
+	limited, rejected := ts.metric("rastro_ingest_limited_total"), ts.metric("rastro_ingest_rejected_total")
+	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="flood",project="noisy"} 2`) ||
+		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_flood"} 2`) {
+		t.Fatalf("the flood refusals are not counted by project:\n%s\n%s", limited, rejected)
+	}
+}

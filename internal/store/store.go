@@ -79,6 +79,9 @@ type BufferReporter interface {
 	// BufferUsage returns the bytes the buffer holds for project and in
 	// all, and the most it may hold before refusing writes.
 	BufferUsage(project string) (projectBytes, totalBytes, limitBytes int64)
+	// PaceBytes returns the buffered bytes from which Append holds a
+	// request back until the buffer drains (0: it never does).
+	PaceBytes() int64
 }
 
 // Write is one decoded ingest request.
@@ -99,6 +102,10 @@ type Write struct {
 	// spans to anything that outlives Append (a queue, a live tail) leaves
 	// it false.
 	SpansDone bool
+	// NoHold asks the backend not to hold this request back while its
+	// buffer drains (BufferReporter.PaceBytes): the server refuses the
+	// project's requests meanwhile, so a hold would only delay the answer.
+	NoHold bool
 }
 
 // Appender stores ingested spans.
