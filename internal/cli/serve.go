@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -55,6 +56,7 @@ type serveConfig struct {
 	schedIdle                     string
 	valueThreshold                byteSize
 	compactionFanout              int
+	mergeDefer                    int
 	retention                     days
 	retentionProject              projectDays
 	eraseDelay, lifecycleInterval time.Duration
@@ -115,6 +117,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.IntVar(&c.ingestNice, "ingest-nice", process.DefaultIngestNice, "nice value (0-19, Linux) of the threads that decode span requests, commit the WAL and seal the write buffer: queries keep their latency while spans arrive (0 = normal priority)")
 	fs.StringVar(&c.schedIdle, "sched-idle", "all", "lowered threads that also run in Linux's SCHED_IDLE policy, only on CPU time no normal-priority thread wants, a query taking the CPU from them at once (queries first), except for 5 s after ingest refuses a request for want of capacity: all = seals, merges, request decoding and WAL commits; background = seals and merges; none = each at its nice value alone (docs/operations.md)")
 	fs.IntVar(&c.compactionFanout, "compaction-fanout", engine.DefaultCompactionFanout, "adjacent segments of one size tier that trigger a merge, and the most one merge reads (2-64)")
+	fs.IntVar(&c.mergeDefer, "merge-defer-segments", engine.DefaultMergeDeferSegments, "while ingest refuses requests for want of capacity, merges wait as long as at most this many segments are still to merge: the CPU goes to ingest, and merges catch up after the flood (0: merges never wait; docs/operations.md)")
 	fs.Var(&c.retention, "retention", "drop spans whose start is older than this, e.g. 7d or 36h (0 keeps everything)")
 	fs.Var(&c.retentionProject, "retention-project", "per-project retention overriding --retention, e.g. \"staging=1d,prod=30d\" (0 keeps that project forever)")
 	fs.DurationVar(&c.eraseDelay, "erase-delay", 10*time.Second, "the most an acknowledged erasure waits before its spans are physically removed (requests within it share one pass)")
@@ -216,6 +219,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		}
 	}
 
+	if c.mergeDefer < 0 {
+		return fmt.Errorf("%w: --merge-defer-segments must not be negative (0: merges never wait), got %d", errUsage, c.mergeDefer)
+	}
 	if c.ingestNice < 0 || c.ingestNice > 19 {
 		return fmt.Errorf("%w: --ingest-nice must be 0-19, got %d", errUsage, c.ingestNice)
 	}
@@ -252,7 +258,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		Dir: c.dataDir, Durability: mode, SyncInterval: c.syncInterval,
 		SealBytes: int64(c.sealBytes), SealAge: c.sealAge, WALMaxBytes: int64(c.walMax), MaxBufferBytes: int64(c.maxBuf), NoContentIndex: c.noContentIndex, Prices: prices, Logger: log,
 		NoCompaction: !c.compaction, CompactionMaxSegmentBytes: int64(c.compactionMax), CompactionFanout: c.compactionFanout,
-		ValueThreshold: int(offIfZero(c.valueThreshold)), Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
+		MergeDeferSegments: cmp.Or(c.mergeDefer, -1), // the engine's 0 is its default
+		ValueThreshold:     int(offIfZero(c.valueThreshold)), Retention: time.Duration(c.retention), ProjectRetention: c.retentionProject.m,
 		EraseDelay: c.eraseDelay, LifecycleInterval: c.lifecycleInterval,
 		// The process's runtime policy: merges on a low-priority thread, with
 		// the memory guard holding the soft limit near the live heap.

@@ -16,6 +16,7 @@ func TestServeSchedulingFlags(t *testing.T) {
 	}{
 		{[]string{"--sched-idle", "fifo"}, `--sched-idle must be none, background or all, got "fifo"`},
 		{[]string{"--ingest-nice", "20"}, "--ingest-nice must be 0-19, got 20"},
+		{[]string{"--merge-defer-segments", "-1"}, "--merge-defer-segments must not be negative (0: merges never wait), got -1"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)

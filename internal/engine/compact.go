@@ -35,6 +35,8 @@ import (
 const (
 	DefaultCompactionMaxSegmentBytes = 1 << 30
 	DefaultCompactionFanout          = 8
+	// DefaultMergeDeferSegments is the default Options.MergeDeferSegments.
+	DefaultMergeDeferSegments = 128
 )
 
 // tier returns the size tier of a segment of n bytes.
@@ -142,6 +144,30 @@ func (e *Engine) Compact(ctx context.Context) (store.CompactResult, error) {
 	return res, nil
 }
 
+// mergesWait reports whether a background merge waits now: ingest is
+// pressed and at most Options.MergeDeferSegments segments are still to
+// merge. Why: under a flood the merges took a quarter of the server's CPU
+// from the ingest that the senders were refused for, and stopping them
+// let it accept every span its saturation rate allows (docs/operations.md,
+// "A flood is refused, not held"); the bound keeps the segments a query
+// probes, and the debt to catch up, from growing without end.
+func (e *Engine) mergesWait() bool {
+	b := e.opts.Background
+	if b == nil || e.opts.MergeDeferSegments < 0 || !b.Pressed() {
+		return false
+	}
+	maxBytes := e.opts.CompactionMaxSegmentBytes
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	open := 0
+	for _, h := range e.segs {
+		if h.info.Bytes < maxBytes/2 {
+			open++
+		}
+	}
+	return open <= e.opts.MergeDeferSegments
+}
+
 func (e *Engine) segmentCount() int {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -152,6 +178,10 @@ func (e *Engine) segmentCount() int {
 func (e *Engine) compactOnceLocked(ctx context.Context, force bool) (merges int, bytes int64, err error) {
 	run := e.planMerge(force)
 	if run == nil {
+		return 0, 0, nil
+	}
+	if !force && e.mergesWait() {
+		e.m.mergesDeferred.Add(1)
 		return 0, 0, nil
 	}
 	res, err := e.rewrite(ctx, run, e.dropper())

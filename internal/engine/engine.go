@@ -111,6 +111,13 @@ type Options struct {
 	// CompactionFanout is how many adjacent segments of one size tier
 	// trigger a merge, and the most one merge reads. Default 8, at most 64.
 	CompactionFanout int
+	// MergeDeferSegments: while Background reports ingest pressed (a
+	// request refused for want of capacity lately), no merge starts as
+	// long as at most this many segments are still to merge (not full):
+	// the CPU goes to ingest and its seals, and the merges catch up once
+	// the pressure ends. Default DefaultMergeDeferSegments; negative: merges
+	// never wait.
+	MergeDeferSegments int
 
 	// Retention hides, then removes, spans whose start is older than this
 	// (0 keeps everything); ProjectRetention overrides it per project (a
@@ -188,6 +195,9 @@ func (o *Options) Validate() error {
 	if o.CompactionFanout == 0 {
 		o.CompactionFanout = DefaultCompactionFanout
 	}
+	if o.MergeDeferSegments == 0 {
+		o.MergeDeferSegments = DefaultMergeDeferSegments
+	}
 	if o.CompactionFanout < 2 || o.CompactionFanout > maxMergeInputs {
 		return fmt.Errorf("engine: compaction fan-out %d out of range [2, %d]", o.CompactionFanout, maxMergeInputs)
 	}
@@ -226,6 +236,9 @@ type Background interface {
 	// commit loop (wal.Options.Step) and returns when it has returned;
 	// stop is called once the WAL is closed.
 	CommitLane() (run func(step func()), stop func())
+	// Pressed reports whether ingest refused a request for want of
+	// capacity lately; merges then wait (Options.MergeDeferSegments).
+	Pressed() bool
 }
 
 var _ interface {
@@ -351,6 +364,7 @@ type counters struct {
 	// Lifecycle: merges, input segments merged away, output bytes and time;
 	// segments dropped whole and rewritten by retention; spans erased.
 	merges, segmentsMerged, mergeBytes, mergeNanos, mergeErrors atomic.Int64
+	mergesDeferred                                              atomic.Int64
 	retentionDropped, retentionRewritten                        atomic.Int64
 	erasePasses, erasedSpans                                    atomic.Int64
 	// Live tail (tail.go): tails opened and closed, spans dropped by full tails.

@@ -47,6 +47,7 @@ var engineCounters = []struct {
 	{"rastro_value_errors_total", "Large values stored apart that could not be read for a result (placeholder shown, warning returned).", func(c *Counters) int64 { return c.ValueErrors }},
 	{"rastro_compaction_merges_total", "Merges done by compaction (segments merged into one).", func(c *Counters) int64 { return c.Merges }},
 	{"rastro_compaction_errors_total", "Merges that failed (their inputs are not merged again until restart; see the log).", func(c *Counters) int64 { return c.MergeErrors }},
+	{"rastro_compaction_deferred_total", "Merges due that waited because ingest was refusing requests for want of capacity (while at most --merge-defer-segments segments are still to merge).", func(c *Counters) int64 { return c.MergesDeferred }},
 	{"rastro_compaction_segments_merged_total", "Input segments merged away by compaction.", func(c *Counters) int64 { return c.SegmentsMerged }},
 	{"rastro_compaction_bytes_written_total", "Segment bytes written by merges and rewrites (compaction, retention, erasure).", func(c *Counters) int64 { return c.MergeBytes }},
 	{"rastro_compaction_nanoseconds_total", "Nanoseconds spent in merges and rewrites.", func(c *Counters) int64 { return c.MergeNanos }},

@@ -64,6 +64,7 @@ func (o *overlapping) RunMerge(busy func() bool, merge func()) {
 func (o *overlapping) MergesDone() { o.bg.MergesDone() }
 
 func (o *overlapping) RunSeal(seal func()) { o.bg.RunSeal(seal) }
+func (o *overlapping) Pressed() bool       { return o.bg.Pressed() }
 
 func (o *overlapping) CommitLane() (func(func()), func()) { return o.bg.CommitLane() }
 
@@ -181,6 +182,7 @@ type sealCounter struct {
 func (c *sealCounter) RunMerge(busy func() bool, merge func()) { merge() }
 func (c *sealCounter) MergesDone()                             {}
 func (c *sealCounter) CommitLane() (func(func()), func())      { return runNow, func() {} }
+func (c *sealCounter) Pressed() bool                           { return false }
 func (c *sealCounter) RunSeal(seal func()) {
 	c.mu.Lock()
 	c.seals++
@@ -253,6 +255,7 @@ type gatedSeals struct {
 func (g *gatedSeals) RunMerge(busy func() bool, merge func()) { merge() }
 func (g *gatedSeals) MergesDone()                             {}
 func (g *gatedSeals) CommitLane() (func(func()), func())      { return runNow, func() {} }
+func (g *gatedSeals) Pressed() bool                           { return false }
 func (g *gatedSeals) RunSeal(seal func()) {
 	select {
 	case g.entered <- struct{}{}:

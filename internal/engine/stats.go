@@ -98,8 +98,11 @@ type Counters struct {
 	// written and time spent by merges; segments dropped whole and rewritten
 	// by retention; erasure passes and spans they removed.
 	Merges, MergeErrors, SegmentsMerged, MergeBytes, MergeNanos int64
-	RetentionDropped, RetentionRewritten                        int64
-	ErasePasses, ErasedSpans                                    int64
+	// MergesDeferred counts merges due that waited while ingest was pressed
+	// (Options.MergeDeferSegments).
+	MergesDeferred                       int64
+	RetentionDropped, RetentionRewritten int64
+	ErasePasses, ErasedSpans             int64
 	// Live tails open now, and spans dropped because a tail's reader was
 	// too slow.
 	Tails, TailDropped int64
@@ -124,7 +127,7 @@ func (e *Engine) Counters() Counters {
 		ContentGroupPruned:   e.m.contentGroupPruned.Load(), ContentGroupExamined: e.m.contentGroupExamined.Load(),
 		ContentRowsRejected: e.m.contentRowsRejected.Load(), ContentChunkPruned: e.m.contentChunkPruned.Load(),
 		ValueErrors: e.m.valueErrors.Load(), IOErrors: e.m.ioErrors.Load(),
-		Merges: e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
+		Merges: e.m.merges.Load(), MergeErrors: e.m.mergeErrors.Load(), MergesDeferred: e.m.mergesDeferred.Load(), SegmentsMerged: e.m.segmentsMerged.Load(),
 		MergeBytes: e.m.mergeBytes.Load(), MergeNanos: e.m.mergeNanos.Load(),
 		RetentionDropped: e.m.retentionDropped.Load(), RetentionRewritten: e.m.retentionRewritten.Load(),
 		ErasePasses: e.m.erasePasses.Load(), ErasedSpans: e.m.erasedSpans.Load(),

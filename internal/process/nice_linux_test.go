@@ -109,10 +109,19 @@ func TestRefusalsKeepWorkOutOfIdle(t *testing.T) {
 		}
 	}
 	check("before any refusal", schedIdle)
+	if bg.Pressed() {
+		t.Error("pressed before any refusal")
+	}
 	bg.IngestRefused()
 	check("after a refusal, within the hold", 0)
+	if !bg.Pressed() {
+		t.Error("not pressed within the hold after a refusal (merges would not wait)")
+	}
 	bg.refused.Store(time.Now().Add(-time.Hour - time.Second).UnixNano()) // the hold has passed
 	check("after the hold", schedIdle)
+	if bg.Pressed() {
+		t.Error("still pressed after the hold")
+	}
 }
 
 // TestRunIngestOneAtATime: ingest work from many goroutines runs on the one

@@ -181,6 +181,10 @@ const DefaultPressureHold = 5 * time.Second
 // A project over its own rate is no such refusal.
 func (b *Background) IngestRefused() { b.refused.Store(time.Now().UnixNano()) }
 
+// Pressed reports whether ingest refused a request for want of capacity
+// within PressureHold (IngestRefused).
+func (b *Background) Pressed() bool { return !b.idleNow(true) }
+
 // idleNow is whether work whose policy says idle goes to SCHED_IDLE now:
 // not while ingest is refusing requests (IngestRefused).
 func (b *Background) idleNow(idle bool) bool {
