@@ -265,21 +265,28 @@ func (g *gatedSeals) RunSeal(seal func()) {
 	seal()
 }
 
-// TestPaceHoldsIngestUntilASeal: while the buffers hold two seals' worth, a
-// request is held (not refused) until a seal retires a buffer, and then
-// stored.
-func TestPaceHoldsIngestUntilASeal(t *testing.T) {
-	const sealBytes = 1 << 20
+// openGated opens an engine whose seals wait at g's gate until release
+// (called at cleanup too, before Close, which waits for the seal loop);
+// pace holds a request as long as the test wants.
+func openGated(t *testing.T, sealBytes int64) (*Engine, *gatedSeals, func()) {
+	t.Helper()
 	g := &gatedSeals{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e, err := Open(Options{Dir: t.TempDir(), SealBytes: sealBytes, Background: g, SealAge: time.Hour, MemoryLimit: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(g.release) }) }
-	defer release()         // before Close, which waits for the seal loop
+	release := sync.OnceFunc(func() { close(g.release) })
+	t.Cleanup(func() { release(); e.Close() })
 	e.maxPace = time.Minute // the test, not the cap, decides when the seal ends
+	return e, g, release
+}
+
+// TestPaceHoldsIngestUntilASeal: while the buffers hold two seals' worth, a
+// request is held (not refused) until a seal retires a buffer, and then
+// stored.
+func TestPaceHoldsIngestUntilASeal(t *testing.T) {
+	const sealBytes = 1 << 20
+	e, g, release := openGated(t, sealBytes)
 	request := spanRequests(t, newGen(9))
 	// One seal's worth and a fifth: the seal loop starts a seal (on time,
 	// so through the policy), which waits at the gate.
@@ -338,16 +345,7 @@ func TestPaceHoldsIngestUntilASeal(t *testing.T) {
 // NoHold (its project is refused anyway), are stored at once.
 func TestPaceHoldsOnlyTheProjectBehind(t *testing.T) {
 	const sealBytes = 1 << 20
-	g := &gatedSeals{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	e, err := Open(Options{Dir: t.TempDir(), SealBytes: sealBytes, Background: g, SealAge: time.Hour, MemoryLimit: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(g.release) }) }
-	defer release()
-	e.maxPace = time.Minute
+	e, g, release := openGated(t, sealBytes)
 	request := spanRequests(t, newGen(11))
 	as := func(project string, w *store.Write) *store.Write { w.Project = project; return w }
 	if err := e.Append(context.Background(), as("big", request(sealBytes/5+sealBytes))); err != nil {
