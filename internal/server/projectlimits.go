@@ -195,8 +195,9 @@ func (sl *ingestSlots) floodingLocked(project string) bool {
 }
 
 // refusal says why project may not take a slot now: "" when it may,
-// "server" when every slot is taken, "project" when project holds its most:
-// perProject, or floodSlots (a quarter of max) while it is flooding. Why
+// "server" when every slot is taken, "project" when project holds
+// perProject, "flood" when it is flooding and holds floodSlots (a quarter
+// of max). Why
 // fewer while flooding: the requests a project holds beyond a few add no
 // throughput (they queue for the one decoding thread and the WAL's group
 // commit) but each adds to every accepted request's wait; measured with
@@ -210,7 +211,7 @@ func (sl *ingestSlots) refusal(project string) string {
 	case sl.held[project] >= sl.perProject:
 		return "project"
 	case sl.held[project] >= sl.floodSlots && sl.floodingLocked(project):
-		return "project"
+		return "flood"
 	}
 	return ""
 }
@@ -223,7 +224,7 @@ func (s *Server) ingestSlot(project string) (func(), *ingestError) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if why := sl.refusal(project); why != "" {
-		if why == "project" {
+		if why != "server" {
 			sl.noteFlood(project)
 		}
 		return nil, s.busyError(project, why)
@@ -242,14 +243,20 @@ func (s *Server) ingestSlot(project string) (func(), *ingestError) {
 
 // busyError is the answer to an ingest request of project beyond
 // MaxConcurrentIngest (why "server") or beyond one project's part of it
-// (why "project").
+// (why "project", or "flood" for a flooding project's quarter).
 func (s *Server) busyError(project, why string) *ingestError {
 	sl := s.ingestSlots
-	if why == "project" {
+	switch why {
+	case "project":
 		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "concurrency").Inc()
 		return &ingestError{status: http.StatusTooManyRequests, reason: "project_ingest_busy",
 			msg: fmt.Sprintf("project %q has %d requests being stored at once, the most one project may have of the server's %d (--max-concurrent-ingest; the rest is kept for other projects); retry after the Retry-After delay",
 				project, sl.perProject, sl.max)}
+	case "flood":
+		s.met.projectLimited.WithLabelValues(s.met.projectLabel(project), "concurrency").Inc()
+		return &ingestError{status: http.StatusTooManyRequests, reason: "project_ingest_busy",
+			msg: fmt.Sprintf("project %q has %d requests being stored at once, the most a project may have (a quarter of --max-concurrent-ingest %d) for a second after it was refused for sending more than %d at once; retry after the Retry-After delay",
+				project, sl.floodSlots, sl.max, sl.perProject)}
 	}
 	return &ingestError{status: http.StatusTooManyRequests, reason: "ingest_busy",
 		msg: fmt.Sprintf("this server is storing %d requests at once (--max-concurrent-ingest) and refuses more rather than make them wait; retry after the Retry-After delay", sl.max)}
@@ -261,7 +268,7 @@ func (s *Server) ingestBusy(project string) *ingestError {
 	sl := s.ingestSlots
 	sl.mu.Lock()
 	why := sl.refusal(project)
-	if why == "project" {
+	if why != "" && why != "server" {
 		sl.noteFlood(project)
 	}
 	sl.mu.Unlock()

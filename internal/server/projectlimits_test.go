@@ -466,54 +466,69 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // of held, while another project's request is stored at once.
 func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	var holdWAL, holdSeal atomic.Bool
+	var walGate atomic.Pointer[chan struct{}]
 	walHeld, sealHeld := make(chan struct{}, 1), make(chan struct{}, 1)
-	releaseWAL, releaseSeal := make(chan struct{}), make(chan struct{})
+	releaseSeal := make(chan struct{})
 	fs := &vfs.Faulty{FS: vfs.NewMemFS(), Inject: func(op vfs.Op, name string, size int) vfs.Fault {
 		if op != vfs.OpSync {
 			return vfs.Fault{}
 		}
 		if strings.HasSuffix(name, ".wal") && holdWAL.CompareAndSwap(true, false) {
 			walHeld <- struct{}{}
-			<-releaseWAL
+			<-*walGate.Load()
 		} else if !strings.HasSuffix(name, ".wal") && holdSeal.CompareAndSwap(true, false) {
 			sealHeld <- struct{}{}
 			<-releaseSeal
 		}
 		return vfs.Fault{}
 	}}
+	// stallWAL makes the next WAL fsync wait until the returned release:
+	// every request in that group commit, and those behind it, hold their
+	// ingest slots meanwhile.
+	stallWAL := func() (release func()) {
+		gate := make(chan struct{})
+		walGate.Store(&gate)
+		holdWAL.Store(true)
+		release = sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(release) // a failure must not leave the shutdown waiting on a held fsync
+		return release
+	}
 	const sealBytes = 256 << 10
 	ts := startLimited(t, Options{MaxConcurrentIngest: 8}, engine.Options{Dir: "/data", FS: fs, SealBytes: sealBytes, MaxBufferBytes: 16 * sealBytes, SealAge: time.Hour})
-	unholdWAL, unholdSeal := sync.OnceFunc(func() { close(releaseWAL) }), sync.OnceFunc(func() { close(releaseSeal) })
-	t.Cleanup(unholdWAL)
+	unholdSeal := sync.OnceFunc(func() { close(releaseSeal) })
 	t.Cleanup(unholdSeal)
 	sl := ts.srv.ingestSlots
 	sl.mu.Lock()
 	sl.floodFor = time.Hour // the test, not the clock, decides when the flood ends
 	sl.mu.Unlock()
+	holding := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			sl.mu.Lock()
+			n := sl.held["noisy"]
+			sl.mu.Unlock()
+			if n == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the noisy project holds %d slots, want %d", n, want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 
 	// The noisy project takes its 6 slots (3/4 of 8), the WAL's commit
 	// holding them; its 7th request is refused and marks it flooding.
-	holdWAL.Store(true)
+	unholdWAL := stallWAL()
 	answers := make(chan int, 6)
 	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 1)); answers <- code }()
 	<-walHeld
 	for i := range 5 {
 		go func() { code, _, _ := ts.postAs("noisy", spansFor(5, byte(2+i))); answers <- code }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		sl.mu.Lock()
-		n := sl.held["noisy"]
-		sl.mu.Unlock()
-		if n == 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the noisy project holds %d slots, want 6", n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if code, _, body := ts.postAs("noisy", spansFor(5, 9)); code != http.StatusTooManyRequests || !strings.Contains(body, "--max-concurrent-ingest") {
+	holding(6)
+	if code, _, body := ts.postAs("noisy", spansFor(5, 9)); code != http.StatusTooManyRequests || !strings.Contains(body, "the most one project may have") {
 		t.Fatalf("the noisy project's 7th request: %d %s", code, body)
 	}
 	unholdWAL()
@@ -525,14 +540,35 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	if !sl.flooding("noisy") || sl.flooding("quiet") {
 		t.Fatalf("flooding: noisy %v, quiet %v; want only noisy", sl.flooding("noisy"), sl.flooding("quiet"))
 	}
-	sl.mu.Lock()
-	why := sl.refusal("noisy")
-	sl.held["noisy"] = sl.floodSlots
-	whyFull := sl.refusal("noisy")
-	delete(sl.held, "noisy")
-	sl.mu.Unlock()
-	if why != "" || whyFull != "project" || sl.floodSlots != 2 {
-		t.Fatalf("a flooding project with no slot: %q, with %d: %q; want it held to a quarter of 8", why, sl.floodSlots, whyFull)
+	// Flooding, it may hold a quarter of the slots: 2 of 8.
+	unholdWAL = stallWAL()
+	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 13)); answers <- code }()
+	<-walHeld
+	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 14)); answers <- code }()
+	holding(2)
+	if code, _, body := ts.postAs("noisy", spansFor(5, 15)); code != http.StatusTooManyRequests || !strings.Contains(body, "a quarter of --max-concurrent-ingest 8") {
+		t.Fatalf("the flooding project's 3rd request at once: %d %s", code, body)
+	}
+	// The quiet project takes a slot beside it (and waits for the WAL).
+	go func() { code, _, _ := ts.postAs("quiet", spansFor(5, 16)); answers <- code }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sl.mu.Lock()
+		n := sl.held["quiet"]
+		sl.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the quiet project's request took no slot beside the flooding project's")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	unholdWAL()
+	for range 3 {
+		if code := <-answers; code != 200 {
+			t.Fatalf("a request holding a slot: %d", code)
+		}
 	}
 
 	// The seal's segment sync is held; the noisy project's requests fill
@@ -584,6 +620,7 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	unholdSeal()
 	limited, rejected := ts.metric("rastro_ingest_limited_total"), ts.metric("rastro_ingest_rejected_total")
 	if !strings.Contains(limited, `rastro_ingest_limited_total{limit="flood",project="noisy"} 2`) ||
+		!strings.Contains(limited, `rastro_ingest_limited_total{limit="concurrency",project="noisy"} 2`) ||
 		!strings.Contains(rejected, `rastro_ingest_rejected_total{reason="project_flood"} 2`) {
 		t.Fatalf("the flood refusals are not counted by project:\n%s\n%s", limited, rejected)
 	}
