@@ -4,7 +4,13 @@ package engine
 // bytes for project (active and frozen buffers), in all, and
 // Options.MaxBufferBytes, beyond which Append refuses with ErrBufferFull.
 func (e *Engine) BufferUsage(project string) (projectBytes, totalBytes, limitBytes int64) {
-	projectBytes, totalBytes, _ = e.paceShare(project)
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	projectBytes, totalBytes = e.active.projectBytes(project), e.active.bytes.Load()
+	for _, m := range e.frozen {
+		projectBytes += m.projectBytes(project)
+		totalBytes += m.bytes.Load()
+	}
 	return projectBytes, totalBytes, e.opts.MaxBufferBytes
 }
 
@@ -18,15 +24,20 @@ func (e *Engine) PaceBytes() int64 {
 	return limit
 }
 
-// paceShare returns the write buffers' bytes for project and in all, and
-// how many projects the active buffer holds rows of (at least 1).
-func (e *Engine) paceShare(project string) (mine, total int64, projects int) {
+// paceShare returns the write buffers' estimate in all, project's part of
+// what the projects' inserts added to it and that whole (without what
+// queries built over the rows: a content filter belongs to no project, and
+// counting it would leave a project writing alone short of an even share),
+// and how many projects the active buffer holds rows of (at least 1).
+func (e *Engine) paceShare(project string) (total, mine, rows int64, projects int) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	mine, total = e.active.projectBytes(project), e.active.bytes.Load()
+	mine, rows, projects = e.active.projectShare(project)
+	total = e.active.bytes.Load()
 	for _, m := range e.frozen {
-		mine += m.projectBytes(project)
+		pm, pr, _ := m.projectShare(project)
+		mine, rows = mine+pm, rows+pr
 		total += m.bytes.Load()
 	}
-	return mine, total, max(1, e.active.projectCount())
+	return total, mine, rows, max(1, projects)
 }

@@ -699,8 +699,8 @@ func (e *Engine) pace(ctx context.Context, project string, noHold bool) error {
 		e.mu.RLock()
 		sealed := e.sealed
 		e.mu.RUnlock()
-		mine, b, projects := e.paceShare(project)
-		if b < limit || mine*int64(projects) < b {
+		b, mine, rows, projects := e.paceShare(project)
+		if b < limit || mine*int64(projects) < rows {
 			return nil
 		}
 		if timeout == nil {

@@ -509,11 +509,21 @@ func (m *memtable) projectBytes(project string) int64 {
 	return m.perProject[pid].bytes
 }
 
-// projectCount returns how many projects have rows in the buffer.
-func (m *memtable) projectCount() int {
+// projectShare returns the part of the buffer's estimate project's inserts
+// added, what every project's inserts added (the estimate less what queries
+// built over the rows, such as content filters), and how many projects have
+// rows here.
+func (m *memtable) projectShare(project string) (mine, rows int64, projects int) {
+	pid, ok := m.projectID(project)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.perProject)
+	for i, pc := range m.perProject {
+		rows += pc.bytes
+		if ok && uint32(i) == pid {
+			mine = pc.bytes
+		}
+	}
+	return mine, rows, len(m.perProject)
 }
 
 // projectID returns a project's number in the buffer (false: it has no

@@ -11,7 +11,9 @@ import (
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/otlp"
 	"github.com/rastro-dev/rastro/internal/process"
+	"github.com/rastro-dev/rastro/internal/query"
 	"github.com/rastro-dev/rastro/internal/store"
+	"github.com/rastro-dev/rastro/internal/text"
 )
 
 // overlapping runs merges through the process policy, holding the first two
@@ -303,6 +305,17 @@ func TestPaceHoldsIngestUntilASeal(t *testing.T) {
 		if err := e.Append(context.Background(), request(sealBytes/8)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Content filters a query builds over the buffer count in its estimate
+	// but belong to no project: the project writing alone is held all the
+	// same.
+	cq, err := text.ParseQuery("refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	searchAll(t, e, "default", &query.Filter{Content: cq}, 10)
+	if _, filters := tokenFilters(e); filters == 0 {
+		t.Fatal("test premise: the content query built no filter over the buffer")
 	}
 	held := e.Counters().SealedSpans
 	done := make(chan error, 1)
