@@ -493,7 +493,10 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 		t.Cleanup(release) // a failure must not leave the shutdown waiting on a held fsync
 		return release
 	}
-	const sealBytes = 256 << 10
+	// Seals large enough that the buffer's first chunk (its estimate's
+	// fixed cost) stays well below two seals: the buffer is deep only once
+	// the test fills it.
+	const sealBytes = 2 << 20
 	ts := startLimited(t, Options{MaxConcurrentIngest: 8}, engine.Options{Dir: "/data", FS: fs, SealBytes: sealBytes, MaxBufferBytes: 16 * sealBytes, SealAge: time.Hour})
 	unholdSeal := sync.OnceFunc(func() { close(releaseSeal) })
 	t.Cleanup(unholdSeal)
@@ -501,6 +504,17 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	sl.mu.Lock()
 	sl.floodFor = time.Hour // the test, not the clock, decides when the flood ends
 	sl.mu.Unlock()
+	answers := make(chan int, 6)
+	waitHeld := func() {
+		t.Helper()
+		select {
+		case <-walHeld:
+		case code := <-answers:
+			t.Fatalf("the request meant to hold the WAL's fsync was answered %d without reaching it", code)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no request reached the WAL's fsync")
+		}
+	}
 	holding := func(want int) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -521,9 +535,8 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	// The noisy project takes its 6 slots (3/4 of 8), the WAL's commit
 	// holding them; its 7th request is refused and marks it flooding.
 	unholdWAL := stallWAL()
-	answers := make(chan int, 6)
 	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 1)); answers <- code }()
-	<-walHeld
+	waitHeld()
 	for i := range 5 {
 		go func() { code, _, _ := ts.postAs("noisy", spansFor(5, byte(2+i))); answers <- code }()
 	}
@@ -540,10 +553,12 @@ func TestFloodingProjectIsRefusedNotHeld(t *testing.T) {
 	if !sl.flooding("noisy") || sl.flooding("quiet") {
 		t.Fatalf("flooding: noisy %v, quiet %v; want only noisy", sl.flooding("noisy"), sl.flooding("quiet"))
 	}
-	// Flooding, it may hold a quarter of the slots: 2 of 8.
+	// Flooding, it may hold a quarter of the slots: 2 of 8. (A slot is
+	// given back just after the answer is written: wait for all six.)
+	holding(0)
 	unholdWAL = stallWAL()
 	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 13)); answers <- code }()
-	<-walHeld
+	waitHeld()
 	go func() { code, _, _ := ts.postAs("noisy", spansFor(5, 14)); answers <- code }()
 	holding(2)
 	if code, _, body := ts.postAs("noisy", spansFor(5, 15)); code != http.StatusTooManyRequests || !strings.Contains(body, "a quarter of --max-concurrent-ingest 8") {
