@@ -4,13 +4,7 @@ package engine
 // bytes for project (active and frozen buffers), in all, and
 // Options.MaxBufferBytes, beyond which Append refuses with ErrBufferFull.
 func (e *Engine) BufferUsage(project string) (projectBytes, totalBytes, limitBytes int64) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	projectBytes, totalBytes = e.active.projectBytes(project), e.active.bytes.Load()
-	for _, m := range e.frozen {
-		projectBytes += m.projectBytes(project)
-		totalBytes += m.bytes.Load()
-	}
+	totalBytes, projectBytes, _, _ = e.paceShare(project)
 	return projectBytes, totalBytes, e.opts.MaxBufferBytes
 }
 

@@ -497,18 +497,6 @@ func (m *memtable) newest(i int64) int64 {
 
 type projectCounts struct{ spans, traces, bytes int64 }
 
-// projectBytes returns the part of the buffer's estimate a project's
-// inserts added.
-func (m *memtable) projectBytes(project string) int64 {
-	pid, ok := m.projectID(project)
-	if !ok {
-		return 0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.perProject[pid].bytes
-}
-
 // projectShare returns the part of the buffer's estimate project's inserts
 // added, what every project's inserts added (the estimate less what queries
 // built over the rows, such as content filters), and how many projects have
