@@ -9,7 +9,8 @@ import (
 
 // TestBenchClickHouseEndToEnd runs `rastro bench clickhouse` once on a small
 // corpus: a real clickhouse-server started by the harness and the real
-// server on it, beside the embedded engine. Both scenarios must be accepted
+// server on it (acknowledging at ClickHouse's insert, and behind a local
+// WAL), beside the embedded engine. Every scenario must be accepted
 // (every answer checked: stored counts, trace span counts, filter pages,
 // the LLM statistics' span count) and report every figure.
 func TestBenchClickHouseEndToEnd(t *testing.T) {
@@ -20,7 +21,7 @@ func TestBenchClickHouseEndToEnd(t *testing.T) {
 		t.Fatalf("rastro bench clickhouse: %v\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
 	}
 	rec := readRaw(t, out, "clickhouse")
-	for _, name := range []string{"engine-wal", "clickhouse"} {
+	for _, name := range []string{"engine-wal", "clickhouse", "clickhouse-wal"} {
 		sc, ok := rec.Scenario(name)
 		if !ok || sc.Status != "ok" {
 			t.Fatalf("%s not ok: %+v", name, sc)
@@ -31,14 +32,14 @@ func TestBenchClickHouseEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	if len(rec.Targets) != 6 {
-		t.Errorf("%d targets, want 6: %+v", len(rec.Targets), rec.Targets)
+	if len(rec.Targets) != 7 {
+		t.Errorf("%d targets, want 7: %+v", len(rec.Targets), rec.Targets)
 	}
 	doc, err := os.ReadFile(filepath.Join(out, "clickhouse.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{"| engine-wal |", "| clickhouse |", "ClickHouse trace by id p95"} {
+	for _, w := range []string{"| engine-wal |", "| clickhouse |", "| clickhouse-wal |", "ClickHouse trace by id p95"} {
 		if !strings.Contains(string(doc), w) {
 			t.Errorf("clickhouse.md lacks %q:\n%s", w, doc)
 		}

@@ -20,6 +20,7 @@ type pending struct {
 	spans   []model.Span
 	logs    []model.LogRecord
 	seq     uint64     // the sequence number of logs[0] (logs.go)
+	bytes   int64      // what it counts against Options.MaxWALBytes (walfront.go)
 	done    chan error // receives the insert's outcome, once
 }
 
@@ -136,10 +137,11 @@ func (w *writer) insertLoop() {
 }
 
 // Append queues w's spans for the next batch and returns once ClickHouse
-// has acknowledged their insert. A full queue fails at once with
-// store.ErrOverloaded; an insert ClickHouse refused or never answered fails
-// with its error (the spans may or may not be stored: a retry is safe, a
-// re-sent span replaces its copy).
+// has acknowledged their insert (with a WAL in front of ClickHouse,
+// Options.WALDir: once the request is fsynced in the WAL, walfront.go). A
+// full queue fails at once with store.ErrOverloaded; an insert ClickHouse
+// refused or never answered fails with its error (the spans may or may not
+// be stored: a retry is safe, a re-sent span replaces its copy).
 func (s *Store) Append(ctx context.Context, wr *store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -148,6 +150,9 @@ func (s *Store) Append(ctx context.Context, wr *store.Write) error {
 		return nil
 	}
 	llm.Enrich(wr.Spans, s.opts.Prices)
+	if s.wf != nil {
+		return s.wf.append(wr)
+	}
 	return s.enqueue(ctx, &pending{project: wr.Project, spans: wr.Spans})
 }
 

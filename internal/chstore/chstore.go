@@ -62,6 +62,9 @@ const (
 	DefaultMaxQueuedSpans = 1_000_000
 	DefaultMaxScanSpans   = 2_000_000
 	DefaultErasureEvery   = 30 * time.Second
+	DefaultWALWindow      = 500 * time.Millisecond
+	DefaultMaxWALBytes    = 256 << 20
+	DefaultWALCloseWait   = 30 * time.Second
 )
 
 // Options configures a Store.
@@ -116,6 +119,23 @@ type Options struct {
 	// Logger receives the version found and the migrations applied; nil
 	// discards.
 	Logger *slog.Logger
+	// WALDir, when set, puts a write-ahead log in that directory in front
+	// of ClickHouse (walfront.go): Append returns once a request is fsynced
+	// there, and a shipper inserts what was logged in large blocks. ""
+	// (the default) acknowledges a request once ClickHouse acknowledged
+	// its insert.
+	WALDir string
+	// WALWindow is how long the shipper lets a generation of logged
+	// requests gather before inserting it (while an insert runs, the next
+	// generation gathers anyway).
+	WALWindow time.Duration
+	// MaxWALBytes bounds the requests logged and not yet inserted (their
+	// bodies; their decoded spans are held in memory too); beyond it
+	// Append fails with store.ErrOverloaded.
+	MaxWALBytes int64
+	// WALCloseWait is how long Close keeps trying to insert what the WAL
+	// holds before it leaves the rest there for the next Open.
+	WALCloseWait time.Duration
 	// Cluster is the name of the ClickHouse cluster (remote_servers) the
 	// database is spread over; "" is a single node. On a cluster Open
 	// creates the cluster schema ON CLUSTER, writes and reads go through
@@ -143,6 +163,15 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxBatchSpans == 0 {
 		o.MaxBatchSpans = DefaultMaxBatchSpans
+	}
+	if o.WALWindow == 0 {
+		o.WALWindow = DefaultWALWindow
+	}
+	if o.MaxWALBytes == 0 {
+		o.MaxWALBytes = DefaultMaxWALBytes
+	}
+	if o.WALCloseWait == 0 {
+		o.WALCloseWait = DefaultWALCloseWait
 	}
 	if o.Inserters == 0 {
 		o.Inserters = DefaultInserters
@@ -212,6 +241,7 @@ type Store struct {
 	w writer // the write path (append.go)
 
 	tails *store.TailHub
+	wf    *walFront // the WAL in front of ClickHouse; nil without one
 
 	seqMu sync.Mutex
 	seq   uint64 // the last log sequence number given (under seqMu; logs.go)
@@ -322,6 +352,14 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		deleted: map[string]uint64{}, deletedLogs: map[string]uint64{}}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.w.start(s)
+	if opts.WALDir != "" {
+		if s.wf, err = openWALFront(s, opts.WALDir); err != nil {
+			s.w.stop()
+			s.tails.Close()
+			conn.Close()
+			return nil, err
+		}
+	}
 	s.bg.Add(1)
 	go s.erasurePass()
 	if opts.hasRetention() {
@@ -336,14 +374,36 @@ func (s *Store) Features() Features { return s.features }
 
 // Close stops the background goroutines, stops accepting writes, waits for
 // the queued ones to be inserted (or fail), ends every tail and closes the
-// connections.
+// connections. With a WAL in front of ClickHouse it first tries, for up to
+// WALCloseWait, to insert what the WAL holds; what ClickHouse does not take
+// stays there for the next Open.
 func (s *Store) Close() error {
+	var werr error
+	if s.wf != nil {
+		werr = s.wf.close()
+	}
 	s.bgCancel()
 	s.bg.Wait()
 	s.w.stop()
 	s.tails.Close()
 	s.closeLogTails()
-	return s.conn.Close()
+	if err := s.conn.Close(); err != nil {
+		return err
+	}
+	if werr != nil {
+		return fmt.Errorf("close the WAL in front of ClickHouse: %w", werr)
+	}
+	return nil
+}
+
+// WALRecovered is how many spans Open replayed from the WAL in front of
+// ClickHouse (Options.WALDir) to insert them: spans acknowledged before a
+// crash or an outage that ClickHouse had not acknowledged yet.
+func (s *Store) WALRecovered() int {
+	if s.wf == nil {
+		return 0
+	}
+	return s.wf.recovered
 }
 
 // usable reports why a call cannot proceed: ctx's end, or a closed store.

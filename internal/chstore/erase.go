@@ -53,6 +53,14 @@ func (s *Store) Erase(ctx context.Context, req store.EraseRequest) (store.Erasur
 		if expr == nil || expr.String() == "{ }" {
 			return bad("query %q matches every span; give a condition", req.Query)
 		}
+		// The spans acknowledged before the request are matched too: those
+		// still in the WAL in front of ClickHouse are inserted first. (A
+		// trace erased by id is hidden whenever its spans arrive.)
+		if s.wf != nil {
+			if err := s.wf.flush(ctx); err != nil {
+				return store.Erasure{}, fmt.Errorf("erasure: %w", err)
+			}
+		}
 		seen := map[model.TraceID]bool{}
 		if err := s.matching(ctx, req.Project, &query.Filter{Expr: expr}, nil, 0, func(sp *model.Span) bool {
 			if !seen[sp.TraceID] {

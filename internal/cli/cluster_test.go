@@ -51,8 +51,9 @@ func TestMigrateAppliesClusterSchema(t *testing.T) {
 }
 
 // serveOn starts rastro serve --storage clickhouse on url (and cluster, if
-// any) on a free port and returns its base URL; it stops when t ends.
-func serveOn(t *testing.T, url, cluster string) string {
+// any; and extra flags) on a free port and returns its base URL; it stops
+// when t ends.
+func serveOn(t *testing.T, url, cluster string, extra ...string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,6 +68,7 @@ func serveOn(t *testing.T, url, cluster string) string {
 	if cluster != "" {
 		args = append(args, "--clickhouse-cluster", cluster)
 	}
+	args = append(args, extra...)
 	go func() { done <- Main(ctx, args, io.Discard, errb) }()
 	t.Cleanup(func() {
 		cancel()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -56,6 +58,8 @@ func TestServeStorageFlags(t *testing.T) {
 		{[]string{"--storage", "clickhouse"}, "needs --clickhouse-url"},
 		{[]string{"--clickhouse-url", "clickhouse://127.0.0.1:9000/x"}, "is for --storage clickhouse"},
 		{[]string{"--storage", "clickhouse", "--clickhouse-url", "mysql://x"}, "--clickhouse-url"},
+		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:9000/x", "--durability", "buffered"}, "use insert"},
+		{[]string{"--durability", "insert"}, `--durability "insert": use wal or buffered`},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)
@@ -145,6 +149,44 @@ func TestServeOnClickHouse(t *testing.T) {
 		t.Errorf("log does not name the storage: %s", errb.String())
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestServeOnClickHouseBehindAWAL: with --durability wal, rastro serve
+// --storage clickhouse keeps its WAL in --data-dir, acknowledges a request
+// logged there and inserts it into ClickHouse behind the answer: the trace
+// is found, by this process and by another on the same database.
+func TestServeOnClickHouseBehindAWAL(t *testing.T) {
+	url, dir := chtest.URL(t), t.TempDir()
+	base := serveOn(t, url, "", "--durability", "wal", "--data-dir", dir)
+	other := serveOn(t, url, "")
+	start := time.Now().Add(-time.Minute).UnixNano()
+	body := fmt.Sprintf(`[{"trace_id":"6b8efff798038103d269b633813fc60c","span_id":"eee19b7ec3c1b174","name":"GET /y","service":"web","start_time":%d,"end_time":%d}]`, start, start+5e6)
+	resp, err := http.Post(base+"/v1/spans", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("ingest: %d", resp.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "clickhouse-wal", "LOCK")); err != nil {
+		t.Fatalf("no WAL in --data-dir: %v", err)
+	}
+	for _, b := range []string{base, other} {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(b + "/api/v1/traces/6b8efff798038103d269b633813fc60c")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the trace acknowledged through the WAL is not found after 30s: %d", b, resp.StatusCode)
+			}
+		}
+	}
 }
 
 // TestMigratePrintsClusterSchema: with --clickhouse-cluster, migrate prints

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -99,7 +100,7 @@ func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&c.jaegerAddr, "jaeger-addr", "", "also serve the HTTP API here, for configurations written for Jaeger query (its port is 16686); empty: off")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's runtime profiles (CPU, heap, goroutines: /debug/pprof/) on this address, loopback only unless --insecure (docs/operations.md); empty: off")
 	fs.StringVar(&c.zipkinAddr, "zipkin-addr", "", "also serve the HTTP API here, for Zipkin senders (Zipkin's port is 9411; POST /api/v2/spans); empty: off")
-	fs.StringVar(&c.durability, "durability", "wal", "when a write is acknowledged: wal (after fsync) or buffered (after write; fsync every --sync-interval)")
+	fs.StringVar(&c.durability, "durability", "wal", "when a write is acknowledged: wal (after fsync) or buffered (after write; fsync every --sync-interval); with --storage clickhouse: insert (once ClickHouse acknowledged the insert; the default there) or wal (once fsynced in a WAL in --data-dir, inserted into ClickHouse in large blocks in the background; docs/clickhouse.md)")
 	fs.DurationVar(&c.syncInterval, "sync-interval", time.Second, "fsync interval in buffered durability")
 	fs.Var(&c.maxBody, "max-body-bytes", "largest accepted request body, enforced after decompression too")
 	fs.Var(&c.maxInflight, "max-inflight-bytes", "request bytes admitted at once; beyond it ingest answers 429 (gRPC RESOURCE_EXHAUSTED)")
@@ -180,10 +181,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w: --grpc-max-streams %d is above %d", errUsage, c.grpcMaxStreams, uint32(math.MaxUint32))
 	}
 	var mode engine.Durability
-	switch c.durability {
-	case "wal":
+	switch {
+	case c.storage == "clickhouse":
+	case c.durability == "wal":
 		mode = engine.DurabilityWAL
-	case "buffered":
+	case c.durability == "buffered":
 		mode = engine.DurabilityBuffered
 	default:
 		return fmt.Errorf("%w: --durability %q: use wal or buffered", errUsage, c.durability)
@@ -204,6 +206,16 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if c.storage == "clickhouse" {
 		if err := chOpts.Validate(); err != nil {
 			return fmt.Errorf("%w: --clickhouse-url: %v", errUsage, err)
+		}
+		durabilitySet := false
+		fs.Visit(func(f *flag.Flag) { durabilitySet = durabilitySet || f.Name == "durability" })
+		switch {
+		case !durabilitySet || c.durability == "insert":
+			c.durability = "insert"
+		case c.durability == "wal":
+			chOpts.WALDir = filepath.Join(c.dataDir, "clickhouse-wal")
+		default:
+			return fmt.Errorf("%w: --durability %q with --storage clickhouse: use insert (a 2xx once ClickHouse acknowledged the insert; the default) or wal (once fsynced in a WAL in --data-dir)", errUsage, c.durability)
 		}
 	}
 	var level slog.Level
@@ -427,7 +439,12 @@ func serveClickHouse(ctx context.Context, out io.Writer, srv *server.Server, log
 	srv.SetBackend(ch)
 	srv.SetLogs(ch)
 	log.Info("ready", "storage", "clickhouse", "version", ch.Features().Version, "took", time.Since(start).String())
-	fmt.Fprintf(out, "ready in %s: ClickHouse %s\n", time.Since(start).Round(time.Millisecond), ch.Features().Version)
+	if opts.WALDir == "" {
+		fmt.Fprintf(out, "ready in %s: ClickHouse %s\n", time.Since(start).Round(time.Millisecond), ch.Features().Version)
+	} else {
+		fmt.Fprintf(out, "ready in %s: ClickHouse %s, WAL in %s, %s recovered from it\n", time.Since(start).Round(time.Millisecond),
+			ch.Features().Version, opts.WALDir, plural(ch.WALRecovered(), "span"))
+	}
 	<-ctx.Done()
 	log.Info("shutting down: finishing in-flight requests")
 	shutdown(srv, log)

@@ -1,34 +1,16 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"syscall"
 
+	"github.com/rastro-dev/rastro/internal/durable"
 	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
-// lockDir takes an exclusive advisory lock on DATA_DIR/LOCK so that two
-// processes never open the same store. The lock is released when the
-// returned file is closed or the process exits (including kill -9).
-func lockDir(dir string) (*os.File, error) {
-	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("data directory %s is in use by another rastro process (lock %s held)", dir, path)
-		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	return f, nil
-}
+// lockDir takes the exclusive lock on DATA_DIR/LOCK (durable.LockDir) so
+// that two processes never open the same store.
+func lockDir(dir string) (*os.File, error) { return durable.LockDir(dir) }
 
 // lockDirFS is lockDir on the operating system's filesystem; on any other
 // (a test's vfs.MemFS) there is no other process to keep out, and nothing
