@@ -63,7 +63,7 @@ const (
 	DefaultMaxScanSpans   = 2_000_000
 	DefaultErasureEvery   = 30 * time.Second
 	DefaultWALWindow      = 500 * time.Millisecond
-	DefaultMaxWALBytes    = 256 << 20
+	DefaultMaxWALBytes    = 64 << 20
 	DefaultWALCloseWait   = 30 * time.Second
 )
 
