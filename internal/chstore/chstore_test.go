@@ -571,24 +571,7 @@ func TestClickHouseRestartDuringIngest(t *testing.T) {
 		}
 	}
 	t.Logf("%d spans acknowledged, %d writes refused during the outage", len(acked), failed)
-	seen := map[model.SpanID]bool{}
-	var cur *store.Cursor
-	for {
-		page, next, _, err := s.SearchSpans(t.Context(), "p", &query.Filter{}, 500, cur)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range page {
-			if seen[page[i].SpanID] {
-				t.Fatalf("span %s stored twice", page[i].SpanID)
-			}
-			seen[page[i].SpanID] = true
-		}
-		if next == nil {
-			break
-		}
-		cur = next
-	}
+	seen := storedSpans(t, s, "p")
 	for id := range acked {
 		if !seen[id] {
 			t.Fatalf("acknowledged span %s lost across the restart (%d acknowledged, %d found, %d writes failed)", id, len(acked), len(seen), failed)
