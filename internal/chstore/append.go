@@ -150,7 +150,9 @@ func (s *Store) Append(ctx context.Context, wr *store.Write) error {
 		return nil
 	}
 	llm.Enrich(wr.Spans, s.opts.Prices)
-	if s.wf != nil {
+	// A write without its request (Import's copies) cannot be logged: it
+	// is inserted and acknowledged as without a WAL.
+	if s.wf != nil && len(wr.Body) > 0 {
 		return s.wf.append(wr)
 	}
 	return s.enqueue(ctx, &pending{project: wr.Project, spans: wr.Spans})

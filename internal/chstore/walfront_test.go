@@ -166,4 +166,16 @@ func TestWALFrontAbsorbsAnOutage(t *testing.T) {
 	if len(seen) != want || want == 0 || want == len(spans) {
 		t.Fatalf("%d spans visible, want %d (of %d, %d traces erased)", len(seen), want, len(spans), len(erased))
 	}
+	// A write without its request (Import's copies) is inserted before
+	// Append returns, not logged (its spans could not be replayed).
+	extra := benchSpans(t, 2100)[2000:]
+	for i := range extra {
+		extra[i].TraceID[0] ^= 0xff // traces of their own
+	}
+	if err := s2.Append(t.Context(), &store.Write{Project: "q", Spans: slices.Clone(extra)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(storedSpans(t, s2, "q")); got != len(extra) {
+		t.Fatalf("a write without a body: %d of its %d spans stored when Append returned", got, len(extra))
+	}
 }
