@@ -60,6 +60,7 @@ func TestServeStorageFlags(t *testing.T) {
 		{[]string{"--storage", "clickhouse", "--clickhouse-url", "mysql://x"}, "--clickhouse-url"},
 		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:9000/x", "--durability", "buffered"}, "use insert"},
 		{[]string{"--durability", "insert"}, `--durability "insert": use wal or buffered`},
+		{[]string{"--storage", "clickhouse", "--clickhouse-url", "clickhouse://127.0.0.1:9000/x", "--durability", "wal", "--clickhouse-wal-max-bytes", "0"}, "--clickhouse-wal-max-bytes must be above zero"},
 	} {
 		var out, errb bytes.Buffer
 		args := append([]string{"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, c.args...)

@@ -49,6 +49,7 @@ type serveConfig struct {
 	noContentIndex                                    bool
 	syncInterval, sealAge                             time.Duration
 	maxBody, maxInflight, sealBytes, walMax, maxBuf   byteSize
+	clickhouseWALMax                                  byteSize
 
 	compaction                    bool
 	compactionMax                 byteSize
@@ -81,13 +82,14 @@ type serveConfig struct {
 // table is generated from it (see readme_test.go).
 func newServeFlags(env *Env) (*flag.FlagSet, *serveConfig) {
 	fs := newFlagSet(env, "serve", "[flags]")
-	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20,
+	c := &serveConfig{maxBody: 16 << 20, maxInflight: 256 << 20, sealBytes: 64 << 20, walMax: 512 << 20, clickhouseWALMax: chstore.DefaultMaxWALBytes,
 		compactionMax: engine.DefaultCompactionMaxSegmentBytes, mergeHeadroom: process.DefaultMergeHeadroom,
 		valueThreshold: engine.DefaultValueThreshold, maxHeader: server.DefaultMaxHeaderBytes, sqlMaxMemory: chstore.DefaultSQLMaxMemory,
 		sqlMaxResult: chstore.DefaultSQLMaxResultBytes}
 	fs.StringVar(&c.storage, "storage", "embedded", "where spans are kept: embedded (the engine, in --data-dir) or clickhouse (--clickhouse-url; docs/clickhouse.md)")
 	fs.StringVar(&c.clickhouseURL, "clickhouse-url", "", "with --storage clickhouse: the database, clickhouse://user:password@host:9000/database?secure=true (native protocol); the schema is migrated at start")
 	fs.StringVar(&c.clickhouseCluster, "clickhouse-cluster", "", "with --storage clickhouse: the cluster (remote_servers) the database is spread over: the schema is created ON CLUSTER (Replicated*MergeTree local tables and Distributed tables), writes and reads go through the Distributed tables (docs/clickhouse.md#cluster-mode)")
+	fs.Var(&c.clickhouseWALMax, "clickhouse-wal-max-bytes", "with --storage clickhouse --durability wal: requests logged and not yet inserted into ClickHouse beyond which ingest answers 429 (what an outage of ClickHouse can absorb; their decoded spans are held in memory too, several times this size)")
 	fs.DurationVar(&c.sqlTimeout, "sql-timeout", chstore.DefaultSQLMaxExecutionTime, "with --storage clickhouse: the most one statement of the SQL mode (POST /api/v1/sql) may run (ClickHouse's max_execution_time, whole seconds; keep it under --query-timeout)")
 	fs.IntVar(&c.sqlMaxRows, "sql-max-rows", chstore.DefaultSQLMaxRows, "with --storage clickhouse: the most rows one SQL-mode statement may answer (its request's limit; default limit 1000)")
 	fs.Var(&c.sqlMaxMemory, "sql-max-memory", "with --storage clickhouse: the memory one SQL-mode statement may use in ClickHouse (max_memory_usage)")
@@ -169,7 +171,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		"--read-header-timeout": int64(c.readHeaderTimeout), "--read-timeout": int64(c.readTimeout), "--write-timeout": int64(c.writeTimeout),
 		"--idle-timeout": int64(c.idleTimeout), "--query-timeout": int64(c.queryTimeout), "--max-header-bytes": int64(c.maxHeader),
 		"--max-concurrent-queries": int64(c.maxQueries), "--grpc-max-streams": int64(c.grpcMaxStreams),
-		"--max-concurrent-ingest": int64(c.maxIngest)} {
+		"--max-concurrent-ingest": int64(c.maxIngest), "--clickhouse-wal-max-bytes": int64(c.clickhouseWALMax)} {
 		if v <= 0 {
 			return fmt.Errorf("%w: %s must be above zero", errUsage, name)
 		}
@@ -213,7 +215,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		case !durabilitySet || c.durability == "insert":
 			c.durability = "insert"
 		case c.durability == "wal":
-			chOpts.WALDir = filepath.Join(c.dataDir, "clickhouse-wal")
+			chOpts.WALDir, chOpts.MaxWALBytes = filepath.Join(c.dataDir, "clickhouse-wal"), int64(c.clickhouseWALMax)
 		default:
 			return fmt.Errorf("%w: --durability %q with --storage clickhouse: use insert (a 2xx once ClickHouse acknowledged the insert; the default) or wal (once fsynced in a WAL in --data-dir)", errUsage, c.durability)
 		}
