@@ -354,8 +354,11 @@ func splitBatches(gen []*pending, most int) [][]*pending {
 // flush waits until everything logged before it is in ClickHouse.
 func (f *walFront) flush(ctx context.Context) error {
 	f.mu.Lock()
-	target := f.logged
+	target, shipped := f.logged, f.shipped
 	f.mu.Unlock()
+	if shipped >= target {
+		return nil
+	}
 	f.signal(f.full)
 	for {
 		f.mu.Lock()
