@@ -104,16 +104,7 @@ func TestServeOnClickHouse(t *testing.T) {
 			t.Fatalf("not ready after 20s: %v; exit %d; log: %s", err, code, errb.String())
 		}
 	}
-	start := time.Now().Add(-time.Minute).UnixNano()
-	body := fmt.Sprintf(`[{"trace_id":"5b8efff798038103d269b633813fc60c","span_id":"eee19b7ec3c1b174","name":"GET /x","service":"web","start_time":%d,"end_time":%d}]`, start, start+5e6)
-	resp, err := http.Post(base+"/v1/spans", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("ingest: %d", resp.StatusCode)
-	}
+	postSpan(t, base, "5b8efff798038103d269b633813fc60c", "GET /x")
 	for path, want := range map[string]int{"/api/v1/traces/5b8efff798038103d269b633813fc60c": 200, "/api/v1/stats": 501, "/api/v1/red?since=1h": 200,
 		"/api/v1/logs": 200} {
 		resp, err := http.Get(base + path)
@@ -160,16 +151,7 @@ func TestServeOnClickHouseBehindAWAL(t *testing.T) {
 	url, dir := chtest.URL(t), t.TempDir()
 	base := serveOn(t, url, "", "--durability", "wal", "--data-dir", dir)
 	other := serveOn(t, url, "")
-	start := time.Now().Add(-time.Minute).UnixNano()
-	body := fmt.Sprintf(`[{"trace_id":"6b8efff798038103d269b633813fc60c","span_id":"eee19b7ec3c1b174","name":"GET /y","service":"web","start_time":%d,"end_time":%d}]`, start, start+5e6)
-	resp, err := http.Post(base+"/v1/spans", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("ingest: %d", resp.StatusCode)
-	}
+	postSpan(t, base, "6b8efff798038103d269b633813fc60c", "GET /y")
 	if _, err := os.Stat(filepath.Join(dir, "clickhouse-wal", "LOCK")); err != nil {
 		t.Fatalf("no WAL in --data-dir: %v", err)
 	}
@@ -187,6 +169,22 @@ func TestServeOnClickHouseBehindAWAL(t *testing.T) {
 				t.Fatalf("%s: the trace acknowledged through the WAL is not found after 30s: %d", b, resp.StatusCode)
 			}
 		}
+	}
+}
+
+// postSpan sends one span of trace, a minute old, in the native JSON shape
+// and fails unless it is acknowledged.
+func postSpan(t *testing.T, base, trace, name string) {
+	t.Helper()
+	start := time.Now().Add(-time.Minute).UnixNano()
+	body := fmt.Sprintf(`[{"trace_id":%q,"span_id":"eee19b7ec3c1b174","name":%q,"service":"web","start_time":%d,"end_time":%d}]`, trace, name, start, start+5e6)
+	resp, err := http.Post(base+"/v1/spans", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("ingest: %d", resp.StatusCode)
 	}
 }
 
