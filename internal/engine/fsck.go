@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rastro-dev/rastro/internal/durable"
 	"github.com/rastro-dev/rastro/internal/model"
 	"github.com/rastro-dev/rastro/internal/segment"
 	"github.com/rastro-dev/rastro/internal/store"
@@ -179,7 +180,7 @@ func Fsck(dir string, opts FsckOptions) (*FsckReport, error) {
 func fsckLock(dir string, create bool) (*os.File, error) {
 	path := filepath.Join(dir, "LOCK")
 	if create {
-		f, err := lockDir(dir)
+		f, err := durable.LockDir(dir)
 		if err != nil {
 			return nil, fmt.Errorf("fsck: %w: stop the server first", err)
 		}

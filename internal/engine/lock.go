@@ -2,22 +2,18 @@ package engine
 
 import (
 	"io"
-	"os"
 
 	"github.com/rastro-dev/rastro/internal/durable"
 	"github.com/rastro-dev/rastro/internal/vfs"
 )
 
-// lockDir takes the exclusive lock on DATA_DIR/LOCK (durable.LockDir) so
-// that two processes never open the same store.
-func lockDir(dir string) (*os.File, error) { return durable.LockDir(dir) }
-
-// lockDirFS is lockDir on the operating system's filesystem; on any other
-// (a test's vfs.MemFS) there is no other process to keep out, and nothing
-// is locked.
+// lockDirFS takes the exclusive lock on DATA_DIR/LOCK (durable.LockDir), so
+// that two processes never open the same store, on the operating system's
+// filesystem; on any other (a test's vfs.MemFS) there is no other process
+// to keep out, and nothing is locked.
 func lockDirFS(fsys vfs.FS, dir string) (io.Closer, error) {
 	if _, ok := fsys.(vfs.OS); !ok {
 		return io.NopCloser(nil), nil
 	}
-	return lockDir(dir)
+	return durable.LockDir(dir)
 }
